@@ -1,0 +1,110 @@
+//! Tunables of the engine, with the defaults documented in `docs/engine.md`.
+
+use crate::history::{HistoryParams, OffsetHistory};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Memory budget of one partition's state, history included, in bytes.
+    pub history_bytes: usize,
+    /// Gaps this short are always merged when the history is downsampled.
+    #[serde(with = "humantime_serde")]
+    pub min_resolution: Duration,
+    /// Relative error of lag seconds the downsampling starts from (0.01 = 1 %).
+    pub history_precision: f32,
+    /// A commit closer than this to the previous one replaces it in the window.
+    #[serde(with = "humantime_serde")]
+    pub min_commit_distance: Duration,
+    /// No confirmation of the end offset for this long and lag cannot be called 0.
+    #[serde(with = "humantime_serde")]
+    pub stale_after: Duration,
+    /// A lagging group is stopped only after not committing for this long at least.
+    #[serde(with = "humantime_serde")]
+    pub stop_grace: Duration,
+    /// A partition stays `producer_failing` this long after the last failure report.
+    #[serde(with = "humantime_serde")]
+    pub producer_failing_for: Duration,
+    /// Consecutive broker answers below an earlier one that make a reset.
+    pub reset_confirmations: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            history_bytes: 4096,
+            min_resolution: Duration::from_secs(1),
+            history_precision: 0.01,
+            min_commit_distance: Duration::from_secs(1),
+            stale_after: Duration::from_secs(300),
+            stop_grace: Duration::from_secs(60),
+            producer_failing_for: Duration::from_secs(60),
+            reset_confirmations: 2,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("history_bytes {given} leaves room for {points} points; at least {min} are needed ({needed} bytes)")]
+    HistoryTooSmall { given: usize, points: usize, min: usize, needed: usize },
+    #[error("history_precision must be a finite number above 0, got {0}")]
+    BadPrecision(f32),
+    #[error("reset_confirmations must be at least 1")]
+    NoResetConfirmations,
+}
+
+impl EngineConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let points = history_capacity(self.history_bytes);
+        if points < HistoryParams::MIN_CAPACITY {
+            return Err(ConfigError::HistoryTooSmall {
+                given: self.history_bytes,
+                points,
+                min: HistoryParams::MIN_CAPACITY,
+                needed: crate::engine::PARTITION_FIXED_BYTES
+                    + HistoryParams::MIN_CAPACITY * OffsetHistory::POINT_BYTES,
+            });
+        }
+        if !(self.history_precision.is_finite() && self.history_precision > 0.0) {
+            return Err(ConfigError::BadPrecision(self.history_precision));
+        }
+        if self.reset_confirmations == 0 {
+            return Err(ConfigError::NoResetConfirmations);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn history_params(&self) -> HistoryParams {
+        HistoryParams {
+            capacity: history_capacity(self.history_bytes),
+            min_resolution_ms: crate::time::duration_ms(self.min_resolution),
+            initial_precision: self.history_precision,
+        }
+    }
+}
+
+/// Points that fit in the budget once the partition's fixed state is paid for.
+fn history_capacity(history_bytes: usize) -> usize {
+    history_bytes.saturating_sub(crate::engine::PARTITION_FIXED_BYTES) / OffsetHistory::POINT_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_fits_the_budget() {
+        let c = EngineConfig::default();
+        c.validate().unwrap();
+        let p = c.history_params();
+        assert!(p.capacity >= 200, "only {} points", p.capacity);
+    }
+
+    #[test]
+    fn too_small_a_budget_is_refused() {
+        let c = EngineConfig { history_bytes: 64, ..EngineConfig::default() };
+        assert!(matches!(c.validate(), Err(ConfigError::HistoryTooSmall { .. })));
+    }
+}

@@ -1,0 +1,736 @@
+//! The engine: offset histories per partition, commit windows per group-partition,
+//! and the lag and health computed from them at a time the caller chooses.
+
+use crate::config::{ConfigError, EngineConfig};
+use crate::health::{HealthInput, HealthParams, partition_status};
+use crate::history::{HistoryParams, OffsetHistory, ProduceTime, Sighting};
+use crate::model::{
+    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason,
+    ResetEvidence, Status,
+};
+use crate::time::{Millis, duration_ms};
+use crate::window::{Commit, CommitWindow};
+use std::collections::HashMap;
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Offsets Kafka clients use as "no offset" markers rather than positions.
+const OFFSET_SENTINELS: [i64; 4] = [-1, -2, -1000, -1001];
+
+/// Bytes a partition costs besides its history points (state and index entry).
+pub const PARTITION_FIXED_BYTES: usize =
+    std::mem::size_of::<PartitionState>() + std::mem::size_of::<((TopicId, i32), PartitionId)>() + 1;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionId(u32);
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupId(u32);
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupPartitionId(u32);
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct TopicId(u32);
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct NameId(u32);
+
+/// Strings stored once: clusters, topics and groups are referred to by number.
+#[derive(Debug, Default)]
+struct Names {
+    ids: Map<Box<str>, NameId>,
+    names: Vec<Box<str>>,
+}
+
+impl Names {
+    fn intern(&mut self, name: &str) -> NameId {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = NameId(index_u32(self.names.len()));
+        self.names.push(name.into());
+        self.ids.insert(name.into(), id);
+        id
+    }
+
+    fn get(&self, name: &str) -> Option<NameId> {
+        self.ids.get(name).copied()
+    }
+
+    fn name(&self, id: NameId) -> &str {
+        &self.names[id.0 as usize]
+    }
+}
+
+fn index_u32(len: usize) -> u32 {
+    u32::try_from(len).expect("more than 4 billion entries")
+}
+
+#[derive(Debug)]
+struct TopicState {
+    cluster: NameId,
+    name: NameId,
+    partitions: Vec<PartitionId>,
+    /// Last failed send that had no partition assigned: counts for every partition.
+    unassigned_failure_at: Option<Millis>,
+}
+
+/// A lower broker answer waiting for confirmation before it is believed.
+#[derive(Copy, Clone, Debug)]
+struct PendingReset {
+    seen: u32,
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    topic: TopicId,
+    partition: i32,
+    history: OffsetHistory,
+    end_seen_at: Option<Millis>,
+    /// The broker's own highest end offset since the last reset.
+    broker_end_max: Option<i64>,
+    /// The broker's last answer, for the control-marker inference.
+    broker_end: Option<i64>,
+    /// Highest end offset produce acks prove (acked offset + 1).
+    acked_end: Option<i64>,
+    log_start: Option<i64>,
+    control_marker: Option<i64>,
+    pending_end_reset: Option<PendingReset>,
+    pending_log_start_reset: Option<PendingReset>,
+    last_failure_at: Option<Millis>,
+    last_success_at: Option<Millis>,
+    groups: Vec<GroupPartitionId>,
+}
+
+#[derive(Debug)]
+struct GroupState {
+    cluster: NameId,
+    name: NameId,
+    partitions: Vec<GroupPartitionId>,
+}
+
+#[derive(Debug)]
+struct GroupPartitionState {
+    group: GroupId,
+    partition: PartitionId,
+    window: CommitWindow,
+    /// Offsets below this have been counted as lost already.
+    lost_upto: i64,
+    data_loss: i64,
+}
+
+/// Counters of what the engine was given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub accepted: u64,
+    /// Valid points that told nothing new (behind the known end, older commits).
+    pub redundant: u64,
+    pub rejected: RejectCounts,
+    pub resets: u64,
+}
+
+/// Names of a group-partition, for output.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GroupPartitionNames<'a> {
+    pub cluster: &'a str,
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub partition: i32,
+}
+
+/// A group's health: the worst of its partitions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupReport {
+    pub group: GroupId,
+    pub status: Status,
+    pub partitions: usize,
+    /// Sum of the known lags; `complete` says whether every partition's was known.
+    pub total_lag: i64,
+    pub complete: bool,
+    pub max_lag: Option<(GroupPartitionId, i64)>,
+}
+
+/// Memory held by the engine's state, as counted by [`Engine::memory`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MemoryUsage {
+    pub partitions: usize,
+    pub partition_bytes: usize,
+    pub group_partitions: usize,
+    pub group_partition_bytes: usize,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    history: HistoryParams,
+    health: HealthParams,
+    min_commit_distance_ms: i64,
+    producer_failing_ms: i64,
+    names: Names,
+    topic_ids: Map<(NameId, NameId), TopicId>,
+    topics: Vec<TopicState>,
+    partition_ids: Map<(TopicId, i32), PartitionId>,
+    partitions: Vec<PartitionState>,
+    group_ids: Map<(NameId, NameId), GroupId>,
+    groups: Vec<GroupState>,
+    group_partition_ids: Map<(GroupId, PartitionId), GroupPartitionId>,
+    group_partitions: Vec<GroupPartitionState>,
+    stats: EngineStats,
+    events: Vec<EngineEvent>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            history: config.history_params(),
+            health: HealthParams {
+                stale_after_ms: duration_ms(config.stale_after),
+                stop_grace_ms: duration_ms(config.stop_grace),
+            },
+            min_commit_distance_ms: duration_ms(config.min_commit_distance),
+            producer_failing_ms: duration_ms(config.producer_failing_for),
+            config,
+            names: Names::default(),
+            topic_ids: Map::default(),
+            topics: Vec::new(),
+            partition_ids: Map::default(),
+            partitions: Vec::new(),
+            group_ids: Map::default(),
+            groups: Vec::new(),
+            group_partition_ids: Map::default(),
+            group_partitions: Vec::new(),
+            stats: EngineStats::default(),
+            events: Vec::new(),
+        })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+
+    /// Events detected since the last call, oldest first.
+    pub fn drain_events(&mut self) -> Vec<EngineEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Counts a point an adapter refused before it reached the engine (a malformed
+    /// tag, say), so that every rejection is counted in one place.
+    pub fn reject(&mut self, reason: RejectReason) {
+        self.stats.rejected.add(reason);
+    }
+
+    /// Applies one observation made at `at`. Rejected points are counted and
+    /// returned as the error; they never change lag.
+    pub fn observe(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
+        let result = self.apply(at, observation);
+        match result {
+            Ok(()) => self.stats.accepted += 1,
+            Err(reason) => self.stats.rejected.add(reason),
+        }
+        result
+    }
+
+    fn apply(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
+        match *observation {
+            Observation::Produced { partition, offset } => {
+                match self.partition_id(partition).and_then(|_| check_offset(offset)) {
+                    Ok(()) => {}
+                    // A tracer's placeholder for a failed send: a failure, never progress.
+                    Err(reason) if reason != RejectReason::OffsetOutOfRange => {
+                        self.record_failure(partition, at);
+                        return Err(reason);
+                    }
+                    Err(reason) => return Err(reason),
+                }
+                let pid = self.partition_id(partition)?;
+                self.produced(pid, offset, at)
+            }
+            Observation::ProduceFailed { partition, .. } => {
+                self.record_failure(partition, at);
+                Err(RejectReason::FailedSend)
+            }
+            Observation::Committed { group, partition, offset } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                let gid = self.group_id(partition.cluster, group);
+                self.committed(gid, pid, offset, at)
+            }
+            Observation::EndOffset { partition, offset, source } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                self.end_offset(pid, offset, source, at)
+            }
+            Observation::LogStart { partition, offset } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                self.log_start(pid, offset, at);
+                Ok(())
+            }
+            Observation::ControlMarker { partition, offset } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                self.partitions[pid.0 as usize].control_marker = Some(offset);
+                Ok(())
+            }
+            Observation::TopicRecreated { cluster, topic } => {
+                let tid = self.topic_id(cluster, topic);
+                for pid in self.topics[tid.0 as usize].partitions.clone() {
+                    self.reset(pid, None, at, ResetEvidence::TopicRecreated);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The id of a valid partition, created on first sight. Hot paths look it up
+    /// once and call the id-taking methods.
+    pub fn partition_id(&mut self, p: PartitionRef<'_>) -> Result<PartitionId, RejectReason> {
+        if p.partition < 0 {
+            return Err(RejectReason::NegativePartition);
+        }
+        let tid = self.topic_id(p.cluster, p.topic);
+        if let Some(&pid) = self.partition_ids.get(&(tid, p.partition)) {
+            return Ok(pid);
+        }
+        let pid = PartitionId(index_u32(self.partitions.len()));
+        self.partitions.push(PartitionState {
+            topic: tid,
+            partition: p.partition,
+            history: OffsetHistory::new(&self.history),
+            end_seen_at: None,
+            broker_end_max: None,
+            broker_end: None,
+            acked_end: None,
+            log_start: None,
+            control_marker: None,
+            pending_end_reset: None,
+            pending_log_start_reset: None,
+            last_failure_at: None,
+            last_success_at: None,
+            groups: Vec::new(),
+        });
+        self.partition_ids.insert((tid, p.partition), pid);
+        self.topics[tid.0 as usize].partitions.push(pid);
+        Ok(pid)
+    }
+
+    fn topic_id(&mut self, cluster: &str, topic: &str) -> TopicId {
+        let key = (self.names.intern(cluster), self.names.intern(topic));
+        if let Some(&tid) = self.topic_ids.get(&key) {
+            return tid;
+        }
+        let tid = TopicId(index_u32(self.topics.len()));
+        self.topics.push(TopicState {
+            cluster: key.0,
+            name: key.1,
+            partitions: Vec::new(),
+            unassigned_failure_at: None,
+        });
+        self.topic_ids.insert(key, tid);
+        tid
+    }
+
+    pub fn group_id(&mut self, cluster: &str, group: &str) -> GroupId {
+        let key = (self.names.intern(cluster), self.names.intern(group));
+        if let Some(&gid) = self.group_ids.get(&key) {
+            return gid;
+        }
+        let gid = GroupId(index_u32(self.groups.len()));
+        self.groups.push(GroupState {
+            cluster: key.0,
+            name: key.1,
+            partitions: Vec::new(),
+        });
+        self.group_ids.insert(key, gid);
+        gid
+    }
+
+    fn record_failure(&mut self, p: PartitionRef<'_>, at: Millis) {
+        if p.partition < 0 {
+            let tid = self.topic_id(p.cluster, p.topic);
+            let t = &mut self.topics[tid.0 as usize];
+            t.unassigned_failure_at = t.unassigned_failure_at.max(Some(at));
+        } else if let Ok(pid) = self.partition_id(p) {
+            let s = &mut self.partitions[pid.0 as usize];
+            s.last_failure_at = s.last_failure_at.max(Some(at));
+        }
+    }
+
+    /// An acknowledged produce of the record at `offset`.
+    pub fn produced(&mut self, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
+        check_offset(offset)?;
+        let end = offset.checked_add(1).ok_or(RejectReason::OffsetOutOfRange)?;
+        let p = &mut self.partitions[pid.0 as usize];
+        p.last_success_at = p.last_success_at.max(Some(at));
+        p.acked_end = p.acked_end.max(Some(end));
+        if p.history.insert(end, at, Sighting::AtLeast, &self.history) {
+            p.end_seen_at = p.end_seen_at.max(Some(at));
+        } else {
+            self.stats.redundant += 1;
+        }
+        Ok(())
+    }
+
+    /// The partition's end offset as the broker or a client reported it.
+    pub fn end_offset(
+        &mut self,
+        pid: PartitionId,
+        end: i64,
+        source: EndOffsetSource,
+        at: Millis,
+    ) -> Result<(), RejectReason> {
+        check_offset(end)?;
+        let confirmations = self.config.reset_confirmations;
+        let p = &mut self.partitions[pid.0 as usize];
+        if source == EndOffsetSource::Broker {
+            p.broker_end = Some(end);
+            match p.broker_end_max {
+                Some(max) if end < max => {
+                    if confirm(&mut p.pending_end_reset, confirmations) {
+                        self.reset(pid, Some(end), at, ResetEvidence::EndOffsetDecreased);
+                    }
+                    return Ok(());
+                }
+                _ => {
+                    p.pending_end_reset = None;
+                    p.broker_end_max = p.broker_end_max.max(Some(end));
+                }
+            }
+        }
+        if !p.history.insert(end, at, Sighting::Exact, &self.history) {
+            self.stats.redundant += 1;
+        }
+        // An unchanged answer still confirms the end offset is current.
+        if p.history.end() == Some(end) || source == EndOffsetSource::Broker {
+            p.end_seen_at = p.end_seen_at.max(Some(at));
+        }
+        Ok(())
+    }
+
+    fn log_start(&mut self, pid: PartitionId, offset: i64, at: Millis) {
+        let confirmations = self.config.reset_confirmations;
+        let p = &mut self.partitions[pid.0 as usize];
+        if let Some(prev) = p.log_start
+            && offset < prev
+        {
+            if confirm(&mut p.pending_log_start_reset, confirmations) {
+                // The new log's end is unknown until the broker is asked again.
+                self.reset(pid, None, at, ResetEvidence::LogStartDecreased);
+                self.partitions[pid.0 as usize].log_start = Some(offset);
+            }
+            return;
+        }
+        p.pending_log_start_reset = None;
+        p.log_start = Some(offset);
+        for gpid in p.groups.clone() {
+            self.account_loss(gpid, at);
+        }
+    }
+
+    /// A group committed `offset` (the next offset it will read).
+    pub fn committed(
+        &mut self,
+        gid: GroupId,
+        pid: PartitionId,
+        offset: i64,
+        at: Millis,
+    ) -> Result<(), RejectReason> {
+        check_offset(offset)?;
+        let gpid = self.group_partition_id(gid, pid);
+        let p = &self.partitions[pid.0 as usize];
+        let lag = match p.history.end_at(at).or(p.history.end()) {
+            Some(end) => {
+                let from = offset.max(p.log_start.unwrap_or(offset));
+                u32::try_from(end.saturating_sub(from).max(0)).unwrap_or(u32::MAX)
+            }
+            // Unknown counts as lagging: it must not make a window look healthy.
+            None => u32::MAX,
+        };
+        let gp = &mut self.group_partitions[gpid.0 as usize];
+        let recorded = gp.window.record(Commit { offset, at, lag }, self.min_commit_distance_ms);
+        if recorded == crate::window::Recorded::OutOfOrder {
+            self.stats.redundant += 1;
+        } else {
+            self.account_loss(gpid, at);
+        }
+        Ok(())
+    }
+
+    pub fn group_partition_id(&mut self, gid: GroupId, pid: PartitionId) -> GroupPartitionId {
+        if let Some(&id) = self.group_partition_ids.get(&(gid, pid)) {
+            return id;
+        }
+        let id = GroupPartitionId(index_u32(self.group_partitions.len()));
+        self.group_partitions.push(GroupPartitionState {
+            group: gid,
+            partition: pid,
+            window: CommitWindow::default(),
+            lost_upto: 0,
+            data_loss: 0,
+        });
+        self.group_partition_ids.insert((gid, pid), id);
+        self.groups[gid.0 as usize].partitions.push(id);
+        self.partitions[pid.0 as usize].groups.push(id);
+        id
+    }
+
+    /// Counts records the group can no longer read because retention removed them.
+    fn account_loss(&mut self, gpid: GroupPartitionId, at: Millis) {
+        let gp = &mut self.group_partitions[gpid.0 as usize];
+        let p = &self.partitions[gp.partition.0 as usize];
+        let (Some(log_start), Some(last)) = (p.log_start, gp.window.last()) else {
+            return;
+        };
+        let from = last.offset.max(gp.lost_upto);
+        if last.offset >= log_start || from >= log_start {
+            return;
+        }
+        let messages = log_start - from;
+        gp.lost_upto = log_start;
+        gp.data_loss = gp.data_loss.saturating_add(messages);
+        let (group, partition) = (gp.group, gp.partition);
+        let event = EngineEvent::DataLoss {
+            at,
+            cluster: self.names.name(self.groups[group.0 as usize].cluster).to_owned(),
+            group: self.names.name(self.groups[group.0 as usize].name).to_owned(),
+            topic: self.topic_name(partition).to_owned(),
+            partition: p.partition,
+            messages,
+            committed_offset: last.offset,
+            log_start_offset: log_start,
+        };
+        self.events.push(event);
+    }
+
+    /// Forgets a partition's history on broker evidence, and tells users.
+    fn reset(&mut self, pid: PartitionId, new_end: Option<i64>, at: Millis, evidence: ResetEvidence) {
+        let p = &mut self.partitions[pid.0 as usize];
+        let previous_end = p.history.end();
+        match new_end {
+            Some(end) => p.history.reset(end, at, &self.history),
+            None => p.history = OffsetHistory::new(&self.history),
+        }
+        p.end_seen_at = new_end.map(|_| at);
+        p.broker_end_max = new_end;
+        p.broker_end = new_end;
+        p.acked_end = None;
+        p.log_start = None;
+        p.control_marker = None;
+        p.pending_end_reset = None;
+        p.pending_log_start_reset = None;
+        let partition = p.partition;
+        // Commits against the old log say nothing about the new one.
+        for &gpid in &p.groups {
+            let gp = &mut self.group_partitions[gpid.0 as usize];
+            gp.window.clear();
+            gp.lost_upto = 0;
+        }
+        self.stats.resets += 1;
+        let (cluster, topic) = self.cluster_and_topic(pid);
+        self.events.push(EngineEvent::TopicReset {
+            at,
+            cluster: cluster.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            previous_end,
+            new_end,
+            evidence,
+        });
+    }
+
+    fn topic_name(&self, pid: PartitionId) -> &str {
+        self.cluster_and_topic(pid).1
+    }
+
+    fn cluster_and_topic(&self, pid: PartitionId) -> (&str, &str) {
+        let t = &self.topics[self.partitions[pid.0 as usize].topic.0 as usize];
+        (self.names.name(t.cluster), self.names.name(t.name))
+    }
+
+    /// Every group-partition, in the order they were first seen.
+    pub fn group_partitions(&self) -> impl Iterator<Item = GroupPartitionId> + '_ {
+        (0..self.group_partitions.len()).map(|i| GroupPartitionId(i as u32))
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        (0..self.groups.len()).map(|i| GroupId(i as u32))
+    }
+
+    pub fn names(&self, id: GroupPartitionId) -> GroupPartitionNames<'_> {
+        let gp = &self.group_partitions[id.0 as usize];
+        let g = &self.groups[gp.group.0 as usize];
+        let p = &self.partitions[gp.partition.0 as usize];
+        GroupPartitionNames {
+            cluster: self.names.name(g.cluster),
+            group: self.names.name(g.name),
+            topic: self.topic_name(gp.partition),
+            partition: p.partition,
+        }
+    }
+
+    pub fn group_name(&self, id: GroupId) -> (&str, &str) {
+        let g = &self.groups[id.0 as usize];
+        (self.names.name(g.cluster), self.names.name(g.name))
+    }
+
+    /// Finds a group-partition by name without creating it.
+    pub fn find(&self, cluster: &str, group: &str, topic: &str, partition: i32) -> Option<GroupPartitionId> {
+        let (c, g, t) = (self.names.get(cluster)?, self.names.get(group)?, self.names.get(topic)?);
+        let gid = *self.group_ids.get(&(c, g))?;
+        let tid = *self.topic_ids.get(&(c, t))?;
+        let pid = *self.partition_ids.get(&(tid, partition))?;
+        self.group_partition_ids.get(&(gid, pid)).copied()
+    }
+
+    /// Lag and health of one group on one partition at `now`.
+    pub fn evaluate(&self, id: GroupPartitionId, now: Millis) -> LagReport {
+        let gp = &self.group_partitions[id.0 as usize];
+        let p = &self.partitions[gp.partition.0 as usize];
+        let last = gp.window.last();
+        let committed = last.map(|c| c.offset);
+        let below_log_start = matches!((committed, p.log_start), (Some(c), Some(s)) if c < s);
+        let mut report = LagReport {
+            committed_offset: committed,
+            end_offset: p.history.end().map(|e| e.max(committed.unwrap_or(e))),
+            log_start_offset: p.log_start,
+            lag_messages: None,
+            lag_seconds: None,
+            lag_seconds_lower_bound: false,
+            status: Status::Stale,
+            producer_failing: self.producer_failing(p, now),
+            data_loss_messages: gp.data_loss,
+            at_control_marker: false,
+            last_commit_at: last.map(|c| c.at),
+            end_offset_at: p.end_seen_at,
+        };
+        if let (Some(c), Some(end)) = (committed, report.end_offset) {
+            // Records below the log start are gone: loss, reported apart, not lag.
+            let from = c.max(p.log_start.unwrap_or(c));
+            let mut lag = end.saturating_sub(from).max(0);
+            if lag == 1 && self.is_control_marker(p, from) {
+                lag = 0;
+                report.at_control_marker = true;
+            }
+            report.lag_messages = Some(lag);
+            report.lag_seconds = if lag == 0 {
+                Some(0.0)
+            } else {
+                match p.history.produce_time(from) {
+                    Some(ProduceTime::Interpolated(t)) => Some(((now.0 as f64 - t) / 1000.0).max(0.0)),
+                    Some(ProduceTime::NotAfter(t)) => {
+                        report.lag_seconds_lower_bound = true;
+                        Some(now.since(t) as f64 / 1000.0)
+                    }
+                    None => None,
+                }
+            };
+        }
+        report.status = partition_status(
+            &HealthInput {
+                window: &gp.window,
+                now,
+                lag_messages: report.lag_messages,
+                lag_seconds: report.lag_seconds,
+                below_log_start,
+                end_age_ms: p.end_seen_at.map(|t| now.since(t)),
+            },
+            &self.health,
+        );
+        report
+    }
+
+    fn is_control_marker(&self, p: &PartitionState, offset: i64) -> bool {
+        p.control_marker == Some(offset)
+            || (p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1))
+    }
+
+    fn producer_failing(&self, p: &PartitionState, now: Millis) -> bool {
+        let topic_failure = self.topics[p.topic.0 as usize].unassigned_failure_at;
+        let Some(failure) = p.last_failure_at.max(topic_failure) else {
+            return false;
+        };
+        now.since(failure) <= self.producer_failing_ms && p.last_success_at.is_none_or(|s| s < failure)
+    }
+
+    /// A group's health: the worst status of its partitions.
+    pub fn evaluate_group(&self, id: GroupId, now: Millis) -> GroupReport {
+        let g = &self.groups[id.0 as usize];
+        let mut report = GroupReport {
+            group: id,
+            status: Status::Ok,
+            partitions: g.partitions.len(),
+            total_lag: 0,
+            complete: true,
+            max_lag: None,
+        };
+        for &gpid in &g.partitions {
+            let r = self.evaluate(gpid, now);
+            report.status = report.status.max(r.status);
+            match r.lag_messages {
+                Some(lag) => {
+                    report.total_lag = report.total_lag.saturating_add(lag);
+                    if report.max_lag.is_none_or(|(_, max)| lag > max) {
+                        report.max_lag = Some((gpid, lag));
+                    }
+                }
+                None => report.complete = false,
+            }
+        }
+        if g.partitions.is_empty() {
+            report.status = Status::Stale;
+        }
+        report
+    }
+
+    /// Bytes held per partition and per group-partition, index entries included.
+    pub fn memory(&self) -> MemoryUsage {
+        let partition_bytes = self
+            .partitions
+            .iter()
+            .map(|p| {
+                PARTITION_FIXED_BYTES
+                    + p.history.heap_bytes()
+                    + p.groups.capacity() * std::mem::size_of::<GroupPartitionId>()
+            })
+            .sum();
+        let group_partition_bytes = self.group_partitions.len()
+            * (std::mem::size_of::<GroupPartitionState>()
+                + std::mem::size_of::<((GroupId, PartitionId), GroupPartitionId)>()
+                + 1
+                // its entries in the group's and the partition's lists
+                + 2 * std::mem::size_of::<GroupPartitionId>());
+        MemoryUsage {
+            partitions: self.partitions.len(),
+            partition_bytes,
+            group_partitions: self.group_partitions.len(),
+            group_partition_bytes,
+        }
+    }
+}
+
+fn check_offset(offset: i64) -> Result<(), RejectReason> {
+    if offset >= 0 {
+        if offset == i64::MAX {
+            return Err(RejectReason::OffsetOutOfRange);
+        }
+        Ok(())
+    } else if OFFSET_SENTINELS.contains(&offset) {
+        Err(RejectReason::InvalidOffsetSentinel)
+    } else {
+        Err(RejectReason::NegativeOffset)
+    }
+}
+
+/// Counts one more lower answer; true once there have been enough in a row.
+fn confirm(pending: &mut Option<PendingReset>, needed: u32) -> bool {
+    let p = pending.get_or_insert(PendingReset { seen: 0 });
+    p.seen += 1;
+    if p.seen >= needed {
+        *pending = None;
+        true
+    } else {
+        false
+    }
+}

@@ -1,0 +1,21 @@
+//! streamsight's pure core: domain types and the lag engine.
+//!
+//! No I/O, no async, no clock: every method that depends on time takes it as an
+//! argument. Adapters (intake, poller, store, API) feed [`Engine::observe`] and read
+//! [`Engine::evaluate`].
+
+pub mod config;
+pub mod engine;
+pub mod health;
+pub mod history;
+pub mod model;
+pub mod time;
+pub mod window;
+
+pub use config::{ConfigError, EngineConfig};
+pub use engine::{Engine, EngineStats, GroupId, GroupPartitionId, GroupReport, MemoryUsage, PartitionId};
+pub use model::{
+    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason, ResetEvidence,
+    Status,
+};
+pub use time::Millis;

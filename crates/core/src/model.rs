@@ -1,0 +1,216 @@
+//! Domain types: what the engine is told, what it rejects and what it answers.
+
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// A partition as named by whoever reports on it. `partition` may be anything a
+/// client sent, -1 included: the engine decides what is valid.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PartitionRef<'a> {
+    pub cluster: &'a str,
+    pub topic: &'a str,
+    pub partition: i32,
+}
+
+/// Who said what the end offset is. Only the broker's own answer can prove a reset.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndOffsetSource {
+    /// The broker's latest offset (ListOffsets), asked by a poller.
+    Broker,
+    /// A high watermark a client saw in a fetch response (DSM `kafka_high_watermark`).
+    ClientHighWatermark,
+}
+
+/// One fact about the pipeline, at the time it is handed to the engine with.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Observation<'a> {
+    /// A produce the broker acknowledged: `offset` is the acked record's offset.
+    Produced { partition: PartitionRef<'a>, offset: i64 },
+    /// A send that failed; `partition` is -1 when none had been assigned.
+    ProduceFailed { partition: PartitionRef<'a>, error: &'a str },
+    /// A group committed `offset`, the next offset it will read.
+    Committed { group: &'a str, partition: PartitionRef<'a>, offset: i64 },
+    /// The partition's end offset (high watermark).
+    EndOffset { partition: PartitionRef<'a>, offset: i64, source: EndOffsetSource },
+    /// The partition's log start offset (earliest offset still readable).
+    LogStart { partition: PartitionRef<'a>, offset: i64 },
+    /// `offset` holds a transaction control marker, not a data record.
+    ControlMarker { partition: PartitionRef<'a>, offset: i64 },
+    /// The broker reports the topic deleted and created again (a new topic id).
+    TopicRecreated { cluster: &'a str, topic: &'a str },
+}
+
+/// Why a point was not let near the offset history. Counted per reason.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    #[error("partition is negative (no partition was assigned)")]
+    NegativePartition,
+    #[error("offset is a kafka sentinel (-1, -2, -1000 or -1001), not a position")]
+    InvalidOffsetSentinel,
+    #[error("offset is negative")]
+    NegativeOffset,
+    #[error("offset is too large to be an end offset")]
+    OffsetOutOfRange,
+    #[error("the send failed: a failure is not produce progress")]
+    FailedSend,
+    #[error("backlog type is not one the engine knows")]
+    UnknownBacklogType,
+    #[error("a required tag is missing")]
+    MissingTag,
+    #[error("a tag is malformed")]
+    MalformedTag,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 8] = [
+        RejectReason::NegativePartition,
+        RejectReason::InvalidOffsetSentinel,
+        RejectReason::NegativeOffset,
+        RejectReason::OffsetOutOfRange,
+        RejectReason::FailedSend,
+        RejectReason::UnknownBacklogType,
+        RejectReason::MissingTag,
+        RejectReason::MalformedTag,
+    ];
+
+    /// The label used in metrics and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::NegativePartition => "negative_partition",
+            RejectReason::InvalidOffsetSentinel => "invalid_offset_sentinel",
+            RejectReason::NegativeOffset => "negative_offset",
+            RejectReason::OffsetOutOfRange => "offset_out_of_range",
+            RejectReason::FailedSend => "failed_send",
+            RejectReason::UnknownBacklogType => "unknown_backlog_type",
+            RejectReason::MissingTag => "missing_tag",
+            RejectReason::MalformedTag => "malformed_tag",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Rejected points by reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RejectCounts([u64; RejectReason::ALL.len()]);
+
+impl RejectCounts {
+    pub fn add(&mut self, reason: RejectReason) {
+        self.0[reason.index()] += 1;
+    }
+
+    pub fn get(&self, reason: RejectReason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (RejectReason, u64)> + '_ {
+        RejectReason::ALL.iter().map(|&r| (r, self.get(r)))
+    }
+}
+
+/// Health of a group on a partition, from best to worst: a group's status is the
+/// worst of its partitions'.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Caught up, or consuming with lag that shrinks.
+    Ok,
+    /// Not enough fresh data to tell: lag unknown or unconfirmed. Never ok.
+    Stale,
+    /// Lagging and the lag never decreased over the window.
+    Warn,
+    /// The group's committed offset went backwards.
+    Rewind,
+    /// Committing the same offset while lagging.
+    Stall,
+    /// Not committing while lagging.
+    Stop,
+    /// The committed offset is below the log start: retention deleted unread records.
+    DataLoss,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Stale => "stale",
+            Status::Warn => "warn",
+            Status::Rewind => "rewind",
+            Status::Stall => "stall",
+            Status::Stop => "stop",
+            Status::DataLoss => "data_loss",
+        }
+    }
+}
+
+/// Lag and health of one group on one partition at one moment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LagReport {
+    /// Next offset the group will read, as last committed.
+    pub committed_offset: Option<i64>,
+    /// The partition's end offset: the max of what producers and brokers reported.
+    pub end_offset: Option<i64>,
+    pub log_start_offset: Option<i64>,
+    /// `None` when unknown, which is never the same as 0.
+    pub lag_messages: Option<i64>,
+    /// Age of the oldest unread record; `None` when unknown.
+    pub lag_seconds: Option<f64>,
+    /// The oldest unread record predates the history: `lag_seconds` is at least this.
+    pub lag_seconds_lower_bound: bool,
+    pub status: Status,
+    /// Failed sends are being reported for this partition (or its topic).
+    pub producer_failing: bool,
+    /// Records deleted by retention before this group read them, in total.
+    pub data_loss_messages: i64,
+    /// The only record left is a transaction control marker: not lag.
+    pub at_control_marker: bool,
+    pub last_commit_at: Option<Millis>,
+    /// When any source last confirmed the end offset.
+    pub end_offset_at: Option<Millis>,
+}
+
+/// The evidence a topic reset was accepted on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetEvidence {
+    /// The broker's end offset went backwards and stayed there.
+    EndOffsetDecreased,
+    /// The broker's log start offset went backwards and stayed there.
+    LogStartDecreased,
+    /// The topic was deleted and created again.
+    TopicRecreated,
+}
+
+/// Something users should see happened, in the order it was detected.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EngineEvent {
+    TopicReset {
+        at: Millis,
+        cluster: String,
+        topic: String,
+        partition: i32,
+        previous_end: Option<i64>,
+        new_end: Option<i64>,
+        evidence: ResetEvidence,
+    },
+    DataLoss {
+        at: Millis,
+        cluster: String,
+        group: String,
+        topic: String,
+        partition: i32,
+        /// Records newly known to be lost.
+        messages: i64,
+        committed_offset: i64,
+        log_start_offset: i64,
+    },
+}
