@@ -47,8 +47,15 @@ impl Default for EngineConfig {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
-    #[error("history_bytes {given} leaves room for {points} points; at least {min} are needed ({needed} bytes)")]
-    HistoryTooSmall { given: usize, points: usize, min: usize, needed: usize },
+    #[error(
+        "history_bytes {given} leaves room for {points} points; at least {min} are needed ({needed} bytes)"
+    )]
+    HistoryTooSmall {
+        given: usize,
+        points: usize,
+        min: usize,
+        needed: usize,
+    },
     #[error("history_precision must be a finite number above 0, got {0}")]
     BadPrecision(f32),
     #[error("reset_confirmations must be at least 1")]
@@ -104,7 +111,13 @@ mod tests {
 
     #[test]
     fn too_small_a_budget_is_refused() {
-        let c = EngineConfig { history_bytes: 64, ..EngineConfig::default() };
-        assert!(matches!(c.validate(), Err(ConfigError::HistoryTooSmall { .. })));
+        let c = EngineConfig {
+            history_bytes: 64,
+            ..EngineConfig::default()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::HistoryTooSmall { .. })
+        ));
     }
 }

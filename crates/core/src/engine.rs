@@ -18,8 +18,9 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 const OFFSET_SENTINELS: [i64; 4] = [-1, -2, -1000, -1001];
 
 /// Bytes a partition costs besides its history points (state and index entry).
-pub const PARTITION_FIXED_BYTES: usize =
-    std::mem::size_of::<PartitionState>() + std::mem::size_of::<((TopicId, i32), PartitionId)>() + 1;
+pub const PARTITION_FIXED_BYTES: usize = std::mem::size_of::<PartitionState>()
+    + std::mem::size_of::<((TopicId, i32), PartitionId)>()
+    + 1;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PartitionId(u32);
@@ -223,7 +224,11 @@ impl Engine {
 
     /// Applies one observation made at `at`. Rejected points are counted and
     /// returned as the error; they never change lag.
-    pub fn observe(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
+    pub fn observe(
+        &mut self,
+        at: Millis,
+        observation: &Observation<'_>,
+    ) -> Result<(), RejectReason> {
         let result = self.apply(at, observation);
         match result {
             Ok(()) => self.stats.accepted += 1,
@@ -235,7 +240,10 @@ impl Engine {
     fn apply(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
         match *observation {
             Observation::Produced { partition, offset } => {
-                match self.partition_id(partition).and_then(|_| check_offset(offset)) {
+                match self
+                    .partition_id(partition)
+                    .and_then(|_| check_offset(offset))
+                {
                     Ok(()) => {}
                     // A tracer's placeholder for a failed send: a failure, never progress.
                     Err(reason) if reason != RejectReason::OffsetOutOfRange => {
@@ -251,13 +259,21 @@ impl Engine {
                 self.record_failure(partition, at);
                 Err(RejectReason::FailedSend)
             }
-            Observation::Committed { group, partition, offset } => {
+            Observation::Committed {
+                group,
+                partition,
+                offset,
+            } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;
                 let gid = self.group_id(partition.cluster, group);
                 self.committed(gid, pid, offset, at)
             }
-            Observation::EndOffset { partition, offset, source } => {
+            Observation::EndOffset {
+                partition,
+                offset,
+                source,
+            } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;
                 self.end_offset(pid, offset, source, at)
@@ -359,9 +375,16 @@ impl Engine {
     }
 
     /// An acknowledged produce of the record at `offset`.
-    pub fn produced(&mut self, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
+    pub fn produced(
+        &mut self,
+        pid: PartitionId,
+        offset: i64,
+        at: Millis,
+    ) -> Result<(), RejectReason> {
         check_offset(offset)?;
-        let end = offset.checked_add(1).ok_or(RejectReason::OffsetOutOfRange)?;
+        let end = offset
+            .checked_add(1)
+            .ok_or(RejectReason::OffsetOutOfRange)?;
         let p = &mut self.partitions[pid.0 as usize];
         p.last_success_at = p.last_success_at.max(Some(at));
         p.acked_end = p.acked_end.max(Some(end));
@@ -449,7 +472,9 @@ impl Engine {
             None => u32::MAX,
         };
         let gp = &mut self.group_partitions[gpid.0 as usize];
-        let recorded = gp.window.record(Commit { offset, at, lag }, self.min_commit_distance_ms);
+        let recorded = gp
+            .window
+            .record(Commit { offset, at, lag }, self.min_commit_distance_ms);
         if recorded == crate::window::Recorded::OutOfOrder {
             self.stats.redundant += 1;
         } else {
@@ -493,8 +518,14 @@ impl Engine {
         let (group, partition) = (gp.group, gp.partition);
         let event = EngineEvent::DataLoss {
             at,
-            cluster: self.names.name(self.groups[group.0 as usize].cluster).to_owned(),
-            group: self.names.name(self.groups[group.0 as usize].name).to_owned(),
+            cluster: self
+                .names
+                .name(self.groups[group.0 as usize].cluster)
+                .to_owned(),
+            group: self
+                .names
+                .name(self.groups[group.0 as usize].name)
+                .to_owned(),
             topic: self.topic_name(partition).to_owned(),
             partition: p.partition,
             messages,
@@ -505,7 +536,13 @@ impl Engine {
     }
 
     /// Forgets a partition's history on broker evidence, and tells users.
-    fn reset(&mut self, pid: PartitionId, new_end: Option<i64>, at: Millis, evidence: ResetEvidence) {
+    fn reset(
+        &mut self,
+        pid: PartitionId,
+        new_end: Option<i64>,
+        at: Millis,
+        evidence: ResetEvidence,
+    ) {
         let p = &mut self.partitions[pid.0 as usize];
         let previous_end = p.history.end();
         match new_end {
@@ -576,8 +613,18 @@ impl Engine {
     }
 
     /// Finds a group-partition by name without creating it.
-    pub fn find(&self, cluster: &str, group: &str, topic: &str, partition: i32) -> Option<GroupPartitionId> {
-        let (c, g, t) = (self.names.get(cluster)?, self.names.get(group)?, self.names.get(topic)?);
+    pub fn find(
+        &self,
+        cluster: &str,
+        group: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<GroupPartitionId> {
+        let (c, g, t) = (
+            self.names.get(cluster)?,
+            self.names.get(group)?,
+            self.names.get(topic)?,
+        );
         let gid = *self.group_ids.get(&(c, g))?;
         let tid = *self.topic_ids.get(&(c, t))?;
         let pid = *self.partition_ids.get(&(tid, partition))?;
@@ -618,7 +665,9 @@ impl Engine {
                 Some(0.0)
             } else {
                 match p.history.produce_time(from) {
-                    Some(ProduceTime::Interpolated(t)) => Some(((now.0 as f64 - t) / 1000.0).max(0.0)),
+                    Some(ProduceTime::Interpolated(t)) => {
+                        Some(((now.0 as f64 - t) / 1000.0).max(0.0))
+                    }
                     Some(ProduceTime::NotAfter(t)) => {
                         report.lag_seconds_lower_bound = true;
                         Some(now.since(t) as f64 / 1000.0)
@@ -651,7 +700,8 @@ impl Engine {
         let Some(failure) = p.last_failure_at.max(topic_failure) else {
             return false;
         };
-        now.since(failure) <= self.producer_failing_ms && p.last_success_at.is_none_or(|s| s < failure)
+        now.since(failure) <= self.producer_failing_ms
+            && p.last_success_at.is_none_or(|s| s < failure)
     }
 
     /// A group's health: the worst status of its partitions.

@@ -36,7 +36,9 @@ pub struct HealthParams {
 }
 
 pub fn partition_status(input: &HealthInput<'_>, params: &HealthParams) -> Status {
-    let (Some(lag), Some(last), Some(end_age)) = (input.lag_messages, input.window.last(), input.end_age_ms) else {
+    let (Some(lag), Some(last), Some(end_age)) =
+        (input.lag_messages, input.window.last(), input.end_age_ms)
+    else {
         return Status::Stale;
     };
     if input.below_log_start {
@@ -91,7 +93,14 @@ mod tests {
     fn window(commits: &[(i64, i64, u32)]) -> CommitWindow {
         let mut w = CommitWindow::default();
         for &(offset, at, lag) in commits {
-            w.record(Commit { offset, at: Millis(at), lag }, 0);
+            w.record(
+                Commit {
+                    offset,
+                    at: Millis(at),
+                    lag,
+                },
+                0,
+            );
         }
         w
     }

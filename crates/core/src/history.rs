@@ -141,7 +141,13 @@ impl OffsetHistory {
     ///
     /// Only an exact sighting extends a plateau: "still `end` at `at`" is not
     /// something a produce ack can say.
-    pub fn insert(&mut self, end: i64, at: Millis, sighting: Sighting, params: &HistoryParams) -> bool {
+    pub fn insert(
+        &mut self,
+        end: i64,
+        at: Millis,
+        sighting: Sighting,
+        params: &HistoryParams,
+    ) -> bool {
         let n = self.points.len();
         let Some(last) = self.points.last().copied() else {
             self.push(Point { end, at }, params);
@@ -180,7 +186,12 @@ impl OffsetHistory {
     }
 
     /// A sighting that arrives after newer ones (delayed buckets, several sources).
-    fn insert_out_of_order(&mut self, point: Point, sighting: Sighting, params: &HistoryParams) -> bool {
+    fn insert_out_of_order(
+        &mut self,
+        point: Point,
+        sighting: Sighting,
+        params: &HistoryParams,
+    ) -> bool {
         let idx = self.points.partition_point(|q| q.at <= point.at);
         if idx > 0 {
             let prev = self.points[idx - 1];
@@ -341,23 +352,44 @@ mod tests {
     fn records_older_than_the_history_are_a_lower_bound() {
         let p = params(64);
         let h = history(&[(100, 5_000), (200, 10_000)], &p);
-        assert_eq!(h.produce_time(99), Some(ProduceTime::NotAfter(Millis(5_000))));
-        assert_eq!(h.produce_time(3), Some(ProduceTime::NotAfter(Millis(5_000))));
+        assert_eq!(
+            h.produce_time(99),
+            Some(ProduceTime::NotAfter(Millis(5_000)))
+        );
+        assert_eq!(
+            h.produce_time(3),
+            Some(ProduceTime::NotAfter(Millis(5_000)))
+        );
     }
 
     #[test]
     fn plateau_keeps_first_and_last_sighting() {
         let p = params(64);
         let h = history(
-            &[(100, 0), (100, 10_000), (100, 20_000), (100, 3_590_000), (102, 3_600_000)],
+            &[
+                (100, 0),
+                (100, 10_000),
+                (100, 20_000),
+                (100, 3_590_000),
+                (102, 3_600_000),
+            ],
             &p,
         );
         assert_eq!(
             h.points(),
             &[
-                Point { end: 100, at: Millis(0) },
-                Point { end: 100, at: Millis(3_590_000) },
-                Point { end: 102, at: Millis(3_600_000) },
+                Point {
+                    end: 100,
+                    at: Millis(0)
+                },
+                Point {
+                    end: 100,
+                    at: Millis(3_590_000)
+                },
+                Point {
+                    end: 102,
+                    at: Millis(3_600_000)
+                },
             ]
         );
         // The idle hour is not smeared over the two records produced at its end.
@@ -418,8 +450,20 @@ mod tests {
             h.insert(i * 7, Millis(i * 1_000), Sighting::AtLeast, &p);
             assert!(h.len() <= p.capacity);
         }
-        assert_eq!(h.oldest(), Some(Point { end: 0, at: Millis(0) }));
-        assert_eq!(h.newest(), Some(Point { end: 9_999 * 7, at: Millis(9_999_000) }));
+        assert_eq!(
+            h.oldest(),
+            Some(Point {
+                end: 0,
+                at: Millis(0)
+            })
+        );
+        assert_eq!(
+            h.newest(),
+            Some(Point {
+                end: 9_999 * 7,
+                at: Millis(9_999_000)
+            })
+        );
         assert!(h.heap_bytes() <= p.capacity * std::mem::size_of::<Point>());
     }
 
@@ -434,7 +478,10 @@ mod tests {
         let n = pts.len();
         let recent_gap = pts[n - 1].at.since(pts[n - 2].at);
         let old_gap = pts[2].at.since(pts[1].at);
-        assert!(recent_gap < old_gap, "recent gap {recent_gap} ms, old gap {old_gap} ms");
+        assert!(
+            recent_gap < old_gap,
+            "recent gap {recent_gap} ms, old gap {old_gap} ms"
+        );
     }
 
     #[test]

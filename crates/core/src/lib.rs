@@ -13,9 +13,11 @@ pub mod time;
 pub mod window;
 
 pub use config::{ConfigError, EngineConfig};
-pub use engine::{Engine, EngineStats, GroupId, GroupPartitionId, GroupReport, MemoryUsage, PartitionId};
+pub use engine::{
+    Engine, EngineStats, GroupId, GroupPartitionId, GroupReport, MemoryUsage, PartitionId,
+};
 pub use model::{
-    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason, ResetEvidence,
-    Status,
+    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason,
+    ResetEvidence, Status,
 };
 pub use time::Millis;

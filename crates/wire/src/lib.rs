@@ -1,1 +1,6 @@
+//! Wire formats shared by the SDK and the collector.
+//!
+//! Each format turns bytes or tags into the core's domain types and says precisely
+//! what was wrong with input it cannot use. Nothing here does I/O.
 
+pub mod dsm;

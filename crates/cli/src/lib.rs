@@ -1,0 +1,4 @@
+//! The `streamsight` binary's pieces, as a library so that tests drive them directly.
+
+pub mod config;
+pub mod replay;

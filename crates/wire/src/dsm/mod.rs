@@ -1,0 +1,3 @@
+//! Datadog Data Streams Monitoring payloads (reference.md §3).
+
+pub mod backlog;
