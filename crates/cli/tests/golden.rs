@@ -1,6 +1,8 @@
 //! The golden scenario (reference.md §2) from the shipped scenario files, replayed
 //! as an honest client reports it and as dd-trace-java 1.8.0-1.67.1 reports it.
 
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
 use std::path::PathBuf;
 use std::process::Command;
 use streamsight::replay::{self, Format, ReplayOptions, Row};

@@ -1,6 +1,7 @@
 //! The engine: offset histories per partition, commit windows per group-partition,
 //! and the lag and health computed from them at a time the caller chooses.
 
+use crate::chunked::Chunked;
 use crate::config::{ConfigError, EngineConfig};
 use crate::health::{HealthInput, HealthParams, partition_status};
 use crate::history::{HistoryParams, OffsetHistory, ProduceTime, Sighting};
@@ -17,10 +18,13 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// Offsets Kafka clients use as "no offset" markers rather than positions.
 const OFFSET_SENTINELS: [i64; 4] = [-1, -2, -1000, -1001];
 
-/// Bytes a partition costs besides its history points (state and index entry).
+/// Bytes a partition costs besides its history points: its state, and its entries
+/// in the partition table and its topic's list, counted twice for the slack a hash
+/// table and a growing list keep, and a share of the name table.
 pub const PARTITION_FIXED_BYTES: usize = std::mem::size_of::<PartitionState>()
-    + std::mem::size_of::<((TopicId, i32), PartitionId)>()
-    + 1;
+    + 2 * (std::mem::size_of::<((TopicId, i32), PartitionId)>() + 1)
+    + 2 * std::mem::size_of::<PartitionId>()
+    + 64;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PartitionId(u32);
@@ -97,7 +101,9 @@ struct PartitionState {
     pending_log_start_reset: Option<PendingReset>,
     last_failure_at: Option<Millis>,
     last_success_at: Option<Millis>,
-    groups: Vec<GroupPartitionId>,
+    /// The groups that committed on this partition. Scanned rather than hashed:
+    /// partitions have few groups, and a table entry would cost more than this.
+    groups: Vec<(GroupId, GroupPartitionId)>,
 }
 
 #[derive(Debug)]
@@ -112,9 +118,14 @@ struct GroupPartitionState {
     group: GroupId,
     partition: PartitionId,
     window: CommitWindow,
-    /// Offsets below this have been counted as lost already.
-    lost_upto: i64,
-    data_loss: i64,
+}
+
+/// Records a group lost to retention on one partition. Rare, so kept aside.
+#[derive(Copy, Clone, Debug, Default)]
+struct Loss {
+    /// Offsets below this have been counted already.
+    counted_upto: i64,
+    messages: i64,
 }
 
 /// Counters of what the engine was given.
@@ -168,11 +179,11 @@ pub struct Engine {
     topic_ids: Map<(NameId, NameId), TopicId>,
     topics: Vec<TopicState>,
     partition_ids: Map<(TopicId, i32), PartitionId>,
-    partitions: Vec<PartitionState>,
+    partitions: Chunked<PartitionState, 256>,
     group_ids: Map<(NameId, NameId), GroupId>,
     groups: Vec<GroupState>,
-    group_partition_ids: Map<(GroupId, PartitionId), GroupPartitionId>,
-    group_partitions: Vec<GroupPartitionState>,
+    group_partitions: Chunked<GroupPartitionState, 1024>,
+    losses: Map<GroupPartitionId, Loss>,
     stats: EngineStats,
     events: Vec<EngineEvent>,
 }
@@ -193,11 +204,11 @@ impl Engine {
             topic_ids: Map::default(),
             topics: Vec::new(),
             partition_ids: Map::default(),
-            partitions: Vec::new(),
+            partitions: Chunked::default(),
             group_ids: Map::default(),
             groups: Vec::new(),
-            group_partition_ids: Map::default(),
-            group_partitions: Vec::new(),
+            group_partitions: Chunked::default(),
+            losses: Map::default(),
             stats: EngineStats::default(),
             events: Vec::new(),
         })
@@ -447,7 +458,7 @@ impl Engine {
         }
         p.pending_log_start_reset = None;
         p.log_start = Some(offset);
-        for gpid in p.groups.clone() {
+        for (_, gpid) in p.groups.clone() {
             self.account_loss(gpid, at);
         }
     }
@@ -484,7 +495,7 @@ impl Engine {
     }
 
     pub fn group_partition_id(&mut self, gid: GroupId, pid: PartitionId) -> GroupPartitionId {
-        if let Some(&id) = self.group_partition_ids.get(&(gid, pid)) {
+        if let Some(id) = self.existing_group_partition(gid, pid) {
             return id;
         }
         let id = GroupPartitionId(index_u32(self.group_partitions.len()));
@@ -492,29 +503,35 @@ impl Engine {
             group: gid,
             partition: pid,
             window: CommitWindow::default(),
-            lost_upto: 0,
-            data_loss: 0,
         });
-        self.group_partition_ids.insert((gid, pid), id);
         self.groups[gid.0 as usize].partitions.push(id);
-        self.partitions[pid.0 as usize].groups.push(id);
+        self.partitions[pid.0 as usize].groups.push((gid, id));
         id
+    }
+
+    fn existing_group_partition(&self, gid: GroupId, pid: PartitionId) -> Option<GroupPartitionId> {
+        let groups = &self.partitions[pid.0 as usize].groups;
+        groups.iter().find(|(g, _)| *g == gid).map(|&(_, id)| id)
     }
 
     /// Counts records the group can no longer read because retention removed them.
     fn account_loss(&mut self, gpid: GroupPartitionId, at: Millis) {
-        let gp = &mut self.group_partitions[gpid.0 as usize];
+        let gp = &self.group_partitions[gpid.0 as usize];
         let p = &self.partitions[gp.partition.0 as usize];
         let (Some(log_start), Some(last)) = (p.log_start, gp.window.last()) else {
             return;
         };
-        let from = last.offset.max(gp.lost_upto);
-        if last.offset >= log_start || from >= log_start {
+        if last.offset >= log_start {
+            return;
+        }
+        let loss = self.losses.entry(gpid).or_default();
+        let from = last.offset.max(loss.counted_upto);
+        if from >= log_start {
             return;
         }
         let messages = log_start - from;
-        gp.lost_upto = log_start;
-        gp.data_loss = gp.data_loss.saturating_add(messages);
+        loss.counted_upto = log_start;
+        loss.messages = loss.messages.saturating_add(messages);
         let (group, partition) = (gp.group, gp.partition);
         let event = EngineEvent::DataLoss {
             at,
@@ -559,10 +576,11 @@ impl Engine {
         p.pending_log_start_reset = None;
         let partition = p.partition;
         // Commits against the old log say nothing about the new one.
-        for &gpid in &p.groups {
-            let gp = &mut self.group_partitions[gpid.0 as usize];
-            gp.window.clear();
-            gp.lost_upto = 0;
+        for &(_, gpid) in &p.groups {
+            self.group_partitions[gpid.0 as usize].window.clear();
+            if let Some(loss) = self.losses.get_mut(&gpid) {
+                loss.counted_upto = 0;
+            }
         }
         self.stats.resets += 1;
         let (cluster, topic) = self.cluster_and_topic(pid);
@@ -628,7 +646,7 @@ impl Engine {
         let gid = *self.group_ids.get(&(c, g))?;
         let tid = *self.topic_ids.get(&(c, t))?;
         let pid = *self.partition_ids.get(&(tid, partition))?;
-        self.group_partition_ids.get(&(gid, pid)).copied()
+        self.existing_group_partition(gid, pid)
     }
 
     /// Lag and health of one group on one partition at `now`.
@@ -647,7 +665,7 @@ impl Engine {
             lag_seconds_lower_bound: false,
             status: Status::Stale,
             producer_failing: self.producer_failing(p, now),
-            data_loss_messages: gp.data_loss,
+            data_loss_messages: self.losses.get(&id).map_or(0, |l| l.messages),
             at_control_marker: false,
             last_commit_at: last.map(|c| c.at),
             end_offset_at: p.end_seen_at,
@@ -739,18 +757,25 @@ impl Engine {
         let partition_bytes = self
             .partitions
             .iter()
-            .map(|p| {
-                PARTITION_FIXED_BYTES
-                    + p.history.heap_bytes()
-                    + p.groups.capacity() * std::mem::size_of::<GroupPartitionId>()
-            })
+            // The partition's list of groups is paid for per group-partition below.
+            .map(|p| PARTITION_FIXED_BYTES + p.history.heap_bytes())
             .sum();
+        // Its state, and its entries in the group's and the partition's lists.
         let group_partition_bytes = self.group_partitions.len()
-            * (std::mem::size_of::<GroupPartitionState>()
-                + std::mem::size_of::<((GroupId, PartitionId), GroupPartitionId)>()
-                + 1
-                // its entries in the group's and the partition's lists
-                + 2 * std::mem::size_of::<GroupPartitionId>());
+            * std::mem::size_of::<GroupPartitionState>()
+            + self
+                .partitions
+                .iter()
+                .map(|p| p.groups.capacity())
+                .sum::<usize>()
+                * std::mem::size_of::<(GroupId, GroupPartitionId)>()
+            + self
+                .groups
+                .iter()
+                .map(|g| g.partitions.capacity())
+                .sum::<usize>()
+                * std::mem::size_of::<GroupPartitionId>()
+            + self.losses.capacity() * (std::mem::size_of::<(GroupPartitionId, Loss)>() + 1);
         MemoryUsage {
             partitions: self.partitions.len(),
             partition_bytes,
@@ -782,5 +807,376 @@ fn confirm(pending: &mut Option<PendingReset>, needed: u32) -> bool {
         true
     } else {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: &str = "orders";
+
+    fn engine() -> Engine {
+        Engine::new(EngineConfig::default()).unwrap()
+    }
+
+    fn part(partition: i32) -> PartitionRef<'static> {
+        PartitionRef {
+            cluster: "c",
+            topic: T,
+            partition,
+        }
+    }
+
+    fn secs(s: i64) -> Millis {
+        Millis(s * 1000)
+    }
+
+    fn produce(e: &mut Engine, at: i64, offset: i64) -> Result<(), RejectReason> {
+        e.observe(
+            secs(at),
+            &Observation::Produced {
+                partition: part(0),
+                offset,
+            },
+        )
+    }
+
+    fn commit(e: &mut Engine, at: i64, offset: i64) -> Result<(), RejectReason> {
+        e.observe(
+            secs(at),
+            &Observation::Committed {
+                group: "g",
+                partition: part(0),
+                offset,
+            },
+        )
+    }
+
+    fn broker_end(e: &mut Engine, at: i64, offset: i64) {
+        e.observe(
+            secs(at),
+            &Observation::EndOffset {
+                partition: part(0),
+                offset,
+                source: EndOffsetSource::Broker,
+            },
+        )
+        .unwrap();
+    }
+
+    fn log_start(e: &mut Engine, at: i64, offset: i64) {
+        e.observe(
+            secs(at),
+            &Observation::LogStart {
+                partition: part(0),
+                offset,
+            },
+        )
+        .unwrap();
+    }
+
+    fn report(e: &Engine, at: i64) -> LagReport {
+        let id = e.find("c", "g", T, 0).expect("group-partition exists");
+        e.evaluate(id, secs(at))
+    }
+
+    #[test]
+    fn lag_in_messages_and_seconds() {
+        let mut e = engine();
+        for o in 0..100 {
+            produce(&mut e, o, o).unwrap();
+        }
+        commit(&mut e, 100, 40).unwrap();
+        let r = report(&e, 130);
+        assert_eq!(r.lag_messages, Some(60));
+        assert_eq!(r.lag_seconds, Some(90.0));
+        assert!(!r.lag_seconds_lower_bound);
+    }
+
+    #[test]
+    fn lag_is_unknown_without_an_end_offset() {
+        let mut e = engine();
+        commit(&mut e, 0, 40).unwrap();
+        let r = report(&e, 1);
+        assert_eq!(
+            (r.lag_messages, r.lag_seconds, r.status),
+            (None, None, Status::Stale)
+        );
+    }
+
+    #[test]
+    fn records_older_than_the_history_give_a_lower_bound() {
+        let mut e = engine();
+        broker_end(&mut e, 100, 1_000);
+        commit(&mut e, 100, 10).unwrap();
+        let r = report(&e, 160);
+        assert_eq!(r.lag_seconds, Some(60.0));
+        assert!(r.lag_seconds_lower_bound);
+    }
+
+    #[test]
+    fn failed_send_placeholders_are_rejected_and_mark_the_producer_failing() {
+        let mut e = engine();
+        produce(&mut e, 0, 99).unwrap();
+        commit(&mut e, 1, 50).unwrap();
+        assert_eq!(
+            produce(&mut e, 70, -1),
+            Err(RejectReason::InvalidOffsetSentinel)
+        );
+        let unassigned = Observation::Produced {
+            partition: part(-1),
+            offset: -1,
+        };
+        assert_eq!(
+            e.observe(secs(71), &unassigned),
+            Err(RejectReason::NegativePartition)
+        );
+        let r = report(&e, 72);
+        assert_eq!(r.lag_messages, Some(50));
+        assert_eq!(r.end_offset, Some(100));
+        assert!(r.producer_failing);
+        assert_eq!(e.stats().rejected.total(), 2);
+        assert!(e.drain_events().is_empty(), "no reset");
+        // One success ends it; a minute without failures ends it too.
+        produce(&mut e, 73, 100).unwrap();
+        assert!(!report(&e, 74).producer_failing);
+    }
+
+    #[test]
+    fn producer_failing_expires_without_new_failures() {
+        let mut e = engine();
+        produce(&mut e, 0, 1).unwrap();
+        commit(&mut e, 0, 0).unwrap();
+        e.observe(
+            secs(10),
+            &Observation::ProduceFailed {
+                partition: part(-1),
+                error: "TIMED_OUT",
+            },
+        )
+        .unwrap_err();
+        assert!(report(&e, 70).producer_failing);
+        assert!(!report(&e, 71).producer_failing);
+    }
+
+    #[test]
+    fn a_lower_produce_offset_is_never_a_reset() {
+        let mut e = engine();
+        produce(&mut e, 0, 1_000).unwrap();
+        for t in 1..200 {
+            produce(&mut e, t, 3).unwrap();
+        }
+        commit(&mut e, 200, 500).unwrap();
+        let r = report(&e, 200);
+        assert_eq!(r.end_offset, Some(1_001));
+        assert_eq!(r.lag_messages, Some(501));
+        assert_eq!(e.stats().resets, 0);
+    }
+
+    #[test]
+    fn a_reset_needs_the_broker_to_stay_lower() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 1_000);
+        commit(&mut e, 0, 900).unwrap();
+        broker_end(&mut e, 10, 20);
+        broker_end(&mut e, 20, 1_000); // a blip, not a reset
+        assert_eq!(e.stats().resets, 0);
+        broker_end(&mut e, 30, 20);
+        broker_end(&mut e, 40, 25);
+        assert_eq!(e.stats().resets, 1);
+        let events = e.drain_events();
+        assert!(
+            matches!(
+                events.as_slice(),
+                [EngineEvent::TopicReset {
+                    previous_end: Some(1_000),
+                    new_end: Some(25),
+                    evidence: ResetEvidence::EndOffsetDecreased,
+                    ..
+                }]
+            ),
+            "{events:?}"
+        );
+        // The old commit belonged to the old log.
+        assert_eq!(report(&e, 41).status, Status::Stale);
+        commit(&mut e, 42, 20).unwrap();
+        assert_eq!(report(&e, 42).lag_messages, Some(5));
+    }
+
+    #[test]
+    fn a_client_high_watermark_never_proves_a_reset() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 1_000);
+        for t in 1..10 {
+            let low = Observation::EndOffset {
+                partition: part(0),
+                offset: 5,
+                source: EndOffsetSource::ClientHighWatermark,
+            };
+            e.observe(secs(t), &low).unwrap();
+        }
+        assert_eq!(e.stats().resets, 0);
+    }
+
+    #[test]
+    fn topic_recreated_resets_every_partition() {
+        let mut e = engine();
+        produce(&mut e, 0, 10).unwrap();
+        commit(&mut e, 0, 5).unwrap();
+        e.observe(
+            secs(5),
+            &Observation::TopicRecreated {
+                cluster: "c",
+                topic: T,
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            e.drain_events().as_slice(),
+            [EngineEvent::TopicReset {
+                evidence: ResetEvidence::TopicRecreated,
+                new_end: None,
+                ..
+            }]
+        ));
+        assert_eq!(report(&e, 6).lag_messages, None);
+    }
+
+    #[test]
+    fn retention_below_the_commit_is_data_loss_not_lag() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 1_000);
+        commit(&mut e, 0, 100).unwrap();
+        log_start(&mut e, 10, 300);
+        let r = report(&e, 10);
+        assert_eq!(r.status, Status::DataLoss);
+        assert_eq!(r.data_loss_messages, 200);
+        assert_eq!(r.lag_messages, Some(700));
+        assert!(matches!(
+            e.drain_events().as_slice(),
+            [EngineEvent::DataLoss {
+                messages: 200,
+                committed_offset: 100,
+                log_start_offset: 300,
+                ..
+            }]
+        ));
+        // Retention moves on: only the newly deleted records are new loss.
+        log_start(&mut e, 20, 350);
+        assert_eq!(report(&e, 20).data_loss_messages, 250);
+        // The group jumps to the log start: no longer losing, the loss stays counted.
+        commit(&mut e, 30, 350).unwrap();
+        let r = report(&e, 30);
+        assert_ne!(r.status, Status::DataLoss);
+        assert_eq!(r.data_loss_messages, 250);
+    }
+
+    #[test]
+    fn a_lag_of_one_on_a_control_marker_is_not_lag() {
+        let mut e = engine();
+        produce(&mut e, 0, 9).unwrap(); // data records 0..=9
+        broker_end(&mut e, 1, 11); // offset 10 is the commit marker
+        commit(&mut e, 2, 10).unwrap();
+        let r = report(&e, 3);
+        assert_eq!(
+            (r.lag_messages, r.lag_seconds, r.status),
+            (Some(0), Some(0.0), Status::Ok)
+        );
+        assert!(r.at_control_marker);
+
+        let mut e = engine();
+        broker_end(&mut e, 0, 11);
+        commit(&mut e, 1, 10).unwrap();
+        assert_eq!(
+            report(&e, 2).lag_messages,
+            Some(1),
+            "without evidence it is lag"
+        );
+        e.observe(
+            secs(2),
+            &Observation::ControlMarker {
+                partition: part(0),
+                offset: 10,
+            },
+        )
+        .unwrap();
+        assert_eq!(report(&e, 3).lag_messages, Some(0));
+    }
+
+    #[test]
+    fn an_idle_caught_up_group_stays_ok_while_the_broker_confirms() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 100);
+        commit(&mut e, 0, 100).unwrap();
+        for t in (10..3_600).step_by(10) {
+            broker_end(&mut e, t, 100);
+        }
+        assert_eq!(report(&e, 3_600).status, Status::Ok);
+        // Nobody confirms the end offset any more: zero lag is no longer known.
+        assert_eq!(report(&e, 3_600 + 301).status, Status::Stale);
+    }
+
+    #[test]
+    fn invalid_commits_are_rejected() {
+        let mut e = engine();
+        assert_eq!(
+            commit(&mut e, 0, -1001),
+            Err(RejectReason::InvalidOffsetSentinel)
+        );
+        assert_eq!(commit(&mut e, 0, -7), Err(RejectReason::NegativeOffset));
+        assert_eq!(
+            commit(&mut e, 0, i64::MAX),
+            Err(RejectReason::OffsetOutOfRange)
+        );
+        assert_eq!(e.group_partitions().count(), 0);
+    }
+
+    #[test]
+    fn group_status_is_the_worst_partition() {
+        let mut e = engine();
+        for p in 0..2 {
+            let end = Observation::EndOffset {
+                partition: part(p),
+                offset: 100,
+                source: EndOffsetSource::Broker,
+            };
+            e.observe(secs(0), &end).unwrap();
+        }
+        let c0 = Observation::Committed {
+            group: "g",
+            partition: part(0),
+            offset: 100,
+        };
+        e.observe(secs(0), &c0).unwrap();
+        for t in 0..5 {
+            let c1 = Observation::Committed {
+                group: "g",
+                partition: part(1),
+                offset: 40,
+            };
+            e.observe(secs(t * 5), &c1).unwrap();
+        }
+        let gid = e.groups().next().unwrap();
+        let g = e.evaluate_group(gid, secs(21));
+        assert_eq!(g.status, Status::Stall);
+        assert_eq!((g.partitions, g.total_lag, g.complete), (2, 60, true));
+    }
+
+    #[test]
+    fn memory_stays_within_budget() {
+        let mut e = engine();
+        for o in 0..100_000 {
+            produce(&mut e, o, o).unwrap();
+        }
+        commit(&mut e, 100_000, 5).unwrap();
+        let m = e.memory();
+        assert_eq!((m.partitions, m.group_partitions), (1, 1));
+        assert!(
+            m.partition_bytes <= 4096,
+            "{} bytes per partition",
+            m.partition_bytes
+        );
+        // Bytes per group-partition are measured at scale in tests/memory.rs.
     }
 }

@@ -4,6 +4,7 @@
 //! argument. Adapters (intake, poller, store, API) feed [`Engine::observe`] and read
 //! [`Engine::evaluate`].
 
+mod chunked;
 pub mod config;
 pub mod engine;
 pub mod health;
