@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use streamsight_core::{
     EndOffsetSource, Engine, EngineStats, GroupPartitionId, LagReport, Millis, Observation,
-    PartitionRef, Status,
+    PartitionRef,
 };
 use streamsight_wire::dsm::backlog;
 
@@ -124,16 +124,8 @@ pub struct Row {
     pub group: String,
     pub topic: String,
     pub partition: i32,
-    pub committed_offset: Option<i64>,
-    pub end_offset: Option<i64>,
-    pub log_start_offset: Option<i64>,
-    pub lag_messages: Option<i64>,
-    pub lag_seconds: Option<f64>,
-    pub lag_seconds_lower_bound: bool,
-    pub status: Status,
-    pub producer_failing: bool,
-    pub data_loss_messages: i64,
-    pub at_control_marker: bool,
+    #[serde(flatten)]
+    pub report: LagReport,
 }
 
 fn parse_line(line: &str) -> Result<(Millis, Event), String> {
@@ -261,7 +253,7 @@ fn apply(engine: &mut Engine, at: Millis, event: &Event) {
 pub fn sample(engine: &Engine, now: Millis) -> Vec<Row> {
     let mut rows: Vec<Row> = engine
         .group_partitions()
-        .map(|id| row(engine, id, now, &engine.evaluate(id, now)))
+        .map(|id| row(engine, id, now, engine.evaluate(id, now)))
         .collect();
     rows.sort_by(|a, b| {
         (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(
@@ -274,24 +266,17 @@ pub fn sample(engine: &Engine, now: Millis) -> Vec<Row> {
     rows
 }
 
-fn row(engine: &Engine, id: GroupPartitionId, now: Millis, r: &LagReport) -> Row {
+fn row(engine: &Engine, id: GroupPartitionId, now: Millis, mut report: LagReport) -> Row {
     let names = engine.names(id);
+    // Milliseconds are the engine's resolution: no float noise beyond them.
+    report.lag_seconds = report.lag_seconds.map(|s| (s * 1000.0).round() / 1000.0);
     Row {
         at: now.as_secs_f64(),
         cluster: names.cluster.to_owned(),
         group: names.group.to_owned(),
         topic: names.topic.to_owned(),
         partition: names.partition,
-        committed_offset: r.committed_offset,
-        end_offset: r.end_offset,
-        log_start_offset: r.log_start_offset,
-        lag_messages: r.lag_messages,
-        lag_seconds: r.lag_seconds.map(|s| (s * 1000.0).round() / 1000.0),
-        lag_seconds_lower_bound: r.lag_seconds_lower_bound,
-        status: r.status,
-        producer_failing: r.producer_failing,
-        data_loss_messages: r.data_loss_messages,
-        at_control_marker: r.at_control_marker,
+        report,
     }
 }
 
@@ -407,7 +392,8 @@ fn write_table(out: &mut impl Write, now: Millis, rows: &[Row]) -> std::io::Resu
     let opt = |v: Option<i64>| v.map_or_else(|| "unknown".to_owned(), |v| v.to_string());
     let cells: Vec<[String; 9]> = rows
         .iter()
-        .map(|r| {
+        .map(|row| {
+            let r = &row.report;
             let lag_s = match (r.lag_seconds, r.lag_seconds_lower_bound) {
                 (None, _) => "unknown".to_owned(),
                 (Some(s), true) => format!(">={s:.1}"),
@@ -424,10 +410,10 @@ fn write_table(out: &mut impl Write, now: Millis, rows: &[Row]) -> std::io::Resu
                 flags.push("control_marker".to_owned());
             }
             [
-                r.cluster.clone(),
-                r.group.clone(),
-                r.topic.clone(),
-                r.partition.to_string(),
+                row.cluster.clone(),
+                row.group.clone(),
+                row.topic.clone(),
+                row.partition.to_string(),
                 opt(r.committed_offset),
                 opt(r.end_offset),
                 opt(r.lag_messages),
@@ -510,7 +496,8 @@ mod tests {
 {"at":2,"event":"produce","topic":"t","partition":0,"offset":19}
 "#;
         let (rows, summary) = replay(input, Some(1000)).unwrap();
-        let at: Vec<(f64, Option<i64>)> = rows.iter().map(|r| (r.at, r.lag_messages)).collect();
+        let at: Vec<(f64, Option<i64>)> =
+            rows.iter().map(|r| (r.at, r.report.lag_messages)).collect();
         // periodic at 0 (no group yet: no rows), 1, 2; the explicit sample at 2 comes
         // before the second produce in the file.
         assert_eq!(at, vec![(1.0, Some(5)), (2.0, Some(5)), (2.0, Some(15))]);
@@ -525,7 +512,7 @@ mod tests {
         let (rows, _) = replay(input, None).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].at, 3.0);
-        assert_eq!(rows[0].lag_messages, Some(0));
+        assert_eq!(rows[0].report.lag_messages, Some(0));
     }
 
     #[test]

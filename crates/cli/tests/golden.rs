@@ -46,7 +46,7 @@ fn at(rows: &[Row], t: f64) -> &Row {
 
 fn assert_golden(rows: &[Row]) {
     for t in 110..=209 {
-        let r = at(rows, f64::from(t));
+        let r = &at(rows, f64::from(t)).report;
         assert_eq!(r.lag_messages, Some(501), "t={t}");
         let expected = f64::from(t) - 50.0;
         let got = r.lag_seconds.expect("lag seconds known");
@@ -58,7 +58,7 @@ fn assert_golden(rows: &[Row]) {
         assert_eq!(r.status, Status::Stall, "t={t}");
         assert!(r.producer_failing, "t={t}");
     }
-    let after = at(rows, 210.0);
+    let after = &at(rows, 210.0).report;
     assert_eq!(
         after.lag_seconds,
         Some(160.0),
@@ -70,8 +70,9 @@ fn assert_golden(rows: &[Row]) {
         !after.producer_failing,
         "a successful send ends the failure"
     );
-    for r in rows {
-        assert!(r.partition >= 0, "{r:?}");
+    for row in rows {
+        assert!(row.partition >= 0, "{row:?}");
+        let r = &row.report;
         for v in [r.committed_offset, r.end_offset, r.lag_messages]
             .into_iter()
             .flatten()

@@ -184,7 +184,7 @@ impl Status {
 }
 
 /// Lag and health of one group on one partition at one moment.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LagReport {
     /// Next offset the group will read, as last committed.
     pub committed_offset: Option<i64>,
@@ -204,8 +204,10 @@ pub struct LagReport {
     pub data_loss_messages: i64,
     /// The only record left is a transaction control marker: not lag.
     pub at_control_marker: bool,
+    #[serde(rename = "last_commit_at_ms")]
     pub last_commit_at: Option<Millis>,
     /// When any source last confirmed the end offset.
+    #[serde(rename = "end_offset_at_ms")]
     pub end_offset_at: Option<Millis>,
 }
 
