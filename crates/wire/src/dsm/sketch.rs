@@ -1,0 +1,268 @@
+//! DDSketch, as tracers serialize it: protobuf from sketches-go's `ddsketch.proto`
+//! with a logarithmic index mapping (Datadog's default `gamma = 1.015625`).
+
+use std::collections::HashMap;
+
+/// The mapping tracers use when the sketch does not carry one.
+pub const DEFAULT_GAMMA: f64 = 1.015_625;
+pub const DEFAULT_INDEX_OFFSET: f64 = 1.876_128_191_286_170_5;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DdSketch {
+    #[prost(message, optional, tag = "1")]
+    pub mapping: Option<IndexMapping>,
+    #[prost(message, optional, tag = "2")]
+    pub positive_values: Option<Store>,
+    #[prost(message, optional, tag = "3")]
+    pub negative_values: Option<Store>,
+    #[prost(double, tag = "4")]
+    pub zero_count: f64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IndexMapping {
+    #[prost(double, tag = "1")]
+    pub gamma: f64,
+    #[prost(double, tag = "2")]
+    pub index_offset: f64,
+    /// 0 = NONE (a true logarithm); the others approximate it.
+    #[prost(int32, tag = "3")]
+    pub interpolation: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Store {
+    #[prost(map = "sint32, double", tag = "1")]
+    pub bin_counts: HashMap<i32, f64>,
+    #[prost(double, repeated, tag = "2")]
+    pub contiguous_bin_counts: Vec<f64>,
+    #[prost(sint32, tag = "3")]
+    pub contiguous_bin_index_offset: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SketchError {
+    #[error("sketch is not valid protobuf: {0}")]
+    Protobuf(String),
+    #[error("sketch mapping is invalid: gamma {0} must be a finite number above 1")]
+    BadGamma(f64),
+    #[error("sketch mapping uses interpolation {0}; only the logarithmic mapping (0) is supported")]
+    UnsupportedInterpolation(i32),
+    #[error("sketch has a negative, infinite or NaN count")]
+    BadCount,
+}
+
+/// A decoded sketch: (representative value, count) per bin, ascending.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sketch {
+    bins: Vec<(f64, f64)>,
+    count: f64,
+}
+
+impl Sketch {
+    pub fn decode(bytes: &[u8]) -> Result<Self, SketchError> {
+        use prost::Message;
+        let proto = DdSketch::decode(bytes).map_err(|e| SketchError::Protobuf(e.to_string()))?;
+        Self::from_proto(&proto)
+    }
+
+    pub fn from_proto(proto: &DdSketch) -> Result<Self, SketchError> {
+        let (gamma, offset) = match &proto.mapping {
+            Some(m) if m.interpolation != 0 => {
+                return Err(SketchError::UnsupportedInterpolation(m.interpolation));
+            }
+            Some(m) if m.gamma == 0.0 && m.index_offset == 0.0 => {
+                (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET)
+            }
+            Some(m) => (m.gamma, m.index_offset),
+            None => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
+        };
+        if !(gamma.is_finite() && gamma > 1.0) || !offset.is_finite() {
+            return Err(SketchError::BadGamma(gamma));
+        }
+        let mapping = Mapping::new(gamma, offset);
+        let mut bins = Vec::new();
+        let mut push = |value: f64, count: f64| -> Result<(), SketchError> {
+            if !(count.is_finite() && count >= 0.0) {
+                return Err(SketchError::BadCount);
+            }
+            if count > 0.0 {
+                bins.push((value, count));
+            }
+            Ok(())
+        };
+        if let Some(store) = &proto.negative_values {
+            for (index, count) in store_bins(store) {
+                push(-mapping.value(index), count)?;
+            }
+        }
+        push(0.0, proto.zero_count)?;
+        if let Some(store) = &proto.positive_values {
+            for (index, count) in store_bins(store) {
+                push(mapping.value(index), count)?;
+            }
+        }
+        bins.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let count = bins.iter().map(|b| b.1).sum();
+        Ok(Self { bins, count })
+    }
+
+    pub fn count(&self) -> f64 {
+        self.count
+    }
+
+    /// The value at quantile `q` (0..=1), within the sketch's relative accuracy.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count <= 0.0 || !(0.0..=1.0).contains(&q) {
+            return None;
+        }
+        let rank = q * (self.count - 1.0);
+        let mut seen = 0.0;
+        for &(value, count) in &self.bins {
+            seen += count;
+            if seen > rank {
+                return Some(value);
+            }
+        }
+        self.bins.last().map(|b| b.0)
+    }
+
+    /// The approximate sum of the values.
+    pub fn sum(&self) -> f64 {
+        self.bins.iter().map(|(v, c)| v * c).sum()
+    }
+}
+
+fn store_bins(store: &Store) -> impl Iterator<Item = (i32, f64)> + '_ {
+    let contiguous = store
+        .contiguous_bin_counts
+        .iter()
+        .enumerate()
+        .map(move |(i, &c)| {
+            (
+                store.contiguous_bin_index_offset.saturating_add(i as i32),
+                c,
+            )
+        });
+    store
+        .bin_counts
+        .iter()
+        .map(|(&i, &c)| (i, c))
+        .chain(contiguous)
+}
+
+/// The logarithmic mapping: bin `i` holds values in `[γ^(i-o), γ^(i+1-o))`.
+#[derive(Copy, Clone, Debug)]
+pub struct Mapping {
+    gamma: f64,
+    offset: f64,
+    multiplier: f64,
+}
+
+impl Default for Mapping {
+    fn default() -> Self {
+        Self::new(DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET)
+    }
+}
+
+impl Mapping {
+    pub fn new(gamma: f64, offset: f64) -> Self {
+        Self {
+            gamma,
+            offset,
+            multiplier: 1.0 / gamma.ln(),
+        }
+    }
+
+    pub fn index(&self, value: f64) -> i32 {
+        (value.ln() * self.multiplier + self.offset).floor() as i32
+    }
+
+    /// The bin's representative: its lower bound times `1 + relative accuracy`.
+    pub fn value(&self, index: i32) -> f64 {
+        let lower = ((f64::from(index) - self.offset) / self.multiplier).exp();
+        lower * 2.0 * self.gamma / (1.0 + self.gamma)
+    }
+
+    /// A sketch of `values` in the tracers' wire form (positive values only).
+    pub fn encode(&self, values: &[f64]) -> Vec<u8> {
+        use prost::Message;
+        let mut positive = Store::default();
+        let mut zero = 0.0;
+        for &v in values {
+            if v > 0.0 {
+                *positive.bin_counts.entry(self.index(v)).or_default() += 1.0;
+            } else {
+                zero += 1.0;
+            }
+        }
+        DdSketch {
+            mapping: Some(IndexMapping {
+                gamma: self.gamma,
+                index_offset: self.offset,
+                interpolation: 0,
+            }),
+            positive_values: Some(positive),
+            negative_values: None,
+            zero_count: zero,
+        }
+        .encode_to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_within_relative_accuracy() {
+        let values: Vec<f64> = (1..=1000).map(|i| f64::from(i) / 100.0).collect();
+        let bytes = Mapping::default().encode(&values);
+        let s = Sketch::decode(&bytes).unwrap();
+        assert_eq!(s.count(), 1000.0);
+        for (q, expected) in [(0.5, 5.0), (0.95, 9.5), (0.99, 9.9)] {
+            let got = s.quantile(q).unwrap();
+            assert!(
+                (got - expected).abs() / expected < 0.02,
+                "q{q}: {got} vs {expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_and_zero_sketches() {
+        let s = Sketch::decode(&[]).unwrap();
+        assert_eq!(s.quantile(0.5), None);
+        let s = Sketch::decode(&Mapping::default().encode(&[0.0, 0.0])).unwrap();
+        assert_eq!(s.quantile(0.99), Some(0.0));
+    }
+
+    #[test]
+    fn bad_sketches_say_why() {
+        assert!(matches!(
+            Sketch::decode(&[0xff, 0xff, 0xff]),
+            Err(SketchError::Protobuf(_))
+        ));
+        use prost::Message;
+        let bad = DdSketch {
+            mapping: Some(IndexMapping {
+                gamma: 0.5,
+                index_offset: 0.0,
+                interpolation: 0,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            Sketch::decode(&bad.encode_to_vec()),
+            Err(SketchError::BadGamma(0.5))
+        );
+        let nan = DdSketch {
+            zero_count: f64::NAN,
+            ..Default::default()
+        };
+        assert_eq!(
+            Sketch::decode(&nan.encode_to_vec()),
+            Err(SketchError::BadCount)
+        );
+    }
+}
