@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use streamsight_collector::ServeConfig;
 use streamsight_core::EngineConfig;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -9,6 +10,8 @@ use streamsight_core::EngineConfig;
 pub struct Config {
     /// How lag and health are computed: see `docs/engine.md`.
     pub engine: EngineConfig,
+    /// `streamsight serve`: listeners, storage, limits.
+    pub serve: ServeConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,8 +65,12 @@ mod tests {
 
     #[test]
     fn reads_durations_and_refuses_unknown_keys() {
-        let c: Config = toml::from_str("[engine]\nstale_after = \"2m\"\n").unwrap();
+        let c: Config =
+            toml::from_str("[engine]\nstale_after = \"2m\"\n[serve]\nstorage = \"memory://\"\n")
+                .unwrap();
         assert_eq!(c.engine.stale_after, Duration::from_secs(120));
+        assert_eq!(c.serve.storage, "memory://");
+        assert!(toml::from_str::<Config>("[serve]\nlisten = 1\n").is_err());
         let err = toml::from_str::<Config>("[engine]\nstale_afterr = \"2m\"\n").unwrap_err();
         assert!(err.to_string().contains("stale_afterr"), "{err}");
         assert!(toml::from_str::<Config>("[engin]\n").is_err());

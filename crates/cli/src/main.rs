@@ -19,6 +19,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the collector: the Datadog-compatible Data Streams intake, the engine,
+    /// durable storage, the HTTP API and Prometheus metrics.
+    Serve(ServeArgs),
     /// Feed a scenario (JSON Lines of timed events) through the engine on a
     /// simulated clock and print lag and health at sample times.
     Replay {
@@ -35,10 +38,61 @@ enum Command {
     },
 }
 
+/// Flags override the environment, which overrides the config file.
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Agent-compatible intake address (tracers' DD_TRACE_AGENT_URL).
+    #[arg(long, env = "STREAMSIGHT_INTAKE_LISTEN")]
+    intake_listen: Option<std::net::SocketAddr>,
+    /// API and /metrics address.
+    #[arg(long, env = "STREAMSIGHT_API_LISTEN")]
+    api_listen: Option<std::net::SocketAddr>,
+    /// sqlite://PATH or memory://
+    #[arg(long, env = "STREAMSIGHT_STORAGE")]
+    storage: Option<String>,
+    /// How long stored data is kept, e.g. 7d.
+    #[arg(long, env = "STREAMSIGHT_RETENTION", value_parser = humantime::parse_duration)]
+    retention: Option<std::time::Duration>,
+}
+
+fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
+    let s = &mut config.serve;
+    s.intake_listen = args.intake_listen.unwrap_or(s.intake_listen);
+    s.api_listen = args.api_listen.unwrap_or(s.api_listen);
+    if let Some(storage) = args.storage {
+        s.storage = storage;
+    }
+    s.retention = args.retention.unwrap_or(s.retention);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let running = streamsight_collector::serve(config.serve, config.engine).await?;
+        // Tests and scripts read the bound addresses from this line.
+        println!(
+            "streamsight serving intake=http://{} api=http://{}",
+            running.intake_addr, running.api_addr
+        );
+        tokio::select! {
+            () = running.wait() => {}
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+        }
+        anyhow::Ok(())
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STREAMSIGHT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
+        Command::Serve(args) => serve(config, args)?,
         Command::Replay {
             file,
             sample_every,

@@ -1,1 +1,142 @@
+//! `streamsight serve`: the collector.
+//!
+//! Adapters around the core engine: the Datadog-agent-compatible intake, the
+//! store, the API and Prometheus metrics. One writer thread owns every change
+//! (see [`state`]); requests only read.
 
+pub mod api;
+mod clock;
+pub mod config;
+pub mod intake;
+pub mod metrics;
+pub mod pathways;
+pub mod state;
+pub mod telemetry;
+
+pub use config::ServeConfig;
+
+use state::{Shared, Writer, lock};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use streamsight_core::{EngineConfig, Millis};
+
+/// In-memory pathway buckets never cover less than this, whatever the window.
+const PATHWAYS_KEPT_MS: i64 = 3_600_000;
+
+pub(crate) fn time_ms(d: Duration) -> i64 {
+    streamsight_core::time::duration_ms(d)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("engine configuration: {0}")]
+    Engine(#[from] streamsight_core::ConfigError),
+    #[error("storage: {0}")]
+    Store(#[from] streamsight_store::StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A running collector.
+#[derive(Debug)]
+pub struct Running {
+    pub intake_addr: SocketAddr,
+    pub api_addr: SocketAddr,
+    pub shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Waits until the servers stop (they do not, unless they fail).
+    pub async fn wait(self) {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Opens the store, replays it, binds both listeners and serves until the process
+/// ends. Port 0 in the config picks a free port: see [`Running`].
+pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running, ServeError> {
+    let store = streamsight_store::open(&config.storage)?;
+    let intake_listener = bind(config.intake_listen).await?;
+    let api_listener = bind(config.api_listen).await?;
+    let intake_addr = local_addr(&intake_listener, config.intake_listen)?;
+    let api_addr = local_addr(&api_listener, config.api_listen)?;
+    let retention_ms = time_ms(config.retention);
+    let shared = Arc::new(Shared::new(config, engine)?);
+
+    // The API answers (readyz: not ready) while stored data is replayed.
+    let mut tasks = vec![tokio::spawn(run(api_listener, api::router(shared.clone())))];
+    let since = Millis(clock::now().0.saturating_sub(retention_ms));
+    let writer = {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || Writer::start(store, shared, since))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .map_err(|source| ServeError::Bind {
+                addr: intake_addr,
+                source,
+            })??
+    };
+    shared.ready.store(true, Ordering::Release);
+    tracing::info!(%intake_addr, %api_addr, "streamsight serving");
+    tasks.push(tokio::spawn(run(
+        intake_listener,
+        intake::router(shared.clone(), writer.clone()),
+    )));
+    tasks.push(tokio::spawn(housekeeping(
+        shared.clone(),
+        writer,
+        retention_ms,
+    )));
+    Ok(Running {
+        intake_addr,
+        api_addr,
+        shared,
+        tasks,
+    })
+}
+
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+fn local_addr(l: &tokio::net::TcpListener, addr: SocketAddr) -> Result<SocketAddr, ServeError> {
+    l.local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+async fn run(listener: tokio::net::TcpListener, router: axum::Router) {
+    if let Err(e) = axum::serve(listener, router).await {
+        tracing::error!(error = %e, "server stopped");
+    }
+}
+
+/// Samples group history, prunes pathways and enforces retention.
+async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
+    let every = shared
+        .config
+        .history_interval
+        .max(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(every);
+    let mut last_retention = i64::MIN;
+    loop {
+        tick.tick().await;
+        let now = clock::now();
+        shared.sample_groups(now);
+        let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
+        lock(&shared.pathways).prune(now.0.saturating_sub(kept));
+        if now.0.saturating_sub(last_retention) >= 60_000 {
+            writer.delete_before(Millis(now.0.saturating_sub(retention_ms)));
+            last_retention = now.0;
+        }
+    }
+}

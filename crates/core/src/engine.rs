@@ -147,6 +147,21 @@ pub struct GroupPartitionNames<'a> {
     pub partition: i32,
 }
 
+/// What is known of one partition, whoever consumes it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PartitionReport {
+    pub end_offset: Option<i64>,
+    /// Offset of the last record producers reported acknowledged.
+    pub produce_offset: Option<i64>,
+    pub log_start_offset: Option<i64>,
+    pub producer_failing: bool,
+    #[serde(rename = "end_offset_at_ms")]
+    pub end_offset_at: Option<Millis>,
+    pub history_points: usize,
+    /// The history's current error bound on lag seconds (see docs/engine.md).
+    pub history_precision: f32,
+}
+
 /// A group's health: the worst of its partitions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupReport {
@@ -647,6 +662,47 @@ impl Engine {
         let tid = *self.topic_ids.get(&(c, t))?;
         let pid = *self.partition_ids.get(&(tid, partition))?;
         self.existing_group_partition(gid, pid)
+    }
+
+    pub fn partitions(&self) -> impl Iterator<Item = PartitionId> + '_ {
+        (0..self.partitions.len()).map(|i| PartitionId(i as u32))
+    }
+
+    /// Cluster, topic and partition number of a partition.
+    pub fn partition_names(&self, pid: PartitionId) -> (&str, &str, i32) {
+        let (cluster, topic) = self.cluster_and_topic(pid);
+        (cluster, topic, self.partitions[pid.0 as usize].partition)
+    }
+
+    pub fn evaluate_partition(&self, pid: PartitionId, now: Millis) -> PartitionReport {
+        let p = &self.partitions[pid.0 as usize];
+        PartitionReport {
+            end_offset: p.history.end(),
+            produce_offset: p.acked_end.map(|e| e - 1),
+            log_start_offset: p.log_start,
+            producer_failing: self.producer_failing(p, now),
+            end_offset_at: p.end_seen_at,
+            history_points: p.history.len(),
+            history_precision: p.history.precision(),
+        }
+    }
+
+    /// The recent commits the health rules read, oldest first.
+    pub fn commits(
+        &self,
+        id: GroupPartitionId,
+    ) -> impl Iterator<Item = crate::window::Commit> + '_ {
+        self.group_partitions[id.0 as usize].window.iter()
+    }
+
+    /// The group-partitions of one group.
+    pub fn group_members(&self, id: GroupId) -> &[GroupPartitionId] {
+        &self.groups[id.0 as usize].partitions
+    }
+
+    pub fn find_group(&self, cluster: &str, group: &str) -> Option<GroupId> {
+        let (c, g) = (self.names.get(cluster)?, self.names.get(group)?);
+        self.group_ids.get(&(c, g)).copied()
     }
 
     /// Lag and health of one group on one partition at `now`.

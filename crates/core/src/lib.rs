@@ -16,6 +16,7 @@ pub mod window;
 pub use config::{ConfigError, EngineConfig};
 pub use engine::{
     Engine, EngineStats, GroupId, GroupPartitionId, GroupReport, MemoryUsage, PartitionId,
+    PartitionReport,
 };
 pub use model::{
     EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason,

@@ -9,9 +9,10 @@ use crate::time::Millis;
 /// How many commits the health rules look at (Burrow's default window).
 pub const WINDOW: usize = 10;
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Commit {
     pub offset: i64,
+    #[serde(rename = "at_ms")]
     pub at: Millis,
     pub lag: u32,
 }

@@ -5,8 +5,8 @@
 //! int64, and Java's hashes are negative longs); lists may be absent or nil;
 //! unknown keys are ignored.
 
-use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::Read;
 
@@ -35,7 +35,7 @@ pub enum PayloadError {
     Msgpack(String),
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Payload {
     #[serde(rename = "Env", deserialize_with = "nullable")]
@@ -65,7 +65,7 @@ pub struct Payload {
     pub failed_sends: Vec<FailedSends>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Bucket {
     /// Unix nanoseconds.
@@ -80,7 +80,7 @@ pub struct Bucket {
     pub backlogs: Vec<Backlog>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StatsPoint {
     #[serde(rename = "EdgeTags", deserialize_with = "nullable")]
@@ -90,20 +90,32 @@ pub struct StatsPoint {
     #[serde(rename = "ParentHash", deserialize_with = "flexible_u64")]
     pub parent_hash: u64,
     /// DDSketch protobuf, seconds.
-    #[serde(rename = "PathwayLatency", deserialize_with = "nullable_bytes")]
+    #[serde(
+        rename = "PathwayLatency",
+        deserialize_with = "nullable_bytes",
+        serialize_with = "serde_bytes::serialize"
+    )]
     pub pathway_latency: Vec<u8>,
     /// DDSketch protobuf, seconds.
-    #[serde(rename = "EdgeLatency", deserialize_with = "nullable_bytes")]
+    #[serde(
+        rename = "EdgeLatency",
+        deserialize_with = "nullable_bytes",
+        serialize_with = "serde_bytes::serialize"
+    )]
     pub edge_latency: Vec<u8>,
     /// DDSketch protobuf, bytes.
-    #[serde(rename = "PayloadSize", deserialize_with = "nullable_bytes")]
+    #[serde(
+        rename = "PayloadSize",
+        deserialize_with = "nullable_bytes",
+        serialize_with = "serde_bytes::serialize"
+    )]
     pub payload_size: Vec<u8>,
     /// "current" or "origin".
     #[serde(rename = "TimestampType", deserialize_with = "nullable")]
     pub timestamp_type: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Backlog {
     #[serde(rename = "Tags", deserialize_with = "nullable")]
@@ -113,7 +125,7 @@ pub struct Backlog {
 }
 
 /// Failed sends per (topic, partition or -1, error) in one bucket.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct FailedSends {
     #[serde(rename = "Topic", deserialize_with = "nullable")]
@@ -155,6 +167,16 @@ pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, Pay
         }
         decode_msgpack(body)
     }
+}
+
+/// Encodes a payload as tracers do (msgpack map with string keys, gzipped).
+pub fn encode(payload: &Payload) -> Vec<u8> {
+    use std::io::Write;
+    let raw = rmp_serde::to_vec_named(payload).unwrap_or_default();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    // Writing to a Vec cannot fail.
+    let _ = gz.write_all(&raw);
+    gz.finish().unwrap_or_default()
 }
 
 pub fn decode_msgpack(bytes: &[u8]) -> Result<Payload, PayloadError> {
@@ -337,6 +359,35 @@ mod tests {
             decode(&bomb, true, limits),
             Err(PayloadError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn encode_round_trips() {
+        let p = Payload {
+            service: "svc".into(),
+            stats: vec![Bucket {
+                start: 1,
+                duration: 2,
+                stats: vec![StatsPoint {
+                    hash: u64::MAX,
+                    edge_latency: vec![1, 2, 3],
+                    ..Default::default()
+                }],
+                backlogs: vec![Backlog {
+                    tags: vec!["type:kafka_produce".into()],
+                    value: -1,
+                }],
+            }],
+            failed_sends: vec![FailedSends {
+                topic: "t".into(),
+                partition: -1,
+                error: "e".into(),
+                count: 3,
+                cluster: String::new(),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(decode(&encode(&p), true, Limits::default()).unwrap(), p);
     }
 
     #[test]

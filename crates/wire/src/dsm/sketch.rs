@@ -53,7 +53,7 @@ pub enum SketchError {
 }
 
 /// A decoded sketch: (representative value, count) per bin, ascending.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sketch {
     bins: Vec<(f64, f64)>,
     count: f64,
@@ -109,6 +109,37 @@ impl Sketch {
 
     pub fn count(&self) -> f64 {
         self.count
+    }
+
+    /// Adds another sketch's bins (same mapping: equal values are one bin).
+    pub fn merge(&mut self, other: &Sketch) {
+        let mut merged = Vec::with_capacity(self.bins.len() + other.bins.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.bins.len() || j < other.bins.len() {
+            let bin = match (self.bins.get(i), other.bins.get(j)) {
+                (Some(x), Some(y)) if x.0 == y.0 => {
+                    i += 1;
+                    j += 1;
+                    (x.0, x.1 + y.1)
+                }
+                (Some(x), Some(y)) if x.0 < y.0 => {
+                    i += 1;
+                    *x
+                }
+                (Some(x), None) => {
+                    i += 1;
+                    *x
+                }
+                (_, Some(y)) => {
+                    j += 1;
+                    *y
+                }
+                (None, None) => break,
+            };
+            merged.push(bin);
+        }
+        self.bins = merged;
+        self.count += other.count;
     }
 
     /// The value at quantile `q` (0..=1), within the sketch's relative accuracy.
@@ -227,6 +258,18 @@ mod tests {
                 "q{q}: {got} vs {expected}"
             );
         }
+    }
+
+    #[test]
+    fn merging_adds_counts() {
+        let m = Mapping::default();
+        let mut a = Sketch::decode(&m.encode(&[1.0, 2.0])).unwrap();
+        let b = Sketch::decode(&m.encode(&[2.0, 3.0, 3.0])).unwrap();
+        a.merge(&b);
+        assert_eq!(a.count(), 5.0);
+        assert_eq!(a.bins.len(), 3);
+        let median = a.quantile(0.5).unwrap();
+        assert!((median - 2.0).abs() < 0.05, "{median}");
     }
 
     #[test]

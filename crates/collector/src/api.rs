@@ -1,0 +1,307 @@
+//! The HTTP API: `/api/v1/...` JSON, `/metrics`, `/healthz`, `/readyz`.
+
+use crate::intake::error_response;
+use crate::state::{Shared, lock};
+use crate::{clock, metrics};
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use streamsight_core::{LagReport, Millis, PartitionReport};
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(json!({ "status": "ok" })) }),
+        )
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(prometheus))
+        .route("/api/v1/lag", get(lag))
+        .route("/api/v1/groups", get(groups))
+        .route("/api/v1/groups/{cluster}/{group}", get(group))
+        .route("/api/v1/partitions", get(partitions))
+        .route("/api/v1/pathways", get(pathways))
+        .route("/api/v1/rejections", get(rejections))
+        .route("/api/v1/intake", get(intake))
+        .route("/api/v1/events", get(events))
+        .fallback(|| async {
+            error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+        })
+        .with_state(shared)
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.ready.load(Ordering::Acquire) {
+        axum::Json(json!({ "status": "ready" })).into_response()
+    } else {
+        error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "replaying stored data",
+        )
+    }
+}
+
+async fn prometheus(State(shared): State<Arc<Shared>>) -> Response {
+    let body = metrics::render(&shared, clock::now());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LagFilter {
+    cluster: Option<String>,
+    group: Option<String>,
+    topic: Option<String>,
+}
+
+/// One group on one partition, named.
+#[derive(Debug, Serialize)]
+pub struct LagRow {
+    pub cluster: String,
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    #[serde(flatten)]
+    pub report: LagReport,
+}
+
+fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
+    let engine = lock(&shared.engine);
+    let keep = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    let mut rows: Vec<LagRow> = engine
+        .group_partitions()
+        .filter_map(|id| {
+            let n = engine.names(id);
+            (keep(&filter.cluster, n.cluster)
+                && keep(&filter.group, n.group)
+                && keep(&filter.topic, n.topic))
+            .then(|| LagRow {
+                cluster: n.cluster.to_owned(),
+                group: n.group.to_owned(),
+                topic: n.topic.to_owned(),
+                partition: n.partition,
+                report: engine.evaluate(id, now),
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(
+            &b.cluster,
+            &b.group,
+            &b.topic,
+            b.partition,
+        ))
+    });
+    rows
+}
+
+async fn lag(
+    State(shared): State<Arc<Shared>>,
+    filter: Result<Query<LagFilter>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(filter) = match filter {
+        Ok(f) => f,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+    };
+    let now = clock::now();
+    axum::Json(json!({ "now_ms": now.0, "rows": lag_rows(&shared, now, &filter) })).into_response()
+}
+
+#[derive(Debug, Serialize)]
+struct GroupRow {
+    cluster: String,
+    group: String,
+    status: streamsight_core::Status,
+    partitions: usize,
+    total_lag: i64,
+    complete: bool,
+    max_lag: Option<MaxLag>,
+}
+
+#[derive(Debug, Serialize)]
+struct MaxLag {
+    topic: String,
+    partition: i32,
+    lag_messages: i64,
+}
+
+fn group_rows(shared: &Shared, now: Millis) -> Vec<GroupRow> {
+    let engine = lock(&shared.engine);
+    let mut rows: Vec<GroupRow> = engine
+        .groups()
+        .map(|gid| {
+            let r = engine.evaluate_group(gid, now);
+            let (cluster, group) = engine.group_name(gid);
+            GroupRow {
+                cluster: cluster.to_owned(),
+                group: group.to_owned(),
+                status: r.status,
+                partitions: r.partitions,
+                total_lag: r.total_lag,
+                complete: r.complete,
+                max_lag: r.max_lag.map(|(gp, lag)| {
+                    let n = engine.names(gp);
+                    MaxLag {
+                        topic: n.topic.to_owned(),
+                        partition: n.partition,
+                        lag_messages: lag,
+                    }
+                }),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.cluster, &a.group).cmp(&(&b.cluster, &b.group)));
+    rows
+}
+
+async fn groups(State(shared): State<Arc<Shared>>) -> Response {
+    axum::Json(json!({ "groups": group_rows(&shared, clock::now()) })).into_response()
+}
+
+async fn group(
+    State(shared): State<Arc<Shared>>,
+    Path((cluster, group)): Path<(String, String)>,
+) -> Response {
+    let now = clock::now();
+    let (gid, summary) = {
+        let engine = lock(&shared.engine);
+        let Some(gid) = engine.find_group(&cluster, &group) else {
+            return error_response(
+                StatusCode::NOT_FOUND,
+                "unknown_group",
+                &format!("no group {group:?} in cluster {cluster:?}"),
+            );
+        };
+        let partitions: Vec<serde_json::Value> = engine
+            .group_members(gid)
+            .iter()
+            .map(|&gp| {
+                let n = engine.names(gp);
+                json!({
+                    "topic": n.topic,
+                    "partition": n.partition,
+                    "lag": engine.evaluate(gp, now),
+                    "recent_commits": engine.commits(gp).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        (
+            gid,
+            json!({ "status": engine.evaluate_group(gid, now).status, "partitions": partitions }),
+        )
+    };
+    let history: Vec<_> = lock(&shared.history)
+        .get(&gid)
+        .map(|h| h.iter().cloned().collect())
+        .unwrap_or_default();
+    axum::Json(json!({
+        "now_ms": now.0,
+        "cluster": cluster,
+        "group": group,
+        "status": summary["status"],
+        "partitions": summary["partitions"],
+        "history": history,
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Serialize)]
+struct PartitionRow {
+    cluster: String,
+    topic: String,
+    partition: i32,
+    #[serde(flatten)]
+    report: PartitionReport,
+}
+
+async fn partitions(State(shared): State<Arc<Shared>>) -> Response {
+    let now = clock::now();
+    let engine = lock(&shared.engine);
+    let rows: Vec<PartitionRow> = engine
+        .partitions()
+        .map(|pid| {
+            let (cluster, topic, partition) = engine.partition_names(pid);
+            PartitionRow {
+                cluster: cluster.to_owned(),
+                topic: topic.to_owned(),
+                partition,
+                report: engine.evaluate_partition(pid, now),
+            }
+        })
+        .collect();
+    axum::Json(json!({ "now_ms": now.0, "partitions": rows })).into_response()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Window {
+    window_seconds: Option<u64>,
+}
+
+async fn pathways(
+    State(shared): State<Arc<Shared>>,
+    window: Result<Query<Window>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(window) = match window {
+        Ok(w) => w,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+    };
+    let now = clock::now();
+    let span = window
+        .window_seconds
+        .map_or(crate::time_ms(shared.config.pathway_window), |s| {
+            i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
+        });
+    let graph = lock(&shared.pathways).graph(now.0.saturating_sub(span), now.0 + 1);
+    axum::Json(graph).into_response()
+}
+
+async fn rejections(State(shared): State<Arc<Shared>>) -> Response {
+    let engine = lock(&shared.engine);
+    let rejected = &engine.stats().rejected;
+    let by_reason: serde_json::Map<String, serde_json::Value> = rejected
+        .iter()
+        .map(|(r, n)| (r.as_str().to_owned(), json!(n)))
+        .collect();
+    axum::Json(json!({ "total": rejected.total(), "by_reason": by_reason })).into_response()
+}
+
+async fn intake(State(shared): State<Arc<Shared>>) -> Response {
+    let stats = engine_stats(&shared);
+    axum::Json(json!({ "intake": shared.telemetry.snapshot(), "engine": stats })).into_response()
+}
+
+fn engine_stats(shared: &Shared) -> serde_json::Value {
+    let engine = lock(&shared.engine);
+    let s = engine.stats();
+    let m = engine.memory();
+    json!({
+        "accepted": s.accepted,
+        "redundant": s.redundant,
+        "rejected": s.rejected.total(),
+        "resets": s.resets,
+        "partitions": m.partitions,
+        "group_partitions": m.group_partitions,
+        "partition_bytes": m.partition_bytes,
+        "group_partition_bytes": m.group_partition_bytes,
+    })
+}
+
+async fn events(State(shared): State<Arc<Shared>>) -> Response {
+    let events: Vec<_> = lock(&shared.events).iter().cloned().collect();
+    axum::Json(json!({ "events": events })).into_response()
+}

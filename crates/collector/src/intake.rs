@@ -1,0 +1,286 @@
+//! The Datadog-agent-compatible intake: what tracers with Data Streams Monitoring
+//! enabled send to `DD_TRACE_AGENT_URL`.
+
+use crate::clock;
+use crate::pathways::PathwayPoint;
+use crate::state::{Shared, Writer};
+use crate::telemetry::{DroppedEndpoint, IntakeError, IntakeEvent};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use serde_json::json;
+use std::sync::Arc;
+use streamsight_core::Millis;
+use streamsight_store::{Record, StoredObservation};
+use streamsight_wire::dsm::backlog;
+use streamsight_wire::dsm::payload::{self, Limits, Payload, PayloadError};
+use streamsight_wire::dsm::sketch::Sketch;
+
+/// Endpoints listed in `/info`: the ones this intake answers.
+pub const ENDPOINTS: [&str; 7] = [
+    "/v0.1/pipeline_stats",
+    "/v0.4/traces",
+    "/v0.5/traces",
+    "/v0.7/traces",
+    "/v0.6/stats",
+    "/telemetry/proxy/",
+    "/info",
+];
+
+#[derive(Clone)]
+struct Intake {
+    shared: Arc<Shared>,
+    writer: Writer,
+}
+
+pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
+    Router::new()
+        .route("/info", get(info))
+        .route("/v0.1/pipeline_stats", post(pipeline_stats))
+        .route("/v0.4/traces", any(traces))
+        .route("/v0.5/traces", any(traces))
+        .route("/v0.7/traces", any(traces))
+        .route("/v0.6/stats", any(stats))
+        .route("/telemetry/proxy/{*rest}", any(telemetry))
+        // Bodies are read under our own limit so that the refusal is a JSON error.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(Intake { shared, writer })
+}
+
+async fn info() -> impl IntoResponse {
+    axum::Json(json!({
+        "version": concat!("streamsight-", env!("CARGO_PKG_VERSION")),
+        "endpoints": ENDPOINTS,
+        "feature_flags": [],
+        "client_drop_p0s": false,
+        "span_meta_structs": false,
+        "long_running_spans": false,
+        "config": { "statsd_port": 0, "receiver_port": 8126 },
+    }))
+}
+
+/// A 4xx/5xx with a JSON body naming the problem.
+pub fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({ "error": kind, "message": message })),
+    )
+        .into_response()
+}
+
+async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Response> {
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            IntakeError::BodyTooLarge.as_str(),
+            &format!("body is larger than {limit} bytes"),
+        )
+    })
+}
+
+async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: Body) -> Response {
+    let shared = &intake.shared;
+    let telemetry = &shared.telemetry;
+    let reject = |error: IntakeError, status: StatusCode, message: String| {
+        telemetry.emit(IntakeEvent::PayloadRejected {
+            error,
+            detail: &message,
+        });
+        error_response(status, error.as_str(), &message)
+    };
+    let body = match read_limited(body, shared.config.max_body_bytes).await {
+        Ok(b) => b,
+        Err(response) => {
+            telemetry.emit(IntakeEvent::PayloadRejected {
+                error: IntakeError::BodyTooLarge,
+                detail: "over max_body_bytes",
+            });
+            return response;
+        }
+    };
+    let gzipped = match headers
+        .get(header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?"))
+    {
+        None | Some("identity") => false,
+        Some("gzip") => true,
+        Some(other) => {
+            return reject(
+                IntakeError::UnsupportedEncoding,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("content-encoding {other:?} is not gzip or identity"),
+            );
+        }
+    };
+    let limits = Limits {
+        max_decompressed_bytes: shared.config.max_decompressed_bytes,
+    };
+    let decoded = payload::decode(&body, gzipped, limits);
+    let payload = match decoded {
+        Ok(p) => p,
+        Err(e) => {
+            let (error, status) = match &e {
+                PayloadError::Gzip(_) => (IntakeError::BadGzip, StatusCode::BAD_REQUEST),
+                PayloadError::TooLarge { .. } => (
+                    IntakeError::DecompressedTooLarge,
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                ),
+                PayloadError::Msgpack(_) => (IntakeError::BadMsgpack, StatusCode::BAD_REQUEST),
+            };
+            return reject(error, status, e.to_string());
+        }
+    };
+    let translated = translate(&payload, clock::now(), &shared.config.default_cluster);
+    for detail in &translated.dropped {
+        telemetry.emit(IntakeEvent::PointDropped {
+            error: IntakeError::BadSketch,
+            detail,
+        });
+    }
+    let accepted = translated.records.len();
+    if let Err(e) = intake.writer.append(translated.records).await {
+        return reject(
+            IntakeError::StorageFailed,
+            StatusCode::SERVICE_UNAVAILABLE,
+            e,
+        );
+    }
+    telemetry.emit(IntakeEvent::PayloadAccepted {
+        bytes: body.len(),
+        backlogs: translated.backlogs,
+        pathway_points: translated.pathway_points,
+        failed_sends: translated.failed_sends,
+    });
+    let dropped: Vec<&String> = translated.dropped.iter().take(10).collect();
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(
+            json!({ "accepted": accepted, "dropped": translated.dropped.len(), "errors": dropped }),
+        ),
+    )
+        .into_response()
+}
+
+/// What a payload becomes: records for the log, and what could not be used.
+#[derive(Debug, Default)]
+pub struct Translated {
+    pub records: Vec<Record>,
+    pub backlogs: usize,
+    pub pathway_points: usize,
+    pub failed_sends: usize,
+    pub dropped: Vec<String>,
+}
+
+const NANOS_PER_MILLI: u64 = 1_000_000;
+const DEFAULT_BUCKET_MS: i64 = 10_000;
+
+/// Turns a decoded payload into records. A bucket's points are dated at the
+/// bucket's end, but never later than their arrival: a tracer's clock that runs
+/// ahead must not put points in the future.
+pub fn translate(p: &Payload, received: Millis, default_cluster: &str) -> Translated {
+    let mut out = Translated::default();
+    for bucket in &p.stats {
+        let start_ms = i64::try_from(bucket.start / NANOS_PER_MILLI).unwrap_or(i64::MAX);
+        let bucket_ms = match i64::try_from(bucket.duration / NANOS_PER_MILLI).unwrap_or(0) {
+            0 => DEFAULT_BUCKET_MS,
+            d => d,
+        };
+        let at = Millis(start_ms.saturating_add(bucket_ms).min(received.0));
+        for b in &bucket.backlogs {
+            out.backlogs += 1;
+            out.records
+                .push(match backlog::parse(&b.tags, b.value, default_cluster) {
+                    Ok(observation) => Record::Observation {
+                        at,
+                        observation: StoredObservation::from_observation(&observation),
+                    },
+                    Err(e) => Record::Rejected {
+                        at,
+                        reason: e.reason(),
+                    },
+                });
+        }
+        for (i, s) in bucket.stats.iter().enumerate() {
+            let sketch = |bytes: &[u8], what: &str| {
+                Sketch::decode(bytes)
+                    .map_err(|e| format!("bucket {start_ms} point {i}: {what}: {e}"))
+            };
+            let point = (|| {
+                Ok::<_, String>(PathwayPoint {
+                    bucket_start_ms: start_ms,
+                    bucket_ms,
+                    hash: s.hash,
+                    parent_hash: s.parent_hash,
+                    service: p.service.clone(),
+                    env: p.env.clone(),
+                    edge_tags: s.edge_tags.clone(),
+                    edge_latency: sketch(&s.edge_latency, "EdgeLatency")?,
+                    pathway_latency: sketch(&s.pathway_latency, "PathwayLatency")?,
+                    payload_size: sketch(&s.payload_size, "PayloadSize")?,
+                })
+            })();
+            match point.and_then(|pt| serde_json::to_string(&pt).map_err(|e| e.to_string())) {
+                Ok(json) => {
+                    out.pathway_points += 1;
+                    out.records.push(Record::Pathway {
+                        at: Millis(start_ms.min(received.0)),
+                        json,
+                    });
+                }
+                Err(e) => out.dropped.push(e),
+            }
+        }
+    }
+    for f in &p.failed_sends {
+        out.failed_sends += 1;
+        let cluster = if f.cluster.is_empty() {
+            default_cluster
+        } else {
+            &f.cluster
+        };
+        out.records.push(Record::Observation {
+            at: received,
+            observation: StoredObservation::ProduceFailed {
+                cluster: cluster.to_owned(),
+                topic: f.topic.clone(),
+                partition: f.partition,
+                error: f.error.clone(),
+            },
+        });
+    }
+    out
+}
+
+async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Response {
+    match read_limited(body, intake.shared.config.max_body_bytes).await {
+        Ok(bytes) => {
+            intake.shared.telemetry.emit(IntakeEvent::BodyDropped {
+                endpoint,
+                bytes: bytes.len(),
+            });
+            match endpoint {
+                // Tracers read sampling rates from the traces response.
+                DroppedEndpoint::Traces => {
+                    axum::Json(json!({ "rate_by_service": {} })).into_response()
+                }
+                _ => StatusCode::ACCEPTED.into_response(),
+            }
+        }
+        Err(response) => response,
+    }
+}
+
+async fn traces(State(intake): State<Intake>, body: Body) -> Response {
+    drop_body(&intake, DroppedEndpoint::Traces, body).await
+}
+
+async fn stats(State(intake): State<Intake>, body: Body) -> Response {
+    drop_body(&intake, DroppedEndpoint::Stats, body).await
+}
+
+async fn telemetry(State(intake): State<Intake>, body: Body) -> Response {
+    drop_body(&intake, DroppedEndpoint::Telemetry, body).await
+}

@@ -1,0 +1,344 @@
+//! `/metrics` in the Prometheus text format.
+//!
+//! Lag uses kafka-lag-exporter's names so existing dashboards keep working. Unknown
+//! lag has no series at all (never 0), and no series ever carries -1 or
+//! `partition="-1"`: the engine never holds such a partition.
+
+use crate::pathways::Graph;
+use crate::state::{Shared, lock};
+use crate::telemetry::IntakeStats;
+use std::fmt::Write;
+use streamsight_core::{Engine, Millis, RejectCounts, Status};
+
+/// Escapes a label value: backslash, double quote and newline.
+fn esc(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return v.into();
+    }
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+        .into()
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Everything, rendered at `now`.
+pub fn render(shared: &Shared, now: Millis) -> String {
+    let mut out = String::with_capacity(1 << 16);
+    {
+        let engine = lock(&shared.engine);
+        render_engine(&mut out, &engine, now);
+        render_rejections(&mut out, &engine.stats().rejected);
+    }
+    render_intake(&mut out, &shared.telemetry.snapshot());
+    let window = crate::time_ms(shared.config.pathway_window);
+    let graph = lock(&shared.pathways).graph(now.0 - window, now.0 + 1);
+    render_pathways(&mut out, &graph);
+    out
+}
+
+pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
+    let reports: Vec<_> = engine
+        .group_partitions()
+        .map(|id| (engine.names(id), engine.evaluate(id, now)))
+        .collect();
+    header(
+        out,
+        "kafka_consumergroup_group_lag",
+        "gauge",
+        "Messages the group has not read yet.",
+    );
+    for (n, r) in &reports {
+        if let Some(lag) = r.lag_messages {
+            let _ = writeln!(
+                out,
+                "kafka_consumergroup_group_lag{{cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"}} {lag}",
+                esc(n.cluster),
+                esc(n.group),
+                esc(n.topic),
+                n.partition
+            );
+        }
+    }
+    header(
+        out,
+        "kafka_consumergroup_group_lag_seconds",
+        "gauge",
+        "Age of the oldest record the group has not read yet.",
+    );
+    for (n, r) in &reports {
+        if let Some(s) = r.lag_seconds {
+            let _ = writeln!(
+                out,
+                "kafka_consumergroup_group_lag_seconds{{cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"}} {s}",
+                esc(n.cluster),
+                esc(n.group),
+                esc(n.topic),
+                n.partition
+            );
+        }
+    }
+    header(
+        out,
+        "streamsight_lag_seconds_lower_bound",
+        "gauge",
+        "1 when lag seconds is only a lower bound (the record predates the history).",
+    );
+    header(
+        out,
+        "streamsight_consumer_status",
+        "gauge",
+        "1 for the group-partition's current status.",
+    );
+    header(
+        out,
+        "streamsight_data_loss_messages_total",
+        "counter",
+        "Records retention deleted before the group read them.",
+    );
+    for (n, r) in &reports {
+        let labels = format!(
+            "cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"",
+            esc(n.cluster),
+            esc(n.group),
+            esc(n.topic),
+            n.partition
+        );
+        if r.lag_seconds.is_some() {
+            let _ = writeln!(
+                out,
+                "streamsight_lag_seconds_lower_bound{{{labels}}} {}",
+                u8::from(r.lag_seconds_lower_bound)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "streamsight_consumer_status{{{labels},status=\"{}\"}} 1",
+            r.status.as_str()
+        );
+        let _ = writeln!(
+            out,
+            "streamsight_data_loss_messages_total{{{labels}}} {}",
+            r.data_loss_messages
+        );
+    }
+    header(
+        out,
+        "streamsight_group_status",
+        "gauge",
+        "1 for the group's current status: its worst partition.",
+    );
+    for gid in engine.groups() {
+        let (cluster, group) = engine.group_name(gid);
+        let status: Status = engine.evaluate_group(gid, now).status;
+        let _ = writeln!(
+            out,
+            "streamsight_group_status{{cluster_name=\"{}\",group=\"{}\",status=\"{}\"}} 1",
+            esc(cluster),
+            esc(group),
+            status.as_str()
+        );
+    }
+    header(
+        out,
+        "kafka_partition_latest_offset",
+        "gauge",
+        "End offset: the max of what producers acknowledged and brokers reported.",
+    );
+    let partitions: Vec<_> = engine
+        .partitions()
+        .map(|pid| {
+            (
+                engine.partition_names(pid),
+                engine.evaluate_partition(pid, now),
+            )
+        })
+        .collect();
+    for ((cluster, topic, partition), p) in &partitions {
+        if let Some(end) = p.end_offset {
+            let _ = writeln!(
+                out,
+                "kafka_partition_latest_offset{{cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {end}",
+                esc(cluster),
+                esc(topic)
+            );
+        }
+    }
+    header(
+        out,
+        "streamsight_produce_offset",
+        "gauge",
+        "Offset of the last record producers reported acknowledged.",
+    );
+    for ((cluster, topic, partition), p) in &partitions {
+        if let Some(o) = p.produce_offset {
+            let _ = writeln!(
+                out,
+                "streamsight_produce_offset{{cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {o}",
+                esc(cluster),
+                esc(topic)
+            );
+        }
+    }
+    header(
+        out,
+        "streamsight_producer_failing",
+        "gauge",
+        "1 while failed sends are being reported for the partition.",
+    );
+    for ((cluster, topic, partition), p) in &partitions {
+        let _ = writeln!(
+            out,
+            "streamsight_producer_failing{{cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {}",
+            esc(cluster),
+            esc(topic),
+            u8::from(p.producer_failing)
+        );
+    }
+}
+
+fn render_rejections(out: &mut String, rejected: &RejectCounts) {
+    header(
+        out,
+        "streamsight_rejected_points_total",
+        "counter",
+        "Points refused before they could move lag, by reason.",
+    );
+    for (reason, n) in rejected.iter() {
+        let _ = writeln!(
+            out,
+            "streamsight_rejected_points_total{{reason=\"{}\"}} {n}",
+            reason.as_str()
+        );
+    }
+}
+
+fn render_intake(out: &mut String, s: &IntakeStats) {
+    header(
+        out,
+        "streamsight_intake_payloads_total",
+        "counter",
+        "Data Streams payloads accepted.",
+    );
+    let _ = writeln!(out, "streamsight_intake_payloads_total {}", s.payloads);
+    header(
+        out,
+        "streamsight_intake_bytes_total",
+        "counter",
+        "Bytes of accepted Data Streams payloads, as sent.",
+    );
+    let _ = writeln!(out, "streamsight_intake_bytes_total {}", s.bytes);
+    header(
+        out,
+        "streamsight_intake_backlogs_total",
+        "counter",
+        "Backlog points received.",
+    );
+    let _ = writeln!(out, "streamsight_intake_backlogs_total {}", s.backlogs);
+    header(
+        out,
+        "streamsight_intake_errors_total",
+        "counter",
+        "Payloads and points refused, by kind.",
+    );
+    for (kind, n) in &s.errors {
+        let _ = writeln!(
+            out,
+            "streamsight_intake_errors_total{{kind=\"{}\"}} {n}",
+            kind.as_str()
+        );
+    }
+    header(
+        out,
+        "streamsight_intake_dropped_bodies_total",
+        "counter",
+        "Bodies of agent endpoints answered but not used yet.",
+    );
+    for (endpoint, n, _) in &s.dropped {
+        let _ = writeln!(
+            out,
+            "streamsight_intake_dropped_bodies_total{{endpoint=\"{}\"}} {n}",
+            endpoint.as_str()
+        );
+    }
+}
+
+fn render_pathways(out: &mut String, g: &Graph) {
+    header(
+        out,
+        "streamsight_pathway_latency_seconds",
+        "gauge",
+        "Pathway latency quantiles per Kafka edge over the pathway window.",
+    );
+    header(
+        out,
+        "streamsight_edge_latency_seconds",
+        "gauge",
+        "Edge latency quantiles per Kafka edge over the pathway window.",
+    );
+    for e in &g.edges {
+        let labels = format!(
+            "from=\"{}\",to=\"{}\",direction=\"{}\",group=\"{}\",env=\"{}\"",
+            esc(&e.from),
+            esc(&e.to),
+            esc(&e.direction),
+            esc(e.group.as_deref().unwrap_or("")),
+            esc(&e.env)
+        );
+        for (name, q) in [
+            (
+                "streamsight_pathway_latency_seconds",
+                &e.pathway_latency_seconds,
+            ),
+            ("streamsight_edge_latency_seconds", &e.edge_latency_seconds),
+        ] {
+            for (quantile, v) in [("0.5", q.p50), ("0.95", q.p95), ("0.99", q.p99)] {
+                if let Some(v) = v {
+                    let _ = writeln!(out, "{name}{{{labels},quantile=\"{quantile}\"}} {v}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use streamsight_core::{EngineConfig, Observation, PartitionRef};
+
+    #[test]
+    fn unknown_lag_has_no_series_and_labels_are_escaped() {
+        let mut e = Engine::new(EngineConfig::default()).unwrap();
+        let p = |partition| PartitionRef {
+            cluster: "c",
+            topic: "we\"ird",
+            partition,
+        };
+        e.observe(
+            Millis(0),
+            &Observation::Committed {
+                group: "g",
+                partition: p(0),
+                offset: 5,
+            },
+        )
+        .unwrap();
+        let _ = e.observe(
+            Millis(0),
+            &Observation::Produced {
+                partition: p(-1),
+                offset: -1,
+            },
+        );
+        let mut out = String::new();
+        render_engine(&mut out, &e, Millis(1));
+        assert!(!out.contains("kafka_consumergroup_group_lag{"), "{out}");
+        assert!(out.contains("topic=\"we\\\"ird\""), "{out}");
+        assert!(out.contains("status=\"stale\""), "{out}");
+        assert!(!out.contains("partition=\"-1\""), "{out}");
+        assert!(!out.contains(" -1\n"), "{out}");
+    }
+}

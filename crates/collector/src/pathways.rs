@@ -1,0 +1,271 @@
+//! Pathway statistics: per 10 s bucket and pathway hash, the merged sketches of
+//! every service instance that reported it, and the graph they draw.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use streamsight_wire::dsm::sketch::Sketch;
+
+/// One stats point of one bucket, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PathwayPoint {
+    pub bucket_start_ms: i64,
+    pub bucket_ms: i64,
+    pub hash: u64,
+    pub parent_hash: u64,
+    pub service: String,
+    pub env: String,
+    pub edge_tags: Vec<String>,
+    pub edge_latency: Sketch,
+    pub pathway_latency: Sketch,
+    pub payload_size: Sketch,
+}
+
+impl PathwayPoint {
+    fn tag(&self, key: &str) -> Option<&str> {
+        self.edge_tags
+            .iter()
+            .find_map(|t| t.strip_prefix(key)?.strip_prefix(':'))
+    }
+
+    /// Checkpoints counted in this bucket.
+    pub fn count(&self) -> f64 {
+        self.pathway_latency.count().max(self.edge_latency.count())
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Pathways {
+    buckets: BTreeMap<(i64, u64), PathwayPoint>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Quantiles {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+impl Quantiles {
+    fn of(s: &Sketch) -> Self {
+        Self {
+            p50: s.quantile(0.5),
+            p95: s.quantile(0.95),
+            p99: s.quantile(0.99),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Node {
+    pub id: String,
+    pub kind: &'static str,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    /// `out` (a service producing to a topic) or `in` (a group consuming it).
+    pub direction: String,
+    pub group: Option<String>,
+    pub env: String,
+    pub count: f64,
+    pub throughput_per_second: f64,
+    pub edge_latency_seconds: Quantiles,
+    pub pathway_latency_seconds: Quantiles,
+    pub payload_size_bytes_avg: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Graph {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+}
+
+#[derive(Default)]
+struct EdgeAcc {
+    edge: Sketch,
+    pathway: Sketch,
+    payload: Sketch,
+    count: f64,
+}
+
+impl Pathways {
+    pub fn add(&mut self, point: PathwayPoint) {
+        match self.buckets.entry((point.bucket_start_ms, point.hash)) {
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                let b = e.get_mut();
+                b.edge_latency.merge(&point.edge_latency);
+                b.pathway_latency.merge(&point.pathway_latency);
+                b.payload_size.merge(&point.payload_size);
+            }
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(point);
+            }
+        }
+    }
+
+    /// Forgets buckets that started before `before_ms`.
+    pub fn prune(&mut self, before_ms: i64) {
+        self.buckets = self.buckets.split_off(&(before_ms, 0));
+    }
+
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// Buckets that started in `[from_ms, to_ms)`.
+    pub fn points(&self, from_ms: i64, to_ms: i64) -> impl Iterator<Item = &PathwayPoint> {
+        self.buckets.range((from_ms, 0)..(to_ms, 0)).map(|(_, p)| p)
+    }
+
+    /// Services and topics, joined by the Kafka edges seen in `[from_ms, to_ms)`.
+    pub fn graph(&self, from_ms: i64, to_ms: i64) -> Graph {
+        let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
+        let mut edges: HashMap<(String, String, String, Option<String>, String), EdgeAcc> =
+            HashMap::new();
+        for p in self.points(from_ms, to_ms) {
+            let (Some(topic), Some(direction)) = (p.tag("topic"), p.tag("direction")) else {
+                continue;
+            };
+            let service = format!("service:{}", p.service);
+            let topic_id = format!("topic:{topic}");
+            nodes.entry(service.clone()).or_insert_with(|| Node {
+                id: service.clone(),
+                kind: "service",
+                name: p.service.clone(),
+            });
+            nodes.entry(topic_id.clone()).or_insert_with(|| Node {
+                id: topic_id.clone(),
+                kind: "topic",
+                name: topic.to_owned(),
+            });
+            let (from, to) = if direction == "in" {
+                (topic_id, service)
+            } else {
+                (service, topic_id)
+            };
+            let key = (
+                from,
+                to,
+                direction.to_owned(),
+                p.tag("group").map(str::to_owned),
+                p.env.clone(),
+            );
+            let acc = edges.entry(key).or_default();
+            acc.edge.merge(&p.edge_latency);
+            acc.pathway.merge(&p.pathway_latency);
+            acc.payload.merge(&p.payload_size);
+            acc.count += p.count();
+        }
+        let seconds = ((to_ms - from_ms) as f64 / 1000.0).max(1.0);
+        let mut edges: Vec<Edge> = edges
+            .into_iter()
+            .map(|((from, to, direction, group, env), acc)| Edge {
+                from,
+                to,
+                direction,
+                group,
+                env,
+                count: acc.count,
+                throughput_per_second: acc.count / seconds,
+                edge_latency_seconds: Quantiles::of(&acc.edge),
+                pathway_latency_seconds: Quantiles::of(&acc.pathway),
+                payload_size_bytes_avg: (acc.payload.count() > 0.0)
+                    .then(|| acc.payload.sum() / acc.payload.count()),
+            })
+            .collect();
+        edges.sort_by(|a, b| (&a.from, &a.to, &a.group).cmp(&(&b.from, &b.to, &b.group)));
+        Graph {
+            from_ms,
+            to_ms,
+            nodes: nodes.into_values().collect(),
+            edges,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use streamsight_wire::dsm::sketch::Mapping;
+
+    fn point(
+        start: i64,
+        hash: u64,
+        service: &str,
+        tags: &[&str],
+        latencies: &[f64],
+    ) -> PathwayPoint {
+        let sketch = Sketch::decode(&Mapping::default().encode(latencies)).unwrap();
+        PathwayPoint {
+            bucket_start_ms: start,
+            bucket_ms: 10_000,
+            hash,
+            parent_hash: 0,
+            service: service.into(),
+            env: "prod".into(),
+            edge_tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            edge_latency: sketch.clone(),
+            pathway_latency: sketch,
+            payload_size: Sketch::default(),
+        }
+    }
+
+    #[test]
+    fn producer_topic_consumer_graph() {
+        let mut p = Pathways::default();
+        p.add(point(
+            0,
+            1,
+            "checkout",
+            &["direction:out", "topic:orders", "type:kafka"],
+            &[0.01],
+        ));
+        p.add(point(
+            0,
+            2,
+            "billing",
+            &["direction:in", "group:bill", "topic:orders", "type:kafka"],
+            &[0.2, 0.4],
+        ));
+        // Another instance of billing, same pathway and bucket: merged.
+        p.add(point(
+            0,
+            2,
+            "billing",
+            &["direction:in", "group:bill", "topic:orders", "type:kafka"],
+            &[0.3],
+        ));
+        p.add(point(0, 3, "web", &["direction:out", "type:http"], &[0.3]));
+        let g = p.graph(0, 10_000);
+        let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, ["service:billing", "service:checkout", "topic:orders"]);
+        assert_eq!(g.edges.len(), 2);
+        let consume = &g.edges[1];
+        assert_eq!(
+            (consume.from.as_str(), consume.to.as_str()),
+            ("topic:orders", "service:billing")
+        );
+        assert_eq!(consume.group.as_deref(), Some("bill"));
+        assert_eq!(consume.count, 3.0);
+        let p50 = consume.edge_latency_seconds.p50.unwrap();
+        assert!((p50 - 0.3).abs() < 0.01, "{p50}");
+    }
+
+    #[test]
+    fn prune_forgets_old_buckets() {
+        let mut p = Pathways::default();
+        p.add(point(0, 1, "a", &["direction:out", "topic:t"], &[0.1]));
+        p.add(point(10_000, 1, "a", &["direction:out", "topic:t"], &[0.1]));
+        p.prune(10_000);
+        assert_eq!(p.len(), 1);
+    }
+}
