@@ -77,7 +77,7 @@ impl Sketch {
             Some(m) => (m.gamma, m.index_offset),
             None => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
         };
-        if !(gamma.is_finite() && gamma > 1.0) || !offset.is_finite() {
+        if !(gamma.is_finite() && gamma > 1.0 && offset.is_finite()) {
             return Err(SketchError::BadGamma(gamma));
         }
         let mapping = Mapping::new(gamma, offset);

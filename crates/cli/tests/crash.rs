@@ -1,0 +1,184 @@
+//! `kill -9` the collector mid-stream: after a restart on the same data directory,
+//! every acknowledged point is there and lag seconds continue where they were.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+use serde_json::Value;
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
+
+struct Collector {
+    child: Child,
+    intake: String,
+    api: String,
+}
+
+fn start(storage: &str) -> Collector {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args([
+            "serve",
+            "--intake-listen",
+            "127.0.0.1:0",
+            "--api-listen",
+            "127.0.0.1:0",
+            "--storage",
+            storage,
+        ])
+        .env("STREAMSIGHT_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the collector announces its addresses");
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+            .to_owned()
+    };
+    Collector {
+        intake: field("intake="),
+        api: field("api="),
+        child,
+    }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn payload(service: &str, start_ns: u64, tags: &[&str], value: i64) -> Vec<u8> {
+    encode(&Payload {
+        service: service.into(),
+        stats: vec![Bucket {
+            start: start_ns,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs: vec![Backlog {
+                tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+                value,
+            }],
+        }],
+        ..Default::default()
+    })
+}
+
+async fn lag(client: &reqwest::Client, api: &str) -> Value {
+    let v: Value = client
+        .get(format!("{api}/api/v1/lag?group=g"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["rows"][0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_dash_nine_loses_no_acknowledged_point() {
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-crash-{}-{}",
+        std::process::id(),
+        now_ns()
+    ));
+    let storage = format!("sqlite://{}/data/streamsight.db", dir.display());
+    let client = reqwest::Client::new();
+    let mut collector = start(&storage);
+    let url = format!("{}/v0.1/pipeline_stats", collector.intake);
+
+    // 200 buckets of 10 s: offset 100*i produced in bucket i; the group stops at 5,000.
+    let base = now_ns() - 2_100 * 1_000_000_000;
+    let mut sends = Vec::new();
+    for i in 0..200u64 {
+        let start = base + i * 10_000_000_000;
+        let produce = payload(
+            "p",
+            start,
+            &["type:kafka_produce", "topic:t", "partition:0"],
+            (i * 100) as i64,
+        );
+        let commit = payload(
+            "c",
+            start,
+            &[
+                "type:kafka_commit",
+                "consumer_group:g",
+                "topic:t",
+                "partition:0",
+            ],
+            (i * 100).min(5_000) as i64,
+        );
+        for body in [produce, commit] {
+            let client = client.clone();
+            let url = url.clone();
+            sends.push(tokio::spawn(async move {
+                let r = client
+                    .post(url)
+                    .header("Content-Encoding", "gzip")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                r.status().as_u16()
+            }));
+        }
+    }
+    for s in sends {
+        assert_eq!(s.await.unwrap(), 202);
+    }
+    let before = lag(&client, &collector.api).await;
+    let before_at = Instant::now();
+    collector.child.kill().unwrap(); // SIGKILL: no shutdown path runs
+    collector.child.wait().unwrap();
+
+    let mut restarted = start(&storage);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = client.get(format!("{}/readyz", restarted.api)).send().await;
+        if ready.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not ready within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = lag(&client, &restarted.api).await;
+    let elapsed = before_at.elapsed().as_secs_f64();
+    restarted.child.kill().unwrap();
+    restarted.child.wait().unwrap();
+
+    assert_eq!(before["end_offset"], 19_901, "{before}");
+    assert_eq!(before["committed_offset"], 5_000);
+    for key in [
+        "lag_messages",
+        "end_offset",
+        "committed_offset",
+        "status",
+        "lag_seconds_lower_bound",
+    ] {
+        assert_eq!(before[key], after[key], "{key}: {before} then {after}");
+    }
+    let (b, a) = (
+        before["lag_seconds"].as_f64().unwrap(),
+        after["lag_seconds"].as_f64().unwrap(),
+    );
+    assert!(
+        a >= b && a <= b + elapsed + 0.01,
+        "lag seconds {b} then {a} after {elapsed} s"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,505 @@
+//! The collector over real HTTP, with a real SQLite file: tracer-shaped payloads
+//! in, lag, pathways and metrics out; malformed payloads refused.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+use serde_json::Value;
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+use streamsight_collector::{Running, ServeConfig, serve};
+use streamsight_core::EngineConfig;
+use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, StatsPoint, encode};
+use streamsight_wire::dsm::sketch::Mapping;
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "streamsight-{name}-{}-{}",
+        std::process::id(),
+        now_ns()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn start(storage: String) -> Running {
+    let config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage,
+        max_body_bytes: 1 << 20,
+        max_decompressed_bytes: 4 << 20,
+        ..ServeConfig::default()
+    };
+    serve(config, EngineConfig::default()).await.unwrap()
+}
+
+fn backlog(tags: &[&str], value: i64) -> Backlog {
+    Backlog {
+        tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        value,
+    }
+}
+
+fn point(hash: u64, parent: u64, tags: &[&str], latency: f64) -> StatsPoint {
+    let m = Mapping::default();
+    StatsPoint {
+        edge_tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        hash,
+        parent_hash: parent,
+        pathway_latency: m.encode(&[latency]),
+        edge_latency: m.encode(&[latency]),
+        payload_size: m.encode(&[120.0]),
+        timestamp_type: "current".into(),
+    }
+}
+
+/// The producer's payload: offsets 0..=1000 acked, then a failed send reported
+/// the way dd-trace-java 1.8.0-1.67.1 does (offset -1, on partition 0 and -1).
+fn producer_payload(start_ns: u64) -> Payload {
+    let produce = |p: &str, v| {
+        backlog(
+            &[
+                "type:kafka_produce",
+                "topic:orders",
+                p,
+                "kafka_cluster_id:prod-1",
+            ],
+            v,
+        )
+    };
+    Payload {
+        env: "prod".into(),
+        service: "checkout".into(),
+        lang: "java".into(),
+        tracer_version: "1.60.0".into(),
+        stats: vec![
+            Bucket {
+                start: start_ns,
+                duration: 10_000_000_000,
+                stats: vec![point(
+                    11,
+                    0,
+                    &["direction:out", "topic:orders", "type:kafka"],
+                    0.002,
+                )],
+                backlogs: vec![produce("partition:0", 1000)],
+            },
+            Bucket {
+                start: start_ns + 10_000_000_000,
+                duration: 10_000_000_000,
+                stats: vec![],
+                backlogs: vec![produce("partition:0", -1), produce("partition:-1", -1)],
+            },
+        ],
+        ..Default::default()
+    }
+}
+
+fn consumer_payload(start_ns: u64) -> Payload {
+    Payload {
+        env: "prod".into(),
+        service: "billing".into(),
+        lang: "python".into(),
+        stats: vec![Bucket {
+            start: start_ns,
+            duration: 10_000_000_000,
+            stats: vec![point(
+                22,
+                11,
+                &[
+                    "direction:in",
+                    "group:billing",
+                    "topic:orders",
+                    "type:kafka",
+                ],
+                0.5,
+            )],
+            backlogs: vec![backlog(
+                &[
+                    "type:kafka_commit",
+                    "consumer_group:billing",
+                    "topic:orders",
+                    "partition:0",
+                    "kafka_cluster_id:prod-1",
+                ],
+                500,
+            )],
+        }],
+        ..Default::default()
+    }
+}
+
+async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>, gzip: bool) -> (u16, Value) {
+    let mut req = client
+        .post(url)
+        .header("Content-Type", "application/msgpack")
+        .body(body);
+    if gzip {
+        req = req.header("Content-Encoding", "gzip");
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn get_json(client: &reqwest::Client, url: &str) -> Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+async fn lag_row(client: &reqwest::Client, api: &str) -> Value {
+    let lag = get_json(client, &format!("{api}/api/v1/lag?group=billing")).await;
+    let rows = lag["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{lag}");
+    rows[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
+    let dir = temp_dir("serve");
+    let running = start(format!("sqlite://{}/s.db", dir.display())).await;
+    let intake = format!("http://{}", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+
+    let info = get_json(&client, &format!("{intake}/info")).await;
+    assert!(
+        info["endpoints"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("/v0.1/pipeline_stats"))
+    );
+
+    let start_ns = now_ns() - 60_000_000_000;
+    let (status, body) = post(
+        &client,
+        &format!("{intake}/v0.1/pipeline_stats"),
+        encode(&producer_payload(start_ns)),
+        true,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let raw = rmp_serde_bytes(&consumer_payload(start_ns));
+    let (status, body) = post(
+        &client,
+        &format!("{intake}/v0.1/pipeline_stats"),
+        raw,
+        false,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+
+    let row = lag_row(&client, &api).await;
+    assert_eq!(row["cluster"], "prod-1");
+    assert_eq!(row["lag_messages"], 501, "{row}");
+    assert_eq!(row["end_offset"], 1001);
+    assert!(row["lag_seconds"].as_f64().unwrap() > 0.0, "{row}");
+    assert_eq!(row["producer_failing"], true, "{row}");
+    assert_eq!(row["partition"], 0);
+
+    let rejections = get_json(&client, &format!("{api}/api/v1/rejections")).await;
+    assert_eq!(
+        rejections["by_reason"]["negative_partition"], 1,
+        "{rejections}"
+    );
+    assert_eq!(
+        rejections["by_reason"]["invalid_offset_sentinel"], 1,
+        "{rejections}"
+    );
+
+    let graph = get_json(
+        &client,
+        &format!("{api}/api/v1/pathways?window_seconds=3600"),
+    )
+    .await;
+    let edges: Vec<(String, String)> = graph["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().to_owned(),
+                e["to"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        edges,
+        [
+            ("service:checkout".to_owned(), "topic:orders".to_owned()),
+            ("topic:orders".to_owned(), "service:billing".to_owned())
+        ],
+        "{graph}"
+    );
+    let p50 = graph["edges"][1]["edge_latency_seconds"]["p50"]
+        .as_f64()
+        .unwrap();
+    assert!((p50 - 0.5).abs() < 0.01, "{p50}");
+
+    let metrics = client
+        .get(format!("{api}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "kafka_consumergroup_group_lag{cluster_name=\"prod-1\",group=\"billing\",topic=\"orders\",partition=\"0\"} 501"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("kafka_partition_latest_offset{cluster_name=\"prod-1\",topic=\"orders\",partition=\"0\"} 1001"));
+    assert!(metrics.contains(
+        "streamsight_produce_offset{cluster_name=\"prod-1\",topic=\"orders\",partition=\"0\"} 1000"
+    ));
+    assert!(metrics.contains("streamsight_rejected_points_total{reason=\"negative_partition\"} 1"));
+    assert!(metrics.contains("streamsight_consumer_status{"));
+    assert!(
+        metrics.contains("streamsight_pathway_latency_seconds{from=\"topic:orders\""),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("partition=\"-1\""));
+    assert!(!metrics.lines().any(|l| l.ends_with(" -1")), "{metrics}");
+
+    let group = get_json(&client, &format!("{api}/api/v1/groups/prod-1/billing")).await;
+    assert_eq!(
+        group["partitions"][0]["recent_commits"][0]["offset"], 500,
+        "{group}"
+    );
+    let missing = client
+        .get(format!("{api}/api/v1/groups/prod-1/nobody"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    for path in [
+        "/v0.4/traces",
+        "/v0.6/stats",
+        "/telemetry/proxy/api/v2/apmtelemetry",
+    ] {
+        let r = client
+            .put(format!("{intake}{path}"))
+            .body(vec![1u8; 100])
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.status());
+    }
+    let stats = get_json(&client, &format!("{api}/api/v1/intake")).await;
+    assert_eq!(stats["intake"]["payloads"], 2, "{stats}");
+    assert_eq!(
+        get_json(&client, &format!("{api}/readyz")).await["status"],
+        "ready"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn rmp_serde_bytes(p: &Payload) -> Vec<u8> {
+    // Plain msgpack, no gzip: some tracers send it so.
+    let gz = encode(p);
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut out).unwrap();
+    out
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
+    let running = start("memory://".into()).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 60_000_000_000;
+    assert_eq!(
+        post(&client, &intake, encode(&producer_payload(start_ns)), true)
+            .await
+            .0,
+        202
+    );
+    assert_eq!(
+        post(&client, &intake, encode(&consumer_payload(start_ns)), true)
+            .await
+            .0,
+        202
+    );
+    let before = lag_row(&client, &api).await;
+
+    let good = rmp_serde_bytes(&producer_payload(start_ns));
+    let mut wrong_type = Vec::new();
+    rmp::encode::write_map_len(&mut wrong_type, 1).unwrap();
+    rmp::encode::write_str(&mut wrong_type, "Stats").unwrap();
+    rmp::encode::write_str(&mut wrong_type, "oops").unwrap();
+    let mut bad_value = Vec::new();
+    rmp::encode::write_map_len(&mut bad_value, 1).unwrap();
+    rmp::encode::write_str(&mut bad_value, "Stats").unwrap();
+    rmp::encode::write_array_len(&mut bad_value, 1).unwrap();
+    rmp::encode::write_map_len(&mut bad_value, 1).unwrap();
+    rmp::encode::write_str(&mut bad_value, "Backlogs").unwrap();
+    rmp::encode::write_array_len(&mut bad_value, 1).unwrap();
+    rmp::encode::write_map_len(&mut bad_value, 1).unwrap();
+    rmp::encode::write_str(&mut bad_value, "Value").unwrap();
+    rmp::encode::write_str(&mut bad_value, "1000").unwrap();
+    let bomb = gzip(&vec![0u8; 16 << 20]);
+    let corpus: Vec<(&str, Vec<u8>, bool, u16, &str)> = vec![
+        ("empty body", vec![], false, 400, "bad_msgpack"),
+        (
+            "not msgpack",
+            b"{\"json\": true}".to_vec(),
+            false,
+            400,
+            "bad_msgpack",
+        ),
+        (
+            "reserved msgpack byte",
+            vec![0xc1],
+            false,
+            400,
+            "bad_msgpack",
+        ),
+        (
+            "truncated msgpack",
+            good[..good.len() / 2].to_vec(),
+            false,
+            400,
+            "bad_msgpack",
+        ),
+        (
+            "a string where a list goes",
+            wrong_type,
+            false,
+            400,
+            "bad_msgpack",
+        ),
+        (
+            "a string where an offset goes",
+            bad_value,
+            false,
+            400,
+            "bad_msgpack",
+        ),
+        (
+            "truncated gzip",
+            {
+                let g = gzip(&good);
+                g[..g.len() / 2].to_vec()
+            },
+            true,
+            400,
+            "bad_gzip",
+        ),
+        (
+            "gzip header on plain bytes",
+            good.clone(),
+            true,
+            400,
+            "bad_gzip",
+        ),
+        ("gzip bomb", bomb, true, 413, "decompressed_too_large"),
+        (
+            "body over the limit",
+            vec![0x90; 2 << 20],
+            false,
+            413,
+            "body_too_large",
+        ),
+        (
+            "random bytes",
+            (0..4096u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                .collect(),
+            false,
+            400,
+            "bad_msgpack",
+        ),
+    ];
+    for (name, body, gz, status, kind) in corpus {
+        let (got, json) = post(&client, &intake, body, gz).await;
+        assert_eq!(got, status, "{name}: {json}");
+        assert_eq!(json["error"], kind, "{name}: {json}");
+        assert!(
+            json["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{name}: {json}"
+        );
+    }
+    let brotli = client
+        .post(&intake)
+        .header("Content-Encoding", "br")
+        .body(good)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(brotli.status().as_u16(), 415);
+
+    let after = lag_row(&client, &api).await;
+    assert_eq!(before["lag_messages"], after["lag_messages"]);
+    assert_eq!(before["end_offset"], after["end_offset"]);
+    assert_eq!(before["committed_offset"], after["committed_offset"]);
+    let stats = get_json(&client, &format!("{api}/api/v1/intake")).await;
+    assert_eq!(stats["intake"]["payloads"], 2, "{stats}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_survives_a_restart() {
+    let dir = temp_dir("restart");
+    let storage = format!("sqlite://{}/s.db", dir.display());
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 60_000_000_000;
+    let before = {
+        let running = start(storage.clone()).await;
+        let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+        assert_eq!(
+            post(&client, &intake, encode(&producer_payload(start_ns)), true)
+                .await
+                .0,
+            202
+        );
+        assert_eq!(
+            post(&client, &intake, encode(&consumer_payload(start_ns)), true)
+                .await
+                .0,
+            202
+        );
+        lag_row(&client, &format!("http://{}", running.api_addr)).await
+    };
+    // A second collector on the same file, as after a restart.
+    let running = start(storage).await;
+    let api = format!("http://{}", running.api_addr);
+    let after = lag_row(&client, &api).await;
+    for key in [
+        "lag_messages",
+        "end_offset",
+        "committed_offset",
+        "status",
+        "producer_failing",
+    ] {
+        assert_eq!(before[key], after[key], "{key}");
+    }
+    assert!(after["lag_seconds"].as_f64() >= before["lag_seconds"].as_f64());
+    let graph = get_json(
+        &client,
+        &format!("{api}/api/v1/pathways?window_seconds=3600"),
+    )
+    .await;
+    assert_eq!(graph["edges"].as_array().unwrap().len(), 2, "{graph}");
+    let rejections = get_json(&client, &format!("{api}/api/v1/rejections")).await;
+    assert_eq!(rejections["total"], 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
