@@ -22,6 +22,16 @@ enum Command {
     /// Run the collector: the Datadog-compatible Data Streams intake, the engine,
     /// durable storage, the HTTP API and Prometheus metrics.
     Serve(ServeArgs),
+    /// Start an in-process Kafka-protocol broker (librdkafka's mock cluster) on
+    /// loopback for trying streamsight out; prints its bootstrap address.
+    DevKafka {
+        /// Topics to create, as NAME or NAME:PARTITIONS.
+        #[arg(long = "topic", value_name = "NAME[:PARTITIONS]")]
+        topics: Vec<String>,
+        /// Number of brokers in the mock cluster.
+        #[arg(long, default_value_t = 1)]
+        brokers: i32,
+    },
     /// Feed a scenario (JSON Lines of timed events) through the engine on a
     /// simulated clock and print lag and health at sample times.
     Replay {
@@ -81,6 +91,57 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
+fn dev_kafka(topics: &[String], brokers: i32) -> anyhow::Result<()> {
+    let cluster =
+        rdkafka::mocking::MockCluster::new(brokers).context("cannot start the mock cluster")?;
+    for spec in topics {
+        let (name, partitions) = match spec.split_once(':') {
+            Some((name, n)) => (
+                name,
+                n.parse::<i32>()
+                    .with_context(|| format!("bad partition count in {spec:?}"))?,
+            ),
+            None => (spec.as_str(), 1),
+        };
+        cluster
+            .create_topic(name, partitions, 1)
+            .with_context(|| format!("cannot create topic {name:?}"))?;
+    }
+    // Tests and scripts read the address from this line.
+    println!("bootstrap={}", cluster.bootstrap_servers());
+    let (tx, rx) = std::sync::mpsc::channel();
+    ctrlc_on(tx)?;
+    let _ = rx.recv();
+    Ok(())
+}
+
+/// Sends on `tx` when the process is interrupted or terminated.
+fn ctrlc_on(tx: std::sync::mpsc::Sender<()>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::spawn(move || {
+        runtime.block_on(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let terminated = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = terminated => {}
+            }
+        });
+        let _ = tx.send(());
+    });
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -93,6 +154,7 @@ fn main() -> anyhow::Result<()> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Serve(args) => serve(config, args)?,
+        Command::DevKafka { topics, brokers } => dev_kafka(&topics, brokers)?,
         Command::Replay {
             file,
             sample_every,

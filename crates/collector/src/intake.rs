@@ -133,7 +133,16 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             return reject(error, status, e.to_string());
         }
     };
-    let translated = translate(&payload, clock::now(), &shared.config.default_cluster);
+    let translated = {
+        let engine = crate::state::lock(&shared.engine);
+        let resolve = |topic: &str| engine.only_cluster_of(topic).map(str::to_owned);
+        translate(
+            &payload,
+            clock::now(),
+            &shared.config.default_cluster,
+            &resolve,
+        )
+    };
     for detail in &translated.dropped {
         telemetry.emit(IntakeEvent::PointDropped {
             error: IntakeError::BadSketch,
@@ -180,7 +189,15 @@ const DEFAULT_BUCKET_MS: i64 = 10_000;
 /// Turns a decoded payload into records. A bucket's points are dated at the
 /// bucket's end, but never later than their arrival: a tracer's clock that runs
 /// ahead must not put points in the future.
-pub fn translate(p: &Payload, received: Millis, default_cluster: &str) -> Translated {
+///
+/// A backlog without `kafka_cluster_id` (ddtrace's commits) belongs to the one
+/// cluster `resolve` knows its topic in, else to `default_cluster`.
+pub fn translate(
+    p: &Payload,
+    received: Millis,
+    default_cluster: &str,
+    resolve: &dyn Fn(&str) -> Option<String>,
+) -> Translated {
     let mut out = Translated::default();
     for bucket in &p.stats {
         let start_ms = i64::try_from(bucket.start / NANOS_PER_MILLI).unwrap_or(i64::MAX);
@@ -191,8 +208,13 @@ pub fn translate(p: &Payload, received: Millis, default_cluster: &str) -> Transl
         let at = Millis(start_ms.saturating_add(bucket_ms).min(received.0));
         for b in &bucket.backlogs {
             out.backlogs += 1;
+            let cluster = match backlog::tag(&b.tags, "kafka_cluster_id") {
+                Some(_) => None,
+                None => backlog::tag(&b.tags, "topic").and_then(resolve),
+            };
+            let cluster = cluster.as_deref().unwrap_or(default_cluster);
             out.records
-                .push(match backlog::parse(&b.tags, b.value, default_cluster) {
+                .push(match backlog::parse(&b.tags, b.value, cluster) {
                     Ok(observation) => Record::Observation {
                         at,
                         observation: StoredObservation::from_observation(&observation),

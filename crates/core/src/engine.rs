@@ -193,6 +193,8 @@ pub struct Engine {
     names: Names,
     topic_ids: Map<(NameId, NameId), TopicId>,
     topics: Vec<TopicState>,
+    /// The clusters each topic name is known in.
+    topic_clusters: Map<NameId, Vec<NameId>>,
     partition_ids: Map<(TopicId, i32), PartitionId>,
     partitions: Chunked<PartitionState, 256>,
     group_ids: Map<(NameId, NameId), GroupId>,
@@ -218,6 +220,7 @@ impl Engine {
             names: Names::default(),
             topic_ids: Map::default(),
             topics: Vec::new(),
+            topic_clusters: Map::default(),
             partition_ids: Map::default(),
             partitions: Chunked::default(),
             group_ids: Map::default(),
@@ -371,7 +374,17 @@ impl Engine {
             unassigned_failure_at: None,
         });
         self.topic_ids.insert(key, tid);
+        self.topic_clusters.entry(key.1).or_default().push(key.0);
         tid
+    }
+
+    /// The cluster a topic is known in, when it is known in exactly one. Tracers
+    /// name the cluster on produce points but not always on commits.
+    pub fn only_cluster_of(&self, topic: &str) -> Option<&str> {
+        match self.topic_clusters.get(&self.names.get(topic)?)?.as_slice() {
+            [cluster] => Some(self.names.name(*cluster)),
+            _ => None,
+        }
     }
 
     pub fn group_id(&mut self, cluster: &str, group: &str) -> GroupId {
@@ -1171,6 +1184,24 @@ mod tests {
         assert_eq!(report(&e, 3_600).status, Status::Ok);
         // Nobody confirms the end offset any more: zero lag is no longer known.
         assert_eq!(report(&e, 3_600 + 301).status, Status::Stale);
+    }
+
+    #[test]
+    fn a_topic_known_in_one_cluster_names_it() {
+        let mut e = engine();
+        assert_eq!(e.only_cluster_of(T), None);
+        produce(&mut e, 0, 1).unwrap();
+        assert_eq!(e.only_cluster_of(T), Some("c"));
+        let other = Observation::Produced {
+            partition: PartitionRef {
+                cluster: "d",
+                topic: T,
+                partition: 0,
+            },
+            offset: 1,
+        };
+        e.observe(secs(0), &other).unwrap();
+        assert_eq!(e.only_cluster_of(T), None);
     }
 
     #[test]

@@ -44,6 +44,12 @@ struct Tags<'a> {
     cluster: Option<&'a str>,
 }
 
+/// The value of a backlog's `key:` tag, if it has one.
+pub fn tag<'a, S: AsRef<str>>(tags: &'a [S], key: &str) -> Option<&'a str> {
+    tags.iter()
+        .find_map(|t| t.as_ref().strip_prefix(key)?.strip_prefix(':'))
+}
+
 /// Reads one backlog. `default_cluster` names the cluster when the tracer did not.
 pub fn parse<'a, S: AsRef<str>>(
     tags: &'a [S],

@@ -1,0 +1,251 @@
+//! The real thing: a Python producer and consumer on confluent-kafka, instrumented
+//! by the real `ddtrace` package with Data Streams Monitoring on, talking to a real
+//! Kafka-protocol broker (`streamsight dev-kafka`) and reporting to a running
+//! `streamsight serve`. streamsight's lag must equal the broker's own answer.
+//!
+//! The Python packages live in `.venv` at the workspace root; `scripts/test`
+//! installs them.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const TOPIC: &str = "orders";
+const GROUP: &str = "shop-billing";
+const PRODUCED: usize = 100;
+const CONSUMED: usize = 40;
+
+/// Kills the child when the test ends, however it ends.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a command and waits (with a deadline) for a stdout line containing `marker`.
+fn start(cmd: &mut Command, marker: &str) -> (Guard, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let guard = Guard(child);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(marker) => return (guard, line),
+            Ok(_) => {}
+            Err(e) => panic!("no line with {marker:?} from {cmd:?}: {e}"),
+        }
+    }
+}
+
+fn python() -> PathBuf {
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} is missing: run scripts/test, which installs it",
+        venv.display()
+    );
+    venv
+}
+
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(name)
+}
+
+/// Polls `f` until it returns Some, or fails after `secs` seconds.
+async fn eventually<T>(secs: u64, what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddtrace_python_lag_matches_the_broker() {
+    let python = python();
+    let bin = env!("CARGO_BIN_EXE_streamsight");
+    let (_kafka, line) = start(
+        Command::new(bin).args(["dev-kafka", "--topic", "orders:1"]),
+        "bootstrap=",
+    );
+    let bootstrap = line.trim_start_matches("bootstrap=").to_owned();
+    let (_serve, line) = start(
+        Command::new(bin)
+            .args([
+                "serve",
+                "--intake-listen",
+                "127.0.0.1:0",
+                "--api-listen",
+                "127.0.0.1:0",
+                "--storage",
+                "memory://",
+            ])
+            .env("STREAMSIGHT_LOG", "warn"),
+        "streamsight serving",
+    );
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap()
+            .to_owned()
+    };
+    let (intake, api) = (field("intake="), field("api="));
+    let traced = |service: &str, args: &[&str]| {
+        let mut c = Command::new(&python);
+        c.args(args)
+            .env("DD_SERVICE", service)
+            .env("DD_ENV", "test")
+            .env("DD_TRACE_AGENT_URL", &intake)
+            .env("DD_DATA_STREAMS_ENABLED", "true")
+            .env("DD_REMOTE_CONFIGURATION_ENABLED", "false")
+            .env("DD_INSTRUMENTATION_TELEMETRY_ENABLED", "false");
+        c
+    };
+    let client = reqwest::Client::new();
+
+    let produced = PRODUCED.to_string();
+    let producer_script = script("dsm_producer.py");
+    let (_producer, line) = start(
+        &mut traced(
+            "shop-checkout",
+            &[
+                producer_script.to_str().unwrap(),
+                &bootstrap,
+                TOPIC,
+                &produced,
+            ],
+        ),
+        "produced",
+    );
+    assert_eq!(
+        line,
+        format!("produced {PRODUCED} last_offset={}", PRODUCED - 1)
+    );
+    // The tracer flushes every 10 s. Commits carry no cluster id: let the produce
+    // side name the cluster first, as it would long before in a running system.
+    eventually(60, "the producer's Data Streams payload", async || {
+        let p = get(&client, &format!("{api}/api/v1/partitions")).await;
+        p["partitions"]
+            .as_array()?
+            .iter()
+            .any(|r| r["end_offset"] == PRODUCED)
+            .then_some(())
+    })
+    .await;
+
+    let consumed = CONSUMED.to_string();
+    let consumer_script = script("dsm_consumer.py");
+    let (_consumer, _) = start(
+        &mut traced(
+            "shop-billing",
+            &[
+                consumer_script.to_str().unwrap(),
+                &bootstrap,
+                TOPIC,
+                GROUP,
+                &consumed,
+            ],
+        ),
+        "consumed",
+    );
+
+    // The broker's truth, asked by a client of our own.
+    let broker: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", GROUP)
+        .create()
+        .unwrap();
+    let (_, high) = broker
+        .fetch_watermarks(TOPIC, 0, Duration::from_secs(10))
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(TOPIC, 0);
+    let committed = broker
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    let Offset::Offset(committed) = committed.find_partition(TOPIC, 0).unwrap().offset() else {
+        panic!("the group has no committed offset");
+    };
+    assert_eq!((high, committed), (PRODUCED as i64, CONSUMED as i64));
+    let truth = high - committed;
+
+    let row = eventually(60, "streamsight's lag for the group", async || {
+        let lag = get(&client, &format!("{api}/api/v1/lag?group={GROUP}")).await;
+        let row = lag["rows"].as_array()?.first()?.clone();
+        (row["committed_offset"] == committed).then_some(row)
+    })
+    .await;
+    assert_eq!(row["lag_messages"], truth, "{row}");
+    assert_eq!(row["end_offset"], high, "{row}");
+    assert!(row["lag_seconds"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(
+        row["cluster"].as_str().unwrap().starts_with("mockCluster"),
+        "{row}"
+    );
+
+    let graph = get(
+        &client,
+        &format!("{api}/api/v1/pathways?window_seconds=600"),
+    )
+    .await;
+    let edges: Vec<(&str, &str)> = graph["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+        .collect();
+    assert!(
+        edges.contains(&("service:shop-checkout", "topic:orders")),
+        "{graph}"
+    );
+    assert!(
+        edges.contains(&("topic:orders", "service:shop-billing")),
+        "{graph}"
+    );
+
+    let metrics = client
+        .get(format!("{api}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "group=\"{GROUP}\",topic=\"orders\",partition=\"0\"}} {truth}"
+        )),
+        "{metrics}"
+    );
+}
