@@ -127,16 +127,13 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
         .history_interval
         .max(Duration::from_millis(100));
     let mut tick = tokio::time::interval(every);
-    let mut last_retention = i64::MIN;
     loop {
         tick.tick().await;
         let now = clock::now();
         shared.sample_groups(now);
         let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
         lock(&shared.pathways).prune(now.0.saturating_sub(kept));
-        if now.0.saturating_sub(last_retention) >= 60_000 {
-            writer.delete_before(Millis(now.0.saturating_sub(retention_ms)));
-            last_retention = now.0;
-        }
+        // Cheap when nothing is due: the log is indexed by time.
+        writer.delete_before(Millis(now.0.saturating_sub(retention_ms)));
     }
 }

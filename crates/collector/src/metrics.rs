@@ -85,7 +85,7 @@ pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
         out,
         "streamsight_lag_seconds_lower_bound",
         "gauge",
-        "1 when lag seconds is only a lower bound (the record predates the history).",
+        "Present (1) when lag seconds is only a lower bound: the record predates the history.",
     );
     header(
         out,
@@ -97,7 +97,7 @@ pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
         out,
         "streamsight_data_loss_messages_total",
         "counter",
-        "Records retention deleted before the group read them.",
+        "Records retention deleted before the group read them (absent while none).",
     );
     for (n, r) in &reports {
         let labels = format!(
@@ -107,23 +107,23 @@ pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
             esc(n.topic),
             n.partition
         );
-        if r.lag_seconds.is_some() {
-            let _ = writeln!(
-                out,
-                "streamsight_lag_seconds_lower_bound{{{labels}}} {}",
-                u8::from(r.lag_seconds_lower_bound)
-            );
+        // Written only when they say something: at 100,000 group-partitions every
+        // line a group-partition costs is megabytes per scrape.
+        if r.lag_seconds_lower_bound {
+            let _ = writeln!(out, "streamsight_lag_seconds_lower_bound{{{labels}}} 1");
         }
         let _ = writeln!(
             out,
             "streamsight_consumer_status{{{labels},status=\"{}\"}} 1",
             r.status.as_str()
         );
-        let _ = writeln!(
-            out,
-            "streamsight_data_loss_messages_total{{{labels}}} {}",
-            r.data_loss_messages
-        );
+        if r.data_loss_messages > 0 {
+            let _ = writeln!(
+                out,
+                "streamsight_data_loss_messages_total{{{labels}}} {}",
+                r.data_loss_messages
+            );
+        }
     }
     header(
         out,

@@ -29,13 +29,17 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 async fn start(storage: String) -> Running {
+    start_with(storage, ServeConfig::default()).await
+}
+
+async fn start_with(storage: String, base: ServeConfig) -> Running {
     let config = ServeConfig {
         intake_listen: "127.0.0.1:0".parse().unwrap(),
         api_listen: "127.0.0.1:0".parse().unwrap(),
         storage,
         max_body_bytes: 1 << 20,
         max_decompressed_bytes: 4 << 20,
-        ..ServeConfig::default()
+        ..base
     };
     serve(config, EngineConfig::default()).await.unwrap()
 }
@@ -501,5 +505,60 @@ async fn data_survives_a_restart() {
     assert_eq!(graph["edges"].as_array().unwrap().len(), 2, "{graph}");
     let rejections = get_json(&client, &format!("{api}/api/v1/rejections")).await;
     assert_eq!(rejections["total"], 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_old_records_and_keeps_fresh_ones() {
+    use std::time::{Duration, Instant};
+    use streamsight_core::Millis;
+    let dir = temp_dir("retention");
+    let storage = format!("sqlite://{}/s.db", dir.display());
+    let base = ServeConfig {
+        retention: Duration::from_secs(3600),
+        history_interval: Duration::from_millis(100),
+        ..ServeConfig::default()
+    };
+    let running = start_with(storage.clone(), base).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let client = reqwest::Client::new();
+    let hour_ns = 3_600_000_000_000;
+    assert_eq!(
+        post(
+            &client,
+            &intake,
+            encode(&producer_payload(now_ns() - 3 * hour_ns)),
+            true
+        )
+        .await
+        .0,
+        202
+    );
+    assert_eq!(
+        post(
+            &client,
+            &intake,
+            encode(&consumer_payload(now_ns() - 60_000_000_000)),
+            true
+        )
+        .await
+        .0,
+        202
+    );
+
+    let cutoff = Millis((now_ns() / 1_000_000) as i64 - 3_600_000);
+    let mut store = streamsight_store::open(&storage).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let records = store.load(Millis(0)).unwrap();
+        if !records.is_empty() && records.iter().all(|r| r.at() >= cutoff) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "old records still stored: {records:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
