@@ -402,3 +402,39 @@ mod tests {
         assert!(decode(&[], false, Limits::default()).is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// The fuzz target's property, in the ordinary test run.
+        #[test]
+        fn any_bytes_decode_or_fail_cleanly(bytes in prop::collection::vec(any::<u8>(), 0..512), gzipped: bool) {
+            let _ = decode(&bytes, gzipped, Limits { max_decompressed_bytes: 1 << 16 });
+        }
+
+        /// Valid payloads with bytes flipped: deeper into the decoder than noise goes.
+        #[test]
+        fn corrupted_payloads_fail_cleanly(flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
+            let mut raw = rmp_serde::to_vec_named(&Payload {
+                service: "s".into(),
+                stats: vec![Bucket {
+                    start: 1,
+                    duration: 2,
+                    stats: vec![StatsPoint { edge_tags: vec!["a:b".into()], ..Default::default() }],
+                    backlogs: vec![Backlog { tags: vec!["type:kafka_produce".into()], value: 3 }],
+                }],
+                ..Default::default()
+            }).unwrap();
+            for (i, b) in flips {
+                let at = i.index(raw.len());
+                raw[at] = b;
+            }
+            let _ = decode(&raw, false, Limits::default());
+        }
+    }
+}
