@@ -191,7 +191,8 @@ const DEFAULT_BUCKET_MS: i64 = 10_000;
 /// ahead must not put points in the future.
 ///
 /// A backlog without `kafka_cluster_id` (ddtrace's commits) belongs to the one
-/// cluster `resolve` knows its topic in, else to `default_cluster`.
+/// cluster `resolve` knows its topic in, else to `default_cluster` — qualified by
+/// the payload's `Env`, so that staging's `orders` is not production's.
 pub fn translate(
     p: &Payload,
     received: Millis,
@@ -199,6 +200,14 @@ pub fn translate(
     resolve: &dyn Fn(&str) -> Option<String>,
 ) -> Translated {
     let mut out = Translated::default();
+    let base_cluster = default_cluster;
+    let env_cluster;
+    let default_cluster = if p.env.is_empty() {
+        default_cluster
+    } else {
+        env_cluster = format!("{default_cluster}/{}", p.env);
+        &env_cluster
+    };
     for bucket in &p.stats {
         let start_ms = i64::try_from(bucket.start / NANOS_PER_MILLI).unwrap_or(i64::MAX);
         let bucket_ms = match i64::try_from(bucket.duration / NANOS_PER_MILLI).unwrap_or(0) {
@@ -210,7 +219,10 @@ pub fn translate(
             out.backlogs += 1;
             let cluster = match backlog::tag(&b.tags, "kafka_cluster_id") {
                 Some(_) => None,
-                None => backlog::tag(&b.tags, "topic").and_then(resolve),
+                // Only a cluster a tracer named: not another env's default.
+                None => backlog::tag(&b.tags, "topic")
+                    .and_then(resolve)
+                    .filter(|c| !is_default_cluster(c, base_cluster)),
             };
             let cluster = cluster.as_deref().unwrap_or(default_cluster);
             out.records
@@ -274,6 +286,12 @@ pub fn translate(
         });
     }
     out
+}
+
+fn is_default_cluster(cluster: &str, default_cluster: &str) -> bool {
+    cluster
+        .strip_prefix(default_cluster)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Response {

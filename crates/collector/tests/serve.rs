@@ -562,3 +562,59 @@ async fn retention_deletes_old_records_and_keeps_fresh_ones() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn points_without_a_cluster_are_kept_apart_per_env() {
+    let running = start("memory://".into()).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 60_000_000_000;
+    for (env, produced, committed) in [("prod", 1000, 400), ("staging", 10, 5)] {
+        let payload = Payload {
+            env: env.into(),
+            service: "svc".into(),
+            stats: vec![Bucket {
+                start: start_ns,
+                duration: 10_000_000_000,
+                stats: vec![],
+                backlogs: vec![
+                    backlog(
+                        &["type:kafka_produce", "topic:orders", "partition:0"],
+                        produced,
+                    ),
+                    backlog(
+                        &[
+                            "type:kafka_commit",
+                            "consumer_group:billing",
+                            "topic:orders",
+                            "partition:0",
+                        ],
+                        committed,
+                    ),
+                ],
+            }],
+            ..Default::default()
+        };
+        assert_eq!(post(&client, &intake, encode(&payload), true).await.0, 202);
+    }
+    let lag = get_json(&client, &format!("{api}/api/v1/lag?group=billing")).await;
+    let rows: Vec<(String, i64)> = lag["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["cluster"].as_str().unwrap().to_owned(),
+                r["lag_messages"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("default/prod".to_owned(), 601),
+            ("default/staging".to_owned(), 6)
+        ]
+    );
+}
