@@ -40,66 +40,62 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     out
 }
 
+/// One metric family: its samples must be written together, after its header.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    body: String,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            kind,
+            help,
+            body: String::new(),
+        }
+    }
+
+    fn sample(&mut self, labels: &str, value: impl std::fmt::Display) {
+        let _ = writeln!(self.body, "{}{{{labels}}} {value}", self.name);
+    }
+
+    fn write(&self, out: &mut String) {
+        header(out, self.name, self.kind, self.help);
+        out.push_str(&self.body);
+    }
+}
+
 pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
-    let reports: Vec<_> = engine
-        .group_partitions()
-        .map(|id| (engine.names(id), engine.evaluate(id, now)))
-        .collect();
-    header(
-        out,
+    let mut lag = Family::new(
         "kafka_consumergroup_group_lag",
         "gauge",
         "Messages the group has not read yet.",
     );
-    for (n, r) in &reports {
-        if let Some(lag) = r.lag_messages {
-            let _ = writeln!(
-                out,
-                "kafka_consumergroup_group_lag{{cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"}} {lag}",
-                esc(n.cluster),
-                esc(n.group),
-                esc(n.topic),
-                n.partition
-            );
-        }
-    }
-    header(
-        out,
+    let mut lag_seconds = Family::new(
         "kafka_consumergroup_group_lag_seconds",
         "gauge",
         "Age of the oldest record the group has not read yet.",
     );
-    for (n, r) in &reports {
-        if let Some(s) = r.lag_seconds {
-            let _ = writeln!(
-                out,
-                "kafka_consumergroup_group_lag_seconds{{cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"}} {s}",
-                esc(n.cluster),
-                esc(n.group),
-                esc(n.topic),
-                n.partition
-            );
-        }
-    }
-    header(
-        out,
+    let mut lower_bound = Family::new(
         "streamsight_lag_seconds_lower_bound",
         "gauge",
         "Present (1) when lag seconds is only a lower bound: the record predates the history.",
     );
-    header(
-        out,
+    let mut status = Family::new(
         "streamsight_consumer_status",
         "gauge",
         "1 for the group-partition's current status.",
     );
-    header(
-        out,
+    let mut loss = Family::new(
         "streamsight_data_loss_messages_total",
         "counter",
         "Records retention deleted before the group read them (absent while none).",
     );
-    for (n, r) in &reports {
+    for id in engine.group_partitions() {
+        let (n, r) = (engine.names(id), engine.evaluate(id, now));
         let labels = format!(
             "cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"",
             esc(n.cluster),
@@ -107,23 +103,24 @@ pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
             esc(n.topic),
             n.partition
         );
+        if let Some(v) = r.lag_messages {
+            lag.sample(&labels, v);
+        }
+        if let Some(v) = r.lag_seconds {
+            lag_seconds.sample(&labels, v);
+        }
         // Written only when they say something: at 100,000 group-partitions every
         // line a group-partition costs is megabytes per scrape.
         if r.lag_seconds_lower_bound {
-            let _ = writeln!(out, "streamsight_lag_seconds_lower_bound{{{labels}}} 1");
+            lower_bound.sample(&labels, 1);
         }
-        let _ = writeln!(
-            out,
-            "streamsight_consumer_status{{{labels},status=\"{}\"}} 1",
-            r.status.as_str()
-        );
         if r.data_loss_messages > 0 {
-            let _ = writeln!(
-                out,
-                "streamsight_data_loss_messages_total{{{labels}}} {}",
-                r.data_loss_messages
-            );
+            loss.sample(&labels, r.data_loss_messages);
         }
+        status.sample(&format!("{labels},status=\"{}\"", r.status.as_str()), 1);
+    }
+    for family in [&lag, &lag_seconds, &lower_bound, &status, &loss] {
+        family.write(out);
     }
     header(
         out,
@@ -267,14 +264,12 @@ fn render_intake(out: &mut String, s: &IntakeStats) {
 }
 
 fn render_pathways(out: &mut String, g: &Graph) {
-    header(
-        out,
+    let mut pathway = Family::new(
         "streamsight_pathway_latency_seconds",
         "gauge",
         "Pathway latency quantiles per Kafka edge over the pathway window.",
     );
-    header(
-        out,
+    let mut edge = Family::new(
         "streamsight_edge_latency_seconds",
         "gauge",
         "Edge latency quantiles per Kafka edge over the pathway window.",
@@ -288,26 +283,45 @@ fn render_pathways(out: &mut String, g: &Graph) {
             esc(e.group.as_deref().unwrap_or("")),
             esc(&e.env)
         );
-        for (name, q) in [
-            (
-                "streamsight_pathway_latency_seconds",
-                &e.pathway_latency_seconds,
-            ),
-            ("streamsight_edge_latency_seconds", &e.edge_latency_seconds),
+        for (family, q) in [
+            (&mut pathway, &e.pathway_latency_seconds),
+            (&mut edge, &e.edge_latency_seconds),
         ] {
             for (quantile, v) in [("0.5", q.p50), ("0.95", q.p95), ("0.99", q.p99)] {
                 if let Some(v) = v {
-                    let _ = writeln!(out, "{name}{{{labels},quantile=\"{quantile}\"}} {v}");
+                    family.sample(&format!("{labels},quantile=\"{quantile}\""), v);
                 }
             }
         }
     }
+    pathway.write(out);
+    edge.write(out);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use streamsight_core::{EngineConfig, Observation, PartitionRef};
+
+    /// The text format wants each family's samples in one block after its header.
+    fn assert_families_contiguous(out: &str) {
+        let mut seen = std::collections::HashSet::new();
+        let mut current = "";
+        for line in out.lines() {
+            let name = match line.strip_prefix("# TYPE ") {
+                Some(rest) => rest.split(' ').next().unwrap_or(""),
+                None if line.starts_with('#') => continue,
+                None => line.split(['{', ' ']).next().unwrap_or(""),
+            };
+            if name != current {
+                assert!(
+                    seen.insert(name.to_owned()),
+                    "{name} appears in two blocks:\n{out}"
+                );
+                current = name;
+            }
+        }
+    }
 
     #[test]
     fn unknown_lag_has_no_series_and_labels_are_escaped() {
@@ -339,6 +353,7 @@ mod tests {
         assert!(out.contains("topic=\"we\\\"ird\""), "{out}");
         assert!(out.contains("status=\"stale\""), "{out}");
         assert!(!out.contains("partition=\"-1\""), "{out}");
+        assert_families_contiguous(&out);
         assert!(!out.contains(" -1\n"), "{out}");
     }
 }

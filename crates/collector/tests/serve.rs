@@ -276,6 +276,24 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     );
     assert!(!metrics.contains("partition=\"-1\""));
     assert!(!metrics.lines().any(|l| l.ends_with(" -1")), "{metrics}");
+    // The text format wants each family's samples in one block after its header.
+    let mut families = std::collections::HashSet::new();
+    let mut current = String::new();
+    for line in metrics.lines().filter(|l| !l.starts_with("# HELP")) {
+        let name = line
+            .trim_start_matches("# TYPE ")
+            .split(['{', ' '])
+            .next()
+            .unwrap()
+            .to_owned();
+        if name != current {
+            assert!(
+                families.insert(name.clone()),
+                "{name} appears in two blocks"
+            );
+            current = name;
+        }
+    }
 
     let group = get_json(&client, &format!("{api}/api/v1/groups/prod-1/billing")).await;
     assert_eq!(
