@@ -9,8 +9,7 @@
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use streamsight_core::{
-    EndOffsetSource, Engine, EngineStats, GroupPartitionId, LagReport, Millis, Observation,
-    PartitionRef,
+    EndOffsetSource, Engine, EngineStats, LagReport, Millis, Observation, PartitionRef,
 };
 use streamsight_wire::dsm::backlog;
 
@@ -251,33 +250,22 @@ fn apply(engine: &mut Engine, at: Millis, event: &Event) {
 
 /// The state of every group-partition at `now`, sorted by name.
 pub fn sample(engine: &Engine, now: Millis) -> Vec<Row> {
-    let mut rows: Vec<Row> = engine
-        .group_partitions()
-        .map(|id| row(engine, id, now, engine.evaluate(id, now)))
-        .collect();
-    rows.sort_by(|a, b| {
-        (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(
-            &b.cluster,
-            &b.group,
-            &b.topic,
-            b.partition,
-        ))
-    });
-    rows
-}
-
-fn row(engine: &Engine, id: GroupPartitionId, now: Millis, mut report: LagReport) -> Row {
-    let names = engine.names(id);
-    // Milliseconds are the engine's resolution: no float noise beyond them.
-    report.lag_seconds = report.lag_seconds.map(|s| (s * 1000.0).round() / 1000.0);
-    Row {
-        at: now.as_secs_f64(),
-        cluster: names.cluster.to_owned(),
-        group: names.group.to_owned(),
-        topic: names.topic.to_owned(),
-        partition: names.partition,
-        report,
-    }
+    engine
+        .reports(now, |_| true)
+        .into_iter()
+        .map(|(names, mut report)| {
+            // Milliseconds are the engine's resolution: no float noise beyond them.
+            report.lag_seconds = report.lag_seconds.map(|s| (s * 1000.0).round() / 1000.0);
+            Row {
+                at: now.as_secs_f64(),
+                cluster: names.cluster.to_owned(),
+                group: names.group.to_owned(),
+                topic: names.topic.to_owned(),
+                partition: names.partition,
+                report,
+            }
+        })
+        .collect()
 }
 
 /// Replays `input` into `engine`, writing samples to `out`.

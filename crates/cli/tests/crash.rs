@@ -3,56 +3,11 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
+mod support;
+
 use serde_json::Value;
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
-
-struct Collector {
-    child: Child,
-    intake: String,
-    api: String,
-}
-
-fn start(storage: &str) -> Collector {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-        .args([
-            "serve",
-            "--intake-listen",
-            "127.0.0.1:0",
-            "--api-listen",
-            "127.0.0.1:0",
-            "--storage",
-            storage,
-        ])
-        .env("STREAMSIGHT_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the collector announces its addresses");
-    let field = |key: &str| {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .unwrap_or_else(|| panic!("no {key} in {line:?}"))
-            .to_owned()
-    };
-    Collector {
-        intake: field("intake="),
-        api: field("api="),
-        child,
-    }
-}
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -98,8 +53,8 @@ async fn kill_dash_nine_loses_no_acknowledged_point() {
     ));
     let storage = format!("sqlite://{}/data/streamsight.db", dir.display());
     let client = reqwest::Client::new();
-    let mut collector = start(&storage);
-    let url = format!("{}/v0.1/pipeline_stats", collector.intake);
+    let (mut collector, intake, api) = support::serve(&storage);
+    let url = format!("{intake}/v0.1/pipeline_stats");
 
     // 200 buckets of 10 s: offset 100*i produced in bucket i; the group stops at 5,000.
     let base = now_ns() - 2_100 * 1_000_000_000;
@@ -141,25 +96,23 @@ async fn kill_dash_nine_loses_no_acknowledged_point() {
     for s in sends {
         assert_eq!(s.await.unwrap(), 202);
     }
-    let before = lag(&client, &collector.api).await;
+    let before = lag(&client, &api).await;
     let before_at = Instant::now();
-    collector.child.kill().unwrap(); // SIGKILL: no shutdown path runs
-    collector.child.wait().unwrap();
+    collector.0.kill().unwrap(); // SIGKILL: no shutdown path runs
+    collector.0.wait().unwrap();
 
-    let mut restarted = start(&storage);
+    let (_restarted, _, api) = support::serve(&storage);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ready = client.get(format!("{}/readyz", restarted.api)).send().await;
+        let ready = client.get(format!("{api}/readyz")).send().await;
         if ready.is_ok_and(|r| r.status().is_success()) {
             break;
         }
         assert!(Instant::now() < deadline, "not ready within 60 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let after = lag(&client, &restarted.api).await;
+    let after = lag(&client, &api).await;
     let elapsed = before_at.elapsed().as_secs_f64();
-    restarted.child.kill().unwrap();
-    restarted.child.wait().unwrap();
 
     assert_eq!(before["end_offset"], 19_901, "{before}");
     assert_eq!(before["committed_offset"], 5_000);

@@ -8,56 +8,20 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
+mod support;
+
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::Value;
-use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
+use support::start;
 
 const TOPIC: &str = "orders";
 const GROUP: &str = "shop-billing";
 const PRODUCED: usize = 100;
 const CONSUMED: usize = 40;
-
-/// Kills the child when the test ends, however it ends.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts a command and waits (with a deadline) for a stdout line containing `marker`.
-fn start(cmd: &mut Command, marker: &str) -> (Guard, String) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let guard = Guard(child);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.contains(marker) => return (guard, line),
-            Ok(_) => {}
-            Err(e) => panic!("no line with {marker:?} from {cmd:?}: {e}"),
-        }
-    }
-}
 
 fn python() -> PathBuf {
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
@@ -99,7 +63,7 @@ async fn ddtrace_python_lag_matches_the_broker() {
         Command::new(bin).args(["dev-kafka", "--topic", "orders:1"]),
         "bootstrap=",
     );
-    let bootstrap = line.trim_start_matches("bootstrap=").to_owned();
+    let bootstrap = support::field(&line, "bootstrap");
     let (_serve, line) = start(
         Command::new(bin)
             .args([

@@ -81,32 +81,22 @@ pub struct LagRow {
 
 fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
     let engine = lock(&shared.engine);
-    let keep = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-    let mut rows: Vec<LagRow> = engine
-        .group_partitions()
-        .filter_map(|id| {
-            let n = engine.names(id);
-            (keep(&filter.cluster, n.cluster)
-                && keep(&filter.group, n.group)
-                && keep(&filter.topic, n.topic))
-            .then(|| LagRow {
-                cluster: n.cluster.to_owned(),
-                group: n.group.to_owned(),
-                topic: n.topic.to_owned(),
-                partition: n.partition,
-                report: engine.evaluate(id, now),
-            })
+    let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    engine
+        .reports(now, |n| {
+            wants(&filter.cluster, n.cluster)
+                && wants(&filter.group, n.group)
+                && wants(&filter.topic, n.topic)
         })
-        .collect();
-    rows.sort_by(|a, b| {
-        (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(
-            &b.cluster,
-            &b.group,
-            &b.topic,
-            b.partition,
-        ))
-    });
-    rows
+        .into_iter()
+        .map(|(n, report)| LagRow {
+            cluster: n.cluster.to_owned(),
+            group: n.group.to_owned(),
+            topic: n.topic.to_owned(),
+            partition: n.partition,
+            report,
+        })
+        .collect()
 }
 
 async fn lag(

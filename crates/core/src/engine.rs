@@ -138,8 +138,8 @@ pub struct EngineStats {
     pub resets: u64,
 }
 
-/// Names of a group-partition, for output.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// Names of a group-partition, for output; ordered by cluster, group, topic, partition.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GroupPartitionNames<'a> {
     pub cluster: &'a str,
     pub group: &'a str,
@@ -716,6 +716,23 @@ impl Engine {
     pub fn find_group(&self, cluster: &str, group: &str) -> Option<GroupId> {
         let (c, g) = (self.names.get(cluster)?, self.names.get(group)?);
         self.group_ids.get(&(c, g)).copied()
+    }
+
+    /// The reports at `now` of the group-partitions whose names `keep` accepts,
+    /// with their names, sorted by name.
+    pub fn reports(
+        &self,
+        now: Millis,
+        keep: impl Fn(&GroupPartitionNames<'_>) -> bool,
+    ) -> Vec<(GroupPartitionNames<'_>, LagReport)> {
+        let mut rows: Vec<_> = self
+            .group_partitions()
+            .map(|id| (id, self.names(id)))
+            .filter(|(_, names)| keep(names))
+            .map(|(id, names)| (names, self.evaluate(id, now)))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
     }
 
     /// Lag and health of one group on one partition at `now`.

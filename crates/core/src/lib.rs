@@ -15,8 +15,8 @@ pub mod window;
 
 pub use config::{ConfigError, EngineConfig};
 pub use engine::{
-    Engine, EngineStats, GroupId, GroupPartitionId, GroupReport, MemoryUsage, PartitionId,
-    PartitionReport,
+    Engine, EngineStats, GroupId, GroupPartitionId, GroupPartitionNames, GroupReport, MemoryUsage,
+    PartitionId, PartitionReport,
 };
 pub use model::{
     EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason,

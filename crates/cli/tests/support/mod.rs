@@ -1,0 +1,73 @@
+// Each test crate includes this module and uses part of it.
+#![allow(dead_code, unreachable_pub)]
+
+//! Running `streamsight` and other programs from tests.
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Kills the child when the test ends, however it ends.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a command and waits, up to 90 s, for a stdout line containing `marker`.
+pub fn start(cmd: &mut Command, marker: &str) -> (Guard, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let guard = Guard(child);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line.contains(marker) => return (guard, line),
+            Ok(_) => {}
+            Err(e) => panic!("no line with {marker:?} from {cmd:?}: {e}"),
+        }
+    }
+}
+
+/// The value of `key=` in a line of `key=value` words.
+pub fn field(line: &str, key: &str) -> String {
+    let prefix = format!("{key}=");
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+        .to_owned()
+}
+
+/// `streamsight serve` on free loopback ports: (guard, intake URL, API URL).
+pub fn serve(storage: &str) -> (Guard, String, String) {
+    let (guard, line) = start(
+        Command::new(env!("CARGO_BIN_EXE_streamsight"))
+            .args([
+                "serve",
+                "--intake-listen",
+                "127.0.0.1:0",
+                "--api-listen",
+                "127.0.0.1:0",
+                "--storage",
+                storage,
+            ])
+            .env("STREAMSIGHT_LOG", "warn"),
+        "streamsight serving",
+    );
+    (guard, field(&line, "intake"), field(&line, "api"))
+}
