@@ -17,10 +17,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigLoadError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("config file {path} is invalid: {source}")]
     Parse {
         path: PathBuf,
@@ -47,13 +44,10 @@ impl Config {
             path: path.to_owned(),
             source: Box::new(source),
         })?;
-        config
-            .engine
-            .validate()
-            .map_err(|source| ConfigLoadError::Engine {
-                path: path.to_owned(),
-                source,
-            })?;
+        config.engine.validate().map_err(|source| ConfigLoadError::Engine {
+            path: path.to_owned(),
+            source,
+        })?;
         Ok(config)
     }
 }
@@ -65,9 +59,7 @@ mod tests {
 
     #[test]
     fn reads_durations_and_refuses_unknown_keys() {
-        let c: Config =
-            toml::from_str("[engine]\nstale_after = \"2m\"\n[serve]\nstorage = \"memory://\"\n")
-                .unwrap();
+        let c: Config = toml::from_str("[engine]\nstale_after = \"2m\"\n[serve]\nstorage = \"memory://\"\n").unwrap();
         assert_eq!(c.engine.stale_after, Duration::from_secs(120));
         assert_eq!(c.serve.storage, "memory://");
         assert!(toml::from_str::<Config>("[serve]\nlisten = 1\n").is_err());

@@ -78,9 +78,7 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         s.storage = storage;
     }
     s.retention = args.retention.unwrap_or(s.retention);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let running = streamsight_collector::serve(config.serve, config.engine).await?;
         // Tests and scripts read the bound addresses from this line.
@@ -97,8 +95,7 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn dev_kafka(topics: &[String], brokers: i32) -> anyhow::Result<()> {
-    let cluster =
-        rdkafka::mocking::MockCluster::new(brokers).context("cannot start the mock cluster")?;
+    let cluster = rdkafka::mocking::MockCluster::new(brokers).context("cannot start the mock cluster")?;
     for spec in topics {
         let (name, partitions) = match spec.split_once(':') {
             Some((name, n)) => (
@@ -122,13 +119,10 @@ fn dev_kafka(topics: &[String], brokers: i32) -> anyhow::Result<()> {
 
 /// Sends on `tx` when the process is interrupted or terminated.
 fn ctrlc_on(tx: std::sync::mpsc::Sender<()>) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     std::thread::spawn(move || {
         runtime.block_on(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             let terminated = async {
                 match term.as_mut() {
                     Some(t) => {
@@ -182,8 +176,8 @@ fn main() -> anyhow::Result<()> {
             let summary = if file.as_os_str() == "-" {
                 replay::run(&mut engine, std::io::stdin().lock(), &mut out, &options)
             } else {
-                let f = std::fs::File::open(&file)
-                    .with_context(|| format!("cannot open scenario {}", file.display()))?;
+                let f =
+                    std::fs::File::open(&file).with_context(|| format!("cannot open scenario {}", file.display()))?;
                 replay::run(&mut engine, BufReader::new(f), &mut out, &options)
             }
             .with_context(|| format!("replay of {} failed", file.display()))?;

@@ -8,9 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use streamsight_core::{
-    EndOffsetSource, Engine, EngineStats, LagReport, Millis, Observation, PartitionRef,
-};
+use streamsight_core::{EndOffsetSource, Engine, EngineStats, LagReport, Millis, Observation, PartitionRef};
 use streamsight_wire::dsm::backlog;
 
 /// The cluster events belong to when they do not name one.
@@ -128,15 +126,13 @@ pub struct Row {
 }
 
 fn parse_line(line: &str) -> Result<(Millis, Event), String> {
-    let mut value: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let mut value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let object = value.as_object_mut().ok_or("expected a JSON object")?;
     let at = object.remove("at").ok_or("missing field `at`")?;
     let secs = at
         .as_f64()
         .ok_or_else(|| format!("`at` must be a number of seconds, got {at}"))?;
-    let at =
-        Millis::from_secs_f64(secs).ok_or_else(|| format!("`at` {secs} is not a finite time"))?;
+    let at = Millis::from_secs_f64(secs).ok_or_else(|| format!("`at` {secs} is not a finite time"))?;
     if !object.contains_key("event") {
         return Err("missing field `event`".into());
     }
@@ -348,8 +344,7 @@ impl<W: Write> Printer<'_, W> {
         match self.format {
             Format::Json => {
                 for r in &rows {
-                    let line =
-                        serde_json::to_string(r).map_err(|e| ReplayError::Write(e.into()))?;
+                    let line = serde_json::to_string(r).map_err(|e| ReplayError::Write(e.into()))?;
                     writeln!(self.out, "{line}").map_err(ReplayError::Write)?;
                 }
             }
@@ -360,16 +355,11 @@ impl<W: Write> Printer<'_, W> {
 
     fn events(&mut self, engine: &mut Engine) -> Result<(), ReplayError> {
         for event in engine.drain_events() {
-            let mut value =
-                serde_json::to_value(&event).map_err(|e| ReplayError::Write(e.into()))?;
+            let mut value = serde_json::to_value(&event).map_err(|e| ReplayError::Write(e.into()))?;
             if let Some(at) = value.get_mut("at").and_then(|v| v.as_i64()) {
                 value["at"] = serde_json::json!(Millis(at).as_secs_f64());
             }
-            let prefix = if self.format == Format::Table {
-                "event "
-            } else {
-                ""
-            };
+            let prefix = if self.format == Format::Table { "event " } else { "" };
             writeln!(self.out, "{prefix}{value}").map_err(ReplayError::Write)?;
         }
         Ok(())
@@ -484,8 +474,7 @@ mod tests {
 {"at":2,"event":"produce","topic":"t","partition":0,"offset":19}
 "#;
         let (rows, summary) = replay(input, Some(1000)).unwrap();
-        let at: Vec<(f64, Option<i64>)> =
-            rows.iter().map(|r| (r.at, r.report.lag_messages)).collect();
+        let at: Vec<(f64, Option<i64>)> = rows.iter().map(|r| (r.at, r.report.lag_messages)).collect();
         // periodic at 0 (no group yet: no rows), 1, 2; the explicit sample at 2 comes
         // before the second produce in the file.
         assert_eq!(at, vec![(1.0, Some(5)), (2.0, Some(5)), (2.0, Some(15))]);
@@ -525,10 +514,7 @@ mod tests {
             (r#"{"event":"sample"}"#, "missing field `at`"),
             (r#"{"at":"soon","event":"sample"}"#, "`at` must be a number"),
             (r#"{"at":1}"#, "missing field `event`"),
-            (
-                r#"{"at":1,"event":"teleport"}"#,
-                "unknown variant `teleport`",
-            ),
+            (r#"{"at":1,"event":"teleport"}"#, "unknown variant `teleport`"),
             (
                 r#"{"at":1,"event":"produce","topic":"t","partition":0}"#,
                 "missing field `offset`",
@@ -541,14 +527,8 @@ mod tests {
                 r#"{"at":1,"event":"produce","topic":"t","partition":1e12,"offset":1}"#,
                 "invalid type",
             ),
-            (
-                r#"{"at":1,"event":"sample","colour":"red"}"#,
-                "unknown field `colour`",
-            ),
-            (
-                r#"{"at":0.5,"event":"sample"}"#,
-                "before the previous event's 1",
-            ),
+            (r#"{"at":1,"event":"sample","colour":"red"}"#, "unknown field `colour`"),
+            (r#"{"at":0.5,"event":"sample"}"#, "before the previous event's 1"),
         ];
         for (bad, why) in cases {
             let (line, reason) = line_error(&format!("{ok}\n\n{bad}\n{ok}\n"));

@@ -10,10 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
 
 fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
 fn payload(service: &str, start_ns: u64, tags: &[&str], value: i64) -> Vec<u8> {
@@ -46,11 +43,7 @@ async fn lag(client: &reqwest::Client, api: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_dash_nine_loses_no_acknowledged_point() {
-    let dir = std::env::temp_dir().join(format!(
-        "streamsight-crash-{}-{}",
-        std::process::id(),
-        now_ns()
-    ));
+    let dir = std::env::temp_dir().join(format!("streamsight-crash-{}-{}", std::process::id(), now_ns()));
     let storage = format!("sqlite://{}/data/streamsight.db", dir.display());
     let client = reqwest::Client::new();
     let (mut collector, intake, api) = support::serve(&storage);
@@ -70,12 +63,7 @@ async fn kill_dash_nine_loses_no_acknowledged_point() {
         let commit = payload(
             "c",
             start,
-            &[
-                "type:kafka_commit",
-                "consumer_group:g",
-                "topic:t",
-                "partition:0",
-            ],
+            &["type:kafka_commit", "consumer_group:g", "topic:t", "partition:0"],
             (i * 100).min(5_000) as i64,
         );
         for body in [produce, commit] {

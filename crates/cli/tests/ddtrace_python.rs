@@ -103,19 +103,11 @@ async fn ddtrace_python_lag_matches_the_broker() {
     let (_producer, line) = start(
         &mut traced(
             "shop-checkout",
-            &[
-                producer_script.to_str().unwrap(),
-                &bootstrap,
-                TOPIC,
-                &produced,
-            ],
+            &[producer_script.to_str().unwrap(), &bootstrap, TOPIC, &produced],
         ),
         "produced",
     );
-    assert_eq!(
-        line,
-        format!("produced {PRODUCED} last_offset={}", PRODUCED - 1)
-    );
+    assert_eq!(line, format!("produced {PRODUCED} last_offset={}", PRODUCED - 1));
     // The tracer flushes every 10 s. Commits carry no cluster id: let the produce
     // side name the cluster first, as it would long before in a running system.
     eventually(60, "the producer's Data Streams payload", async || {
@@ -133,13 +125,7 @@ async fn ddtrace_python_lag_matches_the_broker() {
     let (_consumer, _) = start(
         &mut traced(
             "shop-billing",
-            &[
-                consumer_script.to_str().unwrap(),
-                &bootstrap,
-                TOPIC,
-                GROUP,
-                &consumed,
-            ],
+            &[consumer_script.to_str().unwrap(), &bootstrap, TOPIC, GROUP, &consumed],
         ),
         "consumed",
     );
@@ -150,14 +136,10 @@ async fn ddtrace_python_lag_matches_the_broker() {
         .set("group.id", GROUP)
         .create()
         .unwrap();
-    let (_, high) = broker
-        .fetch_watermarks(TOPIC, 0, Duration::from_secs(10))
-        .unwrap();
+    let (_, high) = broker.fetch_watermarks(TOPIC, 0, Duration::from_secs(10)).unwrap();
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition(TOPIC, 0);
-    let committed = broker
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
+    let committed = broker.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
     let Offset::Offset(committed) = committed.find_partition(TOPIC, 0).unwrap().offset() else {
         panic!("the group has no committed offset");
     };
@@ -173,30 +155,17 @@ async fn ddtrace_python_lag_matches_the_broker() {
     assert_eq!(row["lag_messages"], truth, "{row}");
     assert_eq!(row["end_offset"], high, "{row}");
     assert!(row["lag_seconds"].as_f64().unwrap() > 0.0, "{row}");
-    assert!(
-        row["cluster"].as_str().unwrap().starts_with("mockCluster"),
-        "{row}"
-    );
+    assert!(row["cluster"].as_str().unwrap().starts_with("mockCluster"), "{row}");
 
-    let graph = get(
-        &client,
-        &format!("{api}/api/v1/pathways?window_seconds=600"),
-    )
-    .await;
+    let graph = get(&client, &format!("{api}/api/v1/pathways?window_seconds=600")).await;
     let edges: Vec<(&str, &str)> = graph["edges"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
         .collect();
-    assert!(
-        edges.contains(&("service:shop-checkout", "topic:orders")),
-        "{graph}"
-    );
-    assert!(
-        edges.contains(&("topic:orders", "service:shop-billing")),
-        "{graph}"
-    );
+    assert!(edges.contains(&("service:shop-checkout", "topic:orders")), "{graph}");
+    assert!(edges.contains(&("topic:orders", "service:shop-billing")), "{graph}");
 
     let metrics = client
         .get(format!("{api}/metrics"))
@@ -207,9 +176,7 @@ async fn ddtrace_python_lag_matches_the_broker() {
         .await
         .unwrap();
     assert!(
-        metrics.contains(&format!(
-            "group=\"{GROUP}\",topic=\"orders\",partition=\"0\"}} {truth}"
-        )),
+        metrics.contains(&format!("group=\"{GROUP}\",topic=\"orders\",partition=\"0\"}} {truth}")),
         "{metrics}"
     );
 }

@@ -23,13 +23,7 @@ fn replay_every_second(name: &str) -> (Vec<Row>, replay::ReplaySummary) {
         format: Format::Json,
         events: false,
     };
-    let summary = replay::run(
-        &mut engine,
-        std::io::BufReader::new(file),
-        &mut out,
-        &options,
-    )
-    .unwrap();
+    let summary = replay::run(&mut engine, std::io::BufReader::new(file), &mut out, &options).unwrap();
     let rows = String::from_utf8(out)
         .unwrap()
         .lines()
@@ -59,24 +53,14 @@ fn assert_golden(rows: &[Row]) {
         assert!(r.producer_failing, "t={t}");
     }
     let after = &at(rows, 210.0).report;
-    assert_eq!(
-        after.lag_seconds,
-        Some(160.0),
-        "2 m 40 s right after the recovery"
-    );
+    assert_eq!(after.lag_seconds, Some(160.0), "2 m 40 s right after the recovery");
     assert_eq!(after.lag_messages, Some(502));
     assert_eq!(after.status, Status::Stall);
-    assert!(
-        !after.producer_failing,
-        "a successful send ends the failure"
-    );
+    assert!(!after.producer_failing, "a successful send ends the failure");
     for row in rows {
         assert!(row.partition >= 0, "{row:?}");
         let r = &row.report;
-        for v in [r.committed_offset, r.end_offset, r.lag_messages]
-            .into_iter()
-            .flatten()
-        {
+        for v in [r.committed_offset, r.end_offset, r.lag_messages].into_iter().flatten() {
             assert!(v >= 0, "{r:?}");
         }
         assert!(r.lag_seconds.is_some_and(|s| s >= 0.0), "{r:?}");
@@ -98,10 +82,7 @@ fn golden_scenario_as_a_buggy_tracer_sends_it() {
     let r = &summary.stats.rejected;
     assert_eq!(r.get(RejectReason::NegativePartition), 50);
     assert_eq!(r.get(RejectReason::InvalidOffsetSentinel), 50);
-    assert_eq!(
-        summary.stats.resets, 0,
-        "a lower produce offset is never a reset"
-    );
+    assert_eq!(summary.stats.resets, 0, "a lower produce offset is never a reset");
 }
 
 #[test]
@@ -119,17 +100,10 @@ fn the_binary_replays_and_reports_bad_lines() {
         .arg(scenario("golden-buggy.jsonl"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("at 150.000 s"), "{table}");
-    assert!(
-        table.contains("501  100.0  stall producer_failing"),
-        "{table}"
-    );
+    assert!(table.contains("501  100.0  stall producer_failing"), "{table}");
     assert!(!table.contains("-1"), "{table}");
 
     let dir = std::env::temp_dir().join(format!("streamsight-golden-{}", std::process::id()));

@@ -26,10 +26,7 @@ const PARTITIONS: usize = 100;
 const POINTS: usize = 2 * PARTITIONS;
 
 fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
 /// A payload like a busy service's: produce and commit backlogs for 100
@@ -78,15 +75,7 @@ fn payload(seq: u64, base_ns: u64) -> Vec<u8> {
             duration: 10_000_000_000,
             stats: vec![
                 point(2, &["direction:out", "topic:topic-0", "type:kafka"]),
-                point(
-                    3,
-                    &[
-                        "direction:in",
-                        "group:group-a",
-                        "topic:topic-0",
-                        "type:kafka",
-                    ],
-                ),
+                point(3, &["direction:in", "group:group-a", "topic:topic-0", "type:kafka"]),
             ],
             backlogs,
         }],

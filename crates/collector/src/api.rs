@@ -16,10 +16,7 @@ use streamsight_core::{LagReport, Millis, PartitionReport};
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route(
-            "/healthz",
-            get(|| async { axum::Json(json!({ "status": "ok" })) }),
-        )
+        .route("/healthz", get(|| async { axum::Json(json!({ "status": "ok" })) }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
         .route("/api/v1/lag", get(lag))
@@ -30,9 +27,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/rejections", get(rejections))
         .route("/api/v1/intake", get(intake))
         .route("/api/v1/events", get(events))
-        .fallback(|| async {
-            error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
-        })
+        .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
 }
 
@@ -40,21 +35,14 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     if shared.ready.load(Ordering::Acquire) {
         axum::Json(json!({ "status": "ready" })).into_response()
     } else {
-        error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            "replaying stored data",
-        )
+        error_response(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "replaying stored data")
     }
 }
 
 async fn prometheus(State(shared): State<Arc<Shared>>) -> Response {
     let body = metrics::render(&shared, clock::now());
     (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         body,
     )
         .into_response()
@@ -84,9 +72,7 @@ fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
     let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
     engine
         .reports(now, |n| {
-            wants(&filter.cluster, n.cluster)
-                && wants(&filter.group, n.group)
-                && wants(&filter.topic, n.topic)
+            wants(&filter.cluster, n.cluster) && wants(&filter.group, n.group) && wants(&filter.topic, n.topic)
         })
         .into_iter()
         .map(|(n, report)| LagRow {
@@ -162,10 +148,7 @@ async fn groups(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(json!({ "groups": group_rows(&shared, clock::now()) })).into_response()
 }
 
-async fn group(
-    State(shared): State<Arc<Shared>>,
-    Path((cluster, group)): Path<(String, String)>,
-) -> Response {
+async fn group(State(shared): State<Arc<Shared>>, Path((cluster, group)): Path<(String, String)>) -> Response {
     let now = clock::now();
     let (gid, summary) = {
         let engine = lock(&shared.engine);

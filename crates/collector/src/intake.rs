@@ -64,11 +64,7 @@ async fn info() -> impl IntoResponse {
 
 /// A 4xx/5xx with a JSON body naming the problem.
 pub fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
-    (
-        status,
-        axum::Json(json!({ "error": kind, "message": message })),
-    )
-        .into_response()
+    (status, axum::Json(json!({ "error": kind, "message": message }))).into_response()
 }
 
 async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Response> {
@@ -101,10 +97,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             return response;
         }
     };
-    let gzipped = match headers
-        .get(header::CONTENT_ENCODING)
-        .map(|v| v.to_str().unwrap_or("?"))
-    {
+    let gzipped = match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?")) {
         None | Some("identity") => false,
         Some("gzip") => true,
         Some(other) => {
@@ -124,10 +117,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         Err(e) => {
             let (error, status) = match &e {
                 PayloadError::Gzip(_) => (IntakeError::BadGzip, StatusCode::BAD_REQUEST),
-                PayloadError::TooLarge { .. } => (
-                    IntakeError::DecompressedTooLarge,
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                ),
+                PayloadError::TooLarge { .. } => (IntakeError::DecompressedTooLarge, StatusCode::PAYLOAD_TOO_LARGE),
                 PayloadError::Msgpack(_) => (IntakeError::BadMsgpack, StatusCode::BAD_REQUEST),
             };
             return reject(error, status, e.to_string());
@@ -136,12 +126,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     let translated = {
         let engine = crate::state::lock(&shared.engine);
         let resolve = |topic: &str| engine.only_cluster_of(topic).map(str::to_owned);
-        translate(
-            &payload,
-            clock::now(),
-            &shared.config.default_cluster,
-            &resolve,
-        )
+        translate(&payload, clock::now(), &shared.config.default_cluster, &resolve)
     };
     for detail in &translated.dropped {
         telemetry.emit(IntakeEvent::PointDropped {
@@ -151,11 +136,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     }
     let accepted = translated.records.len();
     if let Err(e) = intake.writer.append(translated.records).await {
-        return reject(
-            IntakeError::StorageFailed,
-            StatusCode::SERVICE_UNAVAILABLE,
-            e,
-        );
+        return reject(IntakeError::StorageFailed, StatusCode::SERVICE_UNAVAILABLE, e);
     }
     telemetry.emit(IntakeEvent::PayloadAccepted {
         bytes: body.len(),
@@ -166,9 +147,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     let dropped: Vec<&String> = translated.dropped.iter().take(10).collect();
     (
         StatusCode::ACCEPTED,
-        axum::Json(
-            json!({ "accepted": accepted, "dropped": translated.dropped.len(), "errors": dropped }),
-        ),
+        axum::Json(json!({ "accepted": accepted, "dropped": translated.dropped.len(), "errors": dropped })),
     )
         .into_response()
 }
@@ -225,22 +204,17 @@ pub fn translate(
                     .filter(|c| !is_default_cluster(c, base_cluster)),
             };
             let cluster = cluster.as_deref().unwrap_or(default_cluster);
-            out.records
-                .push(match backlog::parse(&b.tags, b.value, cluster) {
-                    Ok(observation) => Record::Observation {
-                        at,
-                        observation: StoredObservation::from_observation(&observation),
-                    },
-                    Err(e) => Record::Rejected {
-                        at,
-                        reason: e.reason(),
-                    },
-                });
+            out.records.push(match backlog::parse(&b.tags, b.value, cluster) {
+                Ok(observation) => Record::Observation {
+                    at,
+                    observation: StoredObservation::from_observation(&observation),
+                },
+                Err(e) => Record::Rejected { at, reason: e.reason() },
+            });
         }
         for (i, s) in bucket.stats.iter().enumerate() {
             let sketch = |bytes: &[u8], what: &str| {
-                Sketch::decode(bytes)
-                    .map_err(|e| format!("bucket {start_ms} point {i}: {what}: {e}"))
+                Sketch::decode(bytes).map_err(|e| format!("bucket {start_ms} point {i}: {what}: {e}"))
             };
             let point = (|| {
                 Ok::<_, String>(PathwayPoint {
@@ -303,9 +277,7 @@ async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Re
             });
             match endpoint {
                 // Tracers read sampling rates from the traces response.
-                DroppedEndpoint::Traces => {
-                    axum::Json(json!({ "rate_by_service": {} })).into_response()
-                }
+                DroppedEndpoint::Traces => axum::Json(json!({ "rate_by_service": {} })).into_response(),
                 _ => StatusCode::ACCEPTED.into_response(),
             }
         }

@@ -36,10 +36,11 @@ pub enum ServeError {
     #[error("storage: {0}")]
     Store(#[from] streamsight_store::StoreError),
     #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("writer: {0}")]
+    Writer(#[from] state::WriterError),
+    #[error("startup task failed: {0}")]
+    Startup(#[from] tokio::task::JoinError),
 }
 
 /// A running collector.
@@ -76,13 +77,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let since = Millis(clock::now().0.saturating_sub(retention_ms));
     let writer = {
         let shared = shared.clone();
-        tokio::task::spawn_blocking(move || Writer::start(store, shared, since))
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))
-            .map_err(|source| ServeError::Bind {
-                addr: intake_addr,
-                source,
-            })??
+        tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??
     };
     shared.ready.store(true, Ordering::Release);
     tracing::info!(%intake_addr, %api_addr, "streamsight serving");
@@ -90,11 +85,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         intake_listener,
         intake::router(shared.clone(), writer.clone()),
     )));
-    tasks.push(tokio::spawn(housekeeping(
-        shared.clone(),
-        writer,
-        retention_ms,
-    )));
+    tasks.push(tokio::spawn(housekeeping(shared.clone(), writer, retention_ms)));
     Ok(Running {
         intake_addr,
         api_addr,
@@ -110,8 +101,7 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
 }
 
 fn local_addr(l: &tokio::net::TcpListener, addr: SocketAddr) -> Result<SocketAddr, ServeError> {
-    l.local_addr()
-        .map_err(|source| ServeError::Bind { addr, source })
+    l.local_addr().map_err(|source| ServeError::Bind { addr, source })
 }
 
 async fn run(listener: tokio::net::TcpListener, router: axum::Router) {
@@ -122,10 +112,7 @@ async fn run(listener: tokio::net::TcpListener, router: axum::Router) {
 
 /// Samples group history, prunes pathways and enforces retention.
 async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
-    let every = shared
-        .config
-        .history_interval
-        .max(Duration::from_millis(100));
+    let every = shared.config.history_interval.max(Duration::from_millis(100));
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;

@@ -15,10 +15,7 @@ fn esc(v: &str) -> std::borrow::Cow<'_, str> {
     if !v.contains(['\\', '"', '\n']) {
         return v.into();
     }
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-        .into()
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").into()
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -147,12 +144,7 @@ pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
     );
     let partitions: Vec<_> = engine
         .partitions()
-        .map(|pid| {
-            (
-                engine.partition_names(pid),
-                engine.evaluate_partition(pid, now),
-            )
-        })
+        .map(|pid| (engine.partition_names(pid), engine.evaluate_partition(pid, now)))
         .collect();
     for ((cluster, topic, partition), p) in &partitions {
         if let Some(end) = p.end_offset {
@@ -242,11 +234,7 @@ fn render_intake(out: &mut String, s: &IntakeStats) {
         "Payloads and points refused, by kind.",
     );
     for (kind, n) in &s.errors {
-        let _ = writeln!(
-            out,
-            "streamsight_intake_errors_total{{kind=\"{}\"}} {n}",
-            kind.as_str()
-        );
+        let _ = writeln!(out, "streamsight_intake_errors_total{{kind=\"{}\"}} {n}", kind.as_str());
     }
     header(
         out,
@@ -314,10 +302,7 @@ mod tests {
                 None => line.split(['{', ' ']).next().unwrap_or(""),
             };
             if name != current {
-                assert!(
-                    seen.insert(name.to_owned()),
-                    "{name} appears in two blocks:\n{out}"
-                );
+                assert!(seen.insert(name.to_owned()), "{name} appears in two blocks:\n{out}");
                 current = name;
             }
         }

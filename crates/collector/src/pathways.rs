@@ -129,8 +129,7 @@ impl Pathways {
     /// Services and topics, joined by the Kafka edges seen in `[from_ms, to_ms)`.
     pub fn graph(&self, from_ms: i64, to_ms: i64) -> Graph {
         let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
-        let mut edges: HashMap<(String, String, String, Option<String>, String), EdgeAcc> =
-            HashMap::new();
+        let mut edges: HashMap<(String, String, String, Option<String>, String), EdgeAcc> = HashMap::new();
         for p in self.points(from_ms, to_ms) {
             let (Some(topic), Some(direction)) = (p.tag("topic"), p.tag("direction")) else {
                 continue;
@@ -178,8 +177,7 @@ impl Pathways {
                 throughput_per_second: acc.count / seconds,
                 edge_latency_seconds: Quantiles::of(&acc.edge),
                 pathway_latency_seconds: Quantiles::of(&acc.pathway),
-                payload_size_bytes_avg: (acc.payload.count() > 0.0)
-                    .then(|| acc.payload.sum() / acc.payload.count()),
+                payload_size_bytes_avg: (acc.payload.count() > 0.0).then(|| acc.payload.sum() / acc.payload.count()),
             })
             .collect();
         edges.sort_by(|a, b| (&a.from, &a.to, &a.group).cmp(&(&b.from, &b.to, &b.group)));
@@ -197,13 +195,7 @@ mod tests {
     use super::*;
     use streamsight_wire::dsm::sketch::Mapping;
 
-    fn point(
-        start: i64,
-        hash: u64,
-        service: &str,
-        tags: &[&str],
-        latencies: &[f64],
-    ) -> PathwayPoint {
+    fn point(start: i64, hash: u64, service: &str, tags: &[&str], latencies: &[f64]) -> PathwayPoint {
         let sketch = Sketch::decode(&Mapping::default().encode(latencies)).unwrap();
         PathwayPoint {
             bucket_start_ms: start,

@@ -46,10 +46,7 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    pub fn new(
-        config: ServeConfig,
-        engine: EngineConfig,
-    ) -> Result<Self, streamsight_core::ConfigError> {
+    pub fn new(config: ServeConfig, engine: EngineConfig) -> Result<Self, streamsight_core::ConfigError> {
         Ok(Self {
             config,
             engine: Mutex::new(Engine::new(engine)?),
@@ -108,9 +105,7 @@ impl Shared {
                 .groups()
                 .map(|gid| {
                     let g = engine.evaluate_group(gid, now);
-                    let max_lag_seconds = g
-                        .max_lag
-                        .and_then(|(gp, _)| engine.evaluate(gp, now).lag_seconds);
+                    let max_lag_seconds = g.max_lag.and_then(|(gp, _)| engine.evaluate(gp, now).lag_seconds);
                     let sample = GroupSample {
                         at_ms: now.0,
                         status: g.status,
@@ -132,6 +127,14 @@ impl Shared {
             ring.push_back(sample);
         }
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error("replaying the store: {0}")]
+    Replay(#[from] StoreError),
+    #[error("cannot start the writer thread: {0}")]
+    Spawn(std::io::Error),
 }
 
 enum Job {
@@ -159,11 +162,7 @@ impl std::fmt::Debug for Job {
 
 impl Writer {
     /// Replays what the store holds since `since`, then starts the writer thread.
-    pub fn start(
-        mut store: Box<dyn Store>,
-        shared: Arc<Shared>,
-        since: Millis,
-    ) -> Result<Self, StoreError> {
+    pub fn start(mut store: Box<dyn Store>, shared: Arc<Shared>, since: Millis) -> Result<Self, WriterError> {
         let records = store.load(since)?;
         tracing::info!(records = records.len(), "replaying stored records");
         shared.apply(&records);
@@ -171,10 +170,7 @@ impl Writer {
         std::thread::Builder::new()
             .name("streamsight-writer".into())
             .spawn(move || write_loop(store.as_mut(), &shared, &rx))
-            .map_err(|e| StoreError::CreateDir {
-                path: "writer thread".into(),
-                source: e,
-            })?;
+            .map_err(WriterError::Spawn)?;
         Ok(Self { tx })
     }
 
@@ -184,8 +180,7 @@ impl Writer {
         self.tx
             .send(Job::Append { records, done })
             .map_err(|_| "the writer has stopped".to_owned())?;
-        wait.await
-            .map_err(|_| "the writer has stopped".to_owned())?
+        wait.await.map_err(|_| "the writer has stopped".to_owned())?
     }
 
     pub fn delete_before(&self, before: Millis) {

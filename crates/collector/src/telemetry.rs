@@ -123,16 +123,9 @@ impl IntakeTelemetry {
                 self.payloads.fetch_add(1, Relaxed);
                 self.bytes.fetch_add(bytes as u64, Relaxed);
                 self.backlogs.fetch_add(backlogs as u64, Relaxed);
-                self.pathway_points
-                    .fetch_add(pathway_points as u64, Relaxed);
+                self.pathway_points.fetch_add(pathway_points as u64, Relaxed);
                 self.failed_sends.fetch_add(failed_sends as u64, Relaxed);
-                tracing::debug!(
-                    bytes,
-                    backlogs,
-                    pathway_points,
-                    failed_sends,
-                    "payload accepted"
-                );
+                tracing::debug!(bytes, backlogs, pathway_points, failed_sends, "payload accepted");
             }
             IntakeEvent::PayloadRejected { error, detail } => {
                 self.errors[error as usize].fetch_add(1, Relaxed);
@@ -145,11 +138,7 @@ impl IntakeTelemetry {
             IntakeEvent::BodyDropped { endpoint, bytes } => {
                 self.dropped_bodies[endpoint as usize].fetch_add(1, Relaxed);
                 self.dropped_bytes[endpoint as usize].fetch_add(bytes as u64, Relaxed);
-                tracing::trace!(
-                    endpoint = endpoint.as_str(),
-                    bytes,
-                    "body counted and dropped"
-                );
+                tracing::trace!(endpoint = endpoint.as_str(), bytes, "body counted and dropped");
             }
         }
     }

@@ -12,18 +12,11 @@ use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, StatsPoint, encod
 use streamsight_wire::dsm::sketch::Mapping;
 
 fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "streamsight-{name}-{}-{}",
-        std::process::id(),
-        now_ns()
-    ));
+    let d = std::env::temp_dir().join(format!("streamsight-{name}-{}-{}", std::process::id(), now_ns()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -67,17 +60,7 @@ fn point(hash: u64, parent: u64, tags: &[&str], latency: f64) -> StatsPoint {
 /// The producer's payload: offsets 0..=1000 acked, then a failed send reported
 /// the way dd-trace-java 1.8.0-1.67.1 does (offset -1, on partition 0 and -1).
 fn producer_payload(start_ns: u64) -> Payload {
-    let produce = |p: &str, v| {
-        backlog(
-            &[
-                "type:kafka_produce",
-                "topic:orders",
-                p,
-                "kafka_cluster_id:prod-1",
-            ],
-            v,
-        )
-    };
+    let produce = |p: &str, v| backlog(&["type:kafka_produce", "topic:orders", p, "kafka_cluster_id:prod-1"], v);
     Payload {
         env: "prod".into(),
         service: "checkout".into(),
@@ -87,12 +70,7 @@ fn producer_payload(start_ns: u64) -> Payload {
             Bucket {
                 start: start_ns,
                 duration: 10_000_000_000,
-                stats: vec![point(
-                    11,
-                    0,
-                    &["direction:out", "topic:orders", "type:kafka"],
-                    0.002,
-                )],
+                stats: vec![point(11, 0, &["direction:out", "topic:orders", "type:kafka"], 0.002)],
                 backlogs: vec![produce("partition:0", 1000)],
             },
             Bucket {
@@ -117,12 +95,7 @@ fn consumer_payload(start_ns: u64) -> Payload {
             stats: vec![point(
                 22,
                 11,
-                &[
-                    "direction:in",
-                    "group:billing",
-                    "topic:orders",
-                    "type:kafka",
-                ],
+                &["direction:in", "group:billing", "topic:orders", "type:kafka"],
                 0.5,
             )],
             backlogs: vec![backlog(
@@ -151,10 +124,7 @@ async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>, gzip: bool) ->
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 async fn get_json(client: &reqwest::Client, url: &str) -> Value {
@@ -194,13 +164,7 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     .await;
     assert_eq!(status, 202, "{body}");
     let raw = rmp_serde_bytes(&consumer_payload(start_ns));
-    let (status, body) = post(
-        &client,
-        &format!("{intake}/v0.1/pipeline_stats"),
-        raw,
-        false,
-    )
-    .await;
+    let (status, body) = post(&client, &format!("{intake}/v0.1/pipeline_stats"), raw, false).await;
     assert_eq!(status, 202, "{body}");
 
     let row = lag_row(&client, &api).await;
@@ -212,20 +176,10 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     assert_eq!(row["partition"], 0);
 
     let rejections = get_json(&client, &format!("{api}/api/v1/rejections")).await;
-    assert_eq!(
-        rejections["by_reason"]["negative_partition"], 1,
-        "{rejections}"
-    );
-    assert_eq!(
-        rejections["by_reason"]["invalid_offset_sentinel"], 1,
-        "{rejections}"
-    );
+    assert_eq!(rejections["by_reason"]["negative_partition"], 1, "{rejections}");
+    assert_eq!(rejections["by_reason"]["invalid_offset_sentinel"], 1, "{rejections}");
 
-    let graph = get_json(
-        &client,
-        &format!("{api}/api/v1/pathways?window_seconds=3600"),
-    )
-    .await;
+    let graph = get_json(&client, &format!("{api}/api/v1/pathways?window_seconds=3600")).await;
     let edges: Vec<(String, String)> = graph["edges"]
         .as_array()
         .unwrap()
@@ -245,9 +199,7 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
         ],
         "{graph}"
     );
-    let p50 = graph["edges"][1]["edge_latency_seconds"]["p50"]
-        .as_f64()
-        .unwrap();
+    let p50 = graph["edges"][1]["edge_latency_seconds"]["p50"].as_f64().unwrap();
     assert!((p50 - 0.5).abs() < 0.01, "{p50}");
 
     let metrics = client
@@ -264,10 +216,13 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
         ),
         "{metrics}"
     );
-    assert!(metrics.contains("kafka_partition_latest_offset{cluster_name=\"prod-1\",topic=\"orders\",partition=\"0\"} 1001"));
-    assert!(metrics.contains(
-        "streamsight_produce_offset{cluster_name=\"prod-1\",topic=\"orders\",partition=\"0\"} 1000"
-    ));
+    assert!(
+        metrics
+            .contains("kafka_partition_latest_offset{cluster_name=\"prod-1\",topic=\"orders\",partition=\"0\"} 1001")
+    );
+    assert!(
+        metrics.contains("streamsight_produce_offset{cluster_name=\"prod-1\",topic=\"orders\",partition=\"0\"} 1000")
+    );
     assert!(metrics.contains("streamsight_rejected_points_total{reason=\"negative_partition\"} 1"));
     assert!(metrics.contains("streamsight_consumer_status{"));
     assert!(
@@ -287,19 +242,13 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
             .unwrap()
             .to_owned();
         if name != current {
-            assert!(
-                families.insert(name.clone()),
-                "{name} appears in two blocks"
-            );
+            assert!(families.insert(name.clone()), "{name} appears in two blocks");
             current = name;
         }
     }
 
     let group = get_json(&client, &format!("{api}/api/v1/groups/prod-1/billing")).await;
-    assert_eq!(
-        group["partitions"][0]["recent_commits"][0]["offset"], 500,
-        "{group}"
-    );
+    assert_eq!(group["partitions"][0]["recent_commits"][0]["offset"], 500, "{group}");
     let missing = client
         .get(format!("{api}/api/v1/groups/prod-1/nobody"))
         .send()
@@ -307,11 +256,7 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
         .unwrap();
     assert_eq!(missing.status(), 404);
 
-    for path in [
-        "/v0.4/traces",
-        "/v0.6/stats",
-        "/telemetry/proxy/api/v2/apmtelemetry",
-    ] {
+    for path in ["/v0.4/traces", "/v0.6/stats", "/telemetry/proxy/api/v2/apmtelemetry"] {
         let r = client
             .put(format!("{intake}{path}"))
             .body(vec![1u8; 100])
@@ -322,10 +267,7 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     }
     let stats = get_json(&client, &format!("{api}/api/v1/intake")).await;
     assert_eq!(stats["intake"]["payloads"], 2, "{stats}");
-    assert_eq!(
-        get_json(&client, &format!("{api}/readyz")).await["status"],
-        "ready"
-    );
+    assert_eq!(get_json(&client, &format!("{api}/readyz")).await["status"], "ready");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -382,20 +324,8 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
     let bomb = gzip(&vec![0u8; 16 << 20]);
     let corpus: Vec<(&str, Vec<u8>, bool, u16, &str)> = vec![
         ("empty body", vec![], false, 400, "bad_msgpack"),
-        (
-            "not msgpack",
-            b"{\"json\": true}".to_vec(),
-            false,
-            400,
-            "bad_msgpack",
-        ),
-        (
-            "reserved msgpack byte",
-            vec![0xc1],
-            false,
-            400,
-            "bad_msgpack",
-        ),
+        ("not msgpack", b"{\"json\": true}".to_vec(), false, 400, "bad_msgpack"),
+        ("reserved msgpack byte", vec![0xc1], false, 400, "bad_msgpack"),
         (
             "truncated msgpack",
             good[..good.len() / 2].to_vec(),
@@ -403,20 +333,8 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
             400,
             "bad_msgpack",
         ),
-        (
-            "a string where a list goes",
-            wrong_type,
-            false,
-            400,
-            "bad_msgpack",
-        ),
-        (
-            "a string where an offset goes",
-            bad_value,
-            false,
-            400,
-            "bad_msgpack",
-        ),
+        ("a string where a list goes", wrong_type, false, 400, "bad_msgpack"),
+        ("a string where an offset goes", bad_value, false, 400, "bad_msgpack"),
         (
             "truncated gzip",
             {
@@ -427,21 +345,9 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
             400,
             "bad_gzip",
         ),
-        (
-            "gzip header on plain bytes",
-            good.clone(),
-            true,
-            400,
-            "bad_gzip",
-        ),
+        ("gzip header on plain bytes", good.clone(), true, 400, "bad_gzip"),
         ("gzip bomb", bomb, true, 413, "decompressed_too_large"),
-        (
-            "body over the limit",
-            vec![0x90; 2 << 20],
-            false,
-            413,
-            "body_too_large",
-        ),
+        ("body over the limit", vec![0x90; 2 << 20], false, 413, "body_too_large"),
         (
             "random bytes",
             (0..4096u32)
@@ -515,11 +421,7 @@ async fn data_survives_a_restart() {
         assert_eq!(before[key], after[key], "{key}");
     }
     assert!(after["lag_seconds"].as_f64() >= before["lag_seconds"].as_f64());
-    let graph = get_json(
-        &client,
-        &format!("{api}/api/v1/pathways?window_seconds=3600"),
-    )
-    .await;
+    let graph = get_json(&client, &format!("{api}/api/v1/pathways?window_seconds=3600")).await;
     assert_eq!(graph["edges"].as_array().unwrap().len(), 2, "{graph}");
     let rejections = get_json(&client, &format!("{api}/api/v1/rejections")).await;
     assert_eq!(rejections["total"], 2);
@@ -572,10 +474,7 @@ async fn retention_deletes_old_records_and_keeps_fresh_ones() {
         if !records.is_empty() && records.iter().all(|r| r.at() >= cutoff) {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "old records still stored: {records:?}"
-        );
+        assert!(Instant::now() < deadline, "old records still stored: {records:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -597,10 +496,7 @@ async fn points_without_a_cluster_are_kept_apart_per_env() {
                 duration: 10_000_000_000,
                 stats: vec![],
                 backlogs: vec![
-                    backlog(
-                        &["type:kafka_produce", "topic:orders", "partition:0"],
-                        produced,
-                    ),
+                    backlog(&["type:kafka_produce", "topic:orders", "partition:0"], produced),
                     backlog(
                         &[
                             "type:kafka_commit",
@@ -630,9 +526,6 @@ async fn points_without_a_cluster_are_kept_apart_per_env() {
         .collect();
     assert_eq!(
         rows,
-        [
-            ("default/prod".to_owned(), 601),
-            ("default/staging".to_owned(), 6)
-        ]
+        [("default/prod".to_owned(), 601), ("default/staging".to_owned(), 6)]
     );
 }

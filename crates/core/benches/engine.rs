@@ -7,8 +7,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use std::time::Duration;
 use streamsight_core::{
-    EndOffsetSource, Engine, EngineConfig, GroupPartitionId, Millis, Observation, PartitionId,
-    PartitionRef,
+    EndOffsetSource, Engine, EngineConfig, GroupPartitionId, Millis, Observation, PartitionId, PartitionRef,
 };
 
 const PARTITIONS: usize = 1_000;
@@ -46,9 +45,7 @@ fn ingest(c: &mut Criterion) {
         b.iter(|| {
             for i in 0..BATCH {
                 let offset = n / PARTITIONS as i64;
-                engine
-                    .produced(ids[i % PARTITIONS], offset, Millis(n))
-                    .unwrap();
+                engine.produced(ids[i % PARTITIONS], offset, Millis(n)).unwrap();
                 n += 1;
             }
         });
@@ -102,14 +99,10 @@ fn big_engine() -> (Engine, Vec<GroupPartitionId>, Millis) {
     let (ids, _) = partitions(&mut engine, P);
     for step in 0..60i64 {
         for &pid in &ids {
-            engine
-                .produced(pid, step * 100, Millis(step * 10_000))
-                .unwrap();
+            engine.produced(pid, step * 100, Millis(step * 10_000)).unwrap();
         }
     }
-    let groups: Vec<_> = (0..G)
-        .map(|g| engine.group_id("c", &format!("group-{g}")))
-        .collect();
+    let groups: Vec<_> = (0..G).map(|g| engine.group_id("c", &format!("group-{g}"))).collect();
     let mut gps = Vec::with_capacity(P * G);
     for (g, &gid) in groups.iter().enumerate() {
         for &pid in &ids {

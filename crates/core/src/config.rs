@@ -47,9 +47,7 @@ impl Default for EngineConfig {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
-    #[error(
-        "history_bytes {given} leaves room for {points} points; at least {min} are needed ({needed} bytes)"
-    )]
+    #[error("history_bytes {given} leaves room for {points} points; at least {min} are needed ({needed} bytes)")]
     HistoryTooSmall {
         given: usize,
         points: usize,
@@ -70,8 +68,7 @@ impl EngineConfig {
                 given: self.history_bytes,
                 points,
                 min: HistoryParams::MIN_CAPACITY,
-                needed: crate::engine::PARTITION_FIXED_BYTES
-                    + HistoryParams::MIN_CAPACITY * OffsetHistory::POINT_BYTES,
+                needed: crate::engine::PARTITION_FIXED_BYTES + HistoryParams::MIN_CAPACITY * OffsetHistory::POINT_BYTES,
             });
         }
         if !(self.history_precision.is_finite() && self.history_precision > 0.0) {
@@ -115,9 +112,6 @@ mod tests {
             history_bytes: 64,
             ..EngineConfig::default()
         };
-        assert!(matches!(
-            c.validate(),
-            Err(ConfigError::HistoryTooSmall { .. })
-        ));
+        assert!(matches!(c.validate(), Err(ConfigError::HistoryTooSmall { .. })));
     }
 }

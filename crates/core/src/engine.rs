@@ -6,8 +6,8 @@ use crate::config::{ConfigError, EngineConfig};
 use crate::health::{HealthInput, HealthParams, partition_status};
 use crate::history::{HistoryParams, OffsetHistory, ProduceTime, Sighting};
 use crate::model::{
-    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason,
-    ResetEvidence, Status,
+    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason, ResetEvidence,
+    Status,
 };
 use crate::time::{Millis, duration_ms};
 use crate::window::{Commit, CommitWindow};
@@ -253,11 +253,7 @@ impl Engine {
 
     /// Applies one observation made at `at`. Rejected points are counted and
     /// returned as the error; they never change lag.
-    pub fn observe(
-        &mut self,
-        at: Millis,
-        observation: &Observation<'_>,
-    ) -> Result<(), RejectReason> {
+    pub fn observe(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
         let result = self.apply(at, observation);
         match result {
             Ok(()) => self.stats.accepted += 1,
@@ -269,10 +265,7 @@ impl Engine {
     fn apply(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
         match *observation {
             Observation::Produced { partition, offset } => {
-                match self
-                    .partition_id(partition)
-                    .and_then(|_| check_offset(offset))
-                {
+                match self.partition_id(partition).and_then(|_| check_offset(offset)) {
                     Ok(()) => {}
                     // A tracer's placeholder for a failed send: a failure, never progress.
                     Err(reason) if reason != RejectReason::OffsetOutOfRange => {
@@ -414,16 +407,9 @@ impl Engine {
     }
 
     /// An acknowledged produce of the record at `offset`.
-    pub fn produced(
-        &mut self,
-        pid: PartitionId,
-        offset: i64,
-        at: Millis,
-    ) -> Result<(), RejectReason> {
+    pub fn produced(&mut self, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
         check_offset(offset)?;
-        let end = offset
-            .checked_add(1)
-            .ok_or(RejectReason::OffsetOutOfRange)?;
+        let end = offset.checked_add(1).ok_or(RejectReason::OffsetOutOfRange)?;
         let p = &mut self.partitions[pid.0 as usize];
         p.last_success_at = p.last_success_at.max(Some(at));
         p.acked_end = p.acked_end.max(Some(end));
@@ -492,13 +478,7 @@ impl Engine {
     }
 
     /// A group committed `offset` (the next offset it will read).
-    pub fn committed(
-        &mut self,
-        gid: GroupId,
-        pid: PartitionId,
-        offset: i64,
-        at: Millis,
-    ) -> Result<(), RejectReason> {
+    pub fn committed(&mut self, gid: GroupId, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
         check_offset(offset)?;
         let gpid = self.group_partition_id(gid, pid);
         let p = &self.partitions[pid.0 as usize];
@@ -563,14 +543,8 @@ impl Engine {
         let (group, partition) = (gp.group, gp.partition);
         let event = EngineEvent::DataLoss {
             at,
-            cluster: self
-                .names
-                .name(self.groups[group.0 as usize].cluster)
-                .to_owned(),
-            group: self
-                .names
-                .name(self.groups[group.0 as usize].name)
-                .to_owned(),
+            cluster: self.names.name(self.groups[group.0 as usize].cluster).to_owned(),
+            group: self.names.name(self.groups[group.0 as usize].name).to_owned(),
             topic: self.topic_name(partition).to_owned(),
             partition: p.partition,
             messages,
@@ -581,13 +555,7 @@ impl Engine {
     }
 
     /// Forgets a partition's history on broker evidence, and tells users.
-    fn reset(
-        &mut self,
-        pid: PartitionId,
-        new_end: Option<i64>,
-        at: Millis,
-        evidence: ResetEvidence,
-    ) {
+    fn reset(&mut self, pid: PartitionId, new_end: Option<i64>, at: Millis, evidence: ResetEvidence) {
         let p = &mut self.partitions[pid.0 as usize];
         let previous_end = p.history.end();
         match new_end {
@@ -659,18 +627,8 @@ impl Engine {
     }
 
     /// Finds a group-partition by name without creating it.
-    pub fn find(
-        &self,
-        cluster: &str,
-        group: &str,
-        topic: &str,
-        partition: i32,
-    ) -> Option<GroupPartitionId> {
-        let (c, g, t) = (
-            self.names.get(cluster)?,
-            self.names.get(group)?,
-            self.names.get(topic)?,
-        );
+    pub fn find(&self, cluster: &str, group: &str, topic: &str, partition: i32) -> Option<GroupPartitionId> {
+        let (c, g, t) = (self.names.get(cluster)?, self.names.get(group)?, self.names.get(topic)?);
         let gid = *self.group_ids.get(&(c, g))?;
         let tid = *self.topic_ids.get(&(c, t))?;
         let pid = *self.partition_ids.get(&(tid, partition))?;
@@ -701,10 +659,7 @@ impl Engine {
     }
 
     /// The recent commits the health rules read, oldest first.
-    pub fn commits(
-        &self,
-        id: GroupPartitionId,
-    ) -> impl Iterator<Item = crate::window::Commit> + '_ {
+    pub fn commits(&self, id: GroupPartitionId) -> impl Iterator<Item = crate::window::Commit> + '_ {
         self.group_partitions[id.0 as usize].window.iter()
     }
 
@@ -769,9 +724,7 @@ impl Engine {
                 Some(0.0)
             } else {
                 match p.history.produce_time(from) {
-                    Some(ProduceTime::Interpolated(t)) => {
-                        Some(((now.0 as f64 - t) / 1000.0).max(0.0))
-                    }
+                    Some(ProduceTime::Interpolated(t)) => Some(((now.0 as f64 - t) / 1000.0).max(0.0)),
                     Some(ProduceTime::NotAfter(t)) => {
                         report.lag_seconds_lower_bound = true;
                         Some(now.since(t) as f64 / 1000.0)
@@ -795,8 +748,7 @@ impl Engine {
     }
 
     fn is_control_marker(&self, p: &PartitionState, offset: i64) -> bool {
-        p.control_marker == Some(offset)
-            || (p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1))
+        p.control_marker == Some(offset) || (p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1))
     }
 
     fn producer_failing(&self, p: &PartitionState, now: Millis) -> bool {
@@ -804,8 +756,7 @@ impl Engine {
         let Some(failure) = p.last_failure_at.max(topic_failure) else {
             return false;
         };
-        now.since(failure) <= self.producer_failing_ms
-            && p.last_success_at.is_none_or(|s| s < failure)
+        now.since(failure) <= self.producer_failing_ms && p.last_success_at.is_none_or(|s| s < failure)
     }
 
     /// A group's health: the worst status of its partitions.
@@ -847,19 +798,10 @@ impl Engine {
             .map(|p| PARTITION_FIXED_BYTES + p.history.heap_bytes())
             .sum();
         // Its state, and its entries in the group's and the partition's lists.
-        let group_partition_bytes = self.group_partitions.len()
-            * std::mem::size_of::<GroupPartitionState>()
-            + self
-                .partitions
-                .iter()
-                .map(|p| p.groups.capacity())
-                .sum::<usize>()
+        let group_partition_bytes = self.group_partitions.len() * std::mem::size_of::<GroupPartitionState>()
+            + self.partitions.iter().map(|p| p.groups.capacity()).sum::<usize>()
                 * std::mem::size_of::<(GroupId, GroupPartitionId)>()
-            + self
-                .groups
-                .iter()
-                .map(|g| g.partitions.capacity())
-                .sum::<usize>()
+            + self.groups.iter().map(|g| g.partitions.capacity()).sum::<usize>()
                 * std::mem::size_of::<GroupPartitionId>()
             + self.losses.capacity() * (std::mem::size_of::<(GroupPartitionId, Loss)>() + 1);
         MemoryUsage {
@@ -985,10 +927,7 @@ mod tests {
         let mut e = engine();
         commit(&mut e, 0, 40).unwrap();
         let r = report(&e, 1);
-        assert_eq!(
-            (r.lag_messages, r.lag_seconds, r.status),
-            (None, None, Status::Stale)
-        );
+        assert_eq!((r.lag_messages, r.lag_seconds, r.status), (None, None, Status::Stale));
     }
 
     #[test]
@@ -1006,18 +945,12 @@ mod tests {
         let mut e = engine();
         produce(&mut e, 0, 99).unwrap();
         commit(&mut e, 1, 50).unwrap();
-        assert_eq!(
-            produce(&mut e, 70, -1),
-            Err(RejectReason::InvalidOffsetSentinel)
-        );
+        assert_eq!(produce(&mut e, 70, -1), Err(RejectReason::InvalidOffsetSentinel));
         let unassigned = Observation::Produced {
             partition: part(-1),
             offset: -1,
         };
-        assert_eq!(
-            e.observe(secs(71), &unassigned),
-            Err(RejectReason::NegativePartition)
-        );
+        assert_eq!(e.observe(secs(71), &unassigned), Err(RejectReason::NegativePartition));
         let r = report(&e, 72);
         assert_eq!(r.lag_messages, Some(50));
         assert_eq!(r.end_offset, Some(100));
@@ -1110,14 +1043,8 @@ mod tests {
         let mut e = engine();
         produce(&mut e, 0, 10).unwrap();
         commit(&mut e, 0, 5).unwrap();
-        e.observe(
-            secs(5),
-            &Observation::TopicRecreated {
-                cluster: "c",
-                topic: T,
-            },
-        )
-        .unwrap();
+        e.observe(secs(5), &Observation::TopicRecreated { cluster: "c", topic: T })
+            .unwrap();
         assert!(matches!(
             e.drain_events().as_slice(),
             [EngineEvent::TopicReset {
@@ -1174,11 +1101,7 @@ mod tests {
         let mut e = engine();
         broker_end(&mut e, 0, 11);
         commit(&mut e, 1, 10).unwrap();
-        assert_eq!(
-            report(&e, 2).lag_messages,
-            Some(1),
-            "without evidence it is lag"
-        );
+        assert_eq!(report(&e, 2).lag_messages, Some(1), "without evidence it is lag");
         e.observe(
             secs(2),
             &Observation::ControlMarker {
@@ -1224,15 +1147,9 @@ mod tests {
     #[test]
     fn invalid_commits_are_rejected() {
         let mut e = engine();
-        assert_eq!(
-            commit(&mut e, 0, -1001),
-            Err(RejectReason::InvalidOffsetSentinel)
-        );
+        assert_eq!(commit(&mut e, 0, -1001), Err(RejectReason::InvalidOffsetSentinel));
         assert_eq!(commit(&mut e, 0, -7), Err(RejectReason::NegativeOffset));
-        assert_eq!(
-            commit(&mut e, 0, i64::MAX),
-            Err(RejectReason::OffsetOutOfRange)
-        );
+        assert_eq!(commit(&mut e, 0, i64::MAX), Err(RejectReason::OffsetOutOfRange));
         assert_eq!(e.group_partitions().count(), 0);
     }
 
@@ -1276,11 +1193,7 @@ mod tests {
         commit(&mut e, 100_000, 5).unwrap();
         let m = e.memory();
         assert_eq!((m.partitions, m.group_partitions), (1, 1));
-        assert!(
-            m.partition_bytes <= 4096,
-            "{} bytes per partition",
-            m.partition_bytes
-        );
+        assert!(m.partition_bytes <= 4096, "{} bytes per partition", m.partition_bytes);
         // Bytes per group-partition are measured at scale in tests/memory.rs.
     }
 }

@@ -36,9 +36,7 @@ pub struct HealthParams {
 }
 
 pub fn partition_status(input: &HealthInput<'_>, params: &HealthParams) -> Status {
-    let (Some(lag), Some(last), Some(end_age)) =
-        (input.lag_messages, input.window.last(), input.end_age_ms)
-    else {
+    let (Some(lag), Some(last), Some(end_age)) = (input.lag_messages, input.window.last(), input.end_age_ms) else {
         return Status::Stale;
     };
     if input.below_log_start {

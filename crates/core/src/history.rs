@@ -141,13 +141,7 @@ impl OffsetHistory {
     ///
     /// Only an exact sighting extends a plateau: "still `end` at `at`" is not
     /// something a produce ack can say.
-    pub fn insert(
-        &mut self,
-        end: i64,
-        at: Millis,
-        sighting: Sighting,
-        params: &HistoryParams,
-    ) -> bool {
+    pub fn insert(&mut self, end: i64, at: Millis, sighting: Sighting, params: &HistoryParams) -> bool {
         let n = self.points.len();
         let Some(last) = self.points.last().copied() else {
             self.push(Point { end, at }, params);
@@ -186,12 +180,7 @@ impl OffsetHistory {
     }
 
     /// A sighting that arrives after newer ones (delayed buckets, several sources).
-    fn insert_out_of_order(
-        &mut self,
-        point: Point,
-        sighting: Sighting,
-        params: &HistoryParams,
-    ) -> bool {
+    fn insert_out_of_order(&mut self, point: Point, sighting: Sighting, params: &HistoryParams) -> bool {
         let idx = self.points.partition_point(|q| q.at <= point.at);
         if idx > 0 {
             let prev = self.points[idx - 1];
@@ -352,14 +341,8 @@ mod tests {
     fn records_older_than_the_history_are_a_lower_bound() {
         let p = params(64);
         let h = history(&[(100, 5_000), (200, 10_000)], &p);
-        assert_eq!(
-            h.produce_time(99),
-            Some(ProduceTime::NotAfter(Millis(5_000)))
-        );
-        assert_eq!(
-            h.produce_time(3),
-            Some(ProduceTime::NotAfter(Millis(5_000)))
-        );
+        assert_eq!(h.produce_time(99), Some(ProduceTime::NotAfter(Millis(5_000))));
+        assert_eq!(h.produce_time(3), Some(ProduceTime::NotAfter(Millis(5_000))));
     }
 
     #[test]
@@ -450,13 +433,7 @@ mod tests {
             h.insert(i * 7, Millis(i * 1_000), Sighting::AtLeast, &p);
             assert!(h.len() <= p.capacity);
         }
-        assert_eq!(
-            h.oldest(),
-            Some(Point {
-                end: 0,
-                at: Millis(0)
-            })
-        );
+        assert_eq!(h.oldest(), Some(Point { end: 0, at: Millis(0) }));
         assert_eq!(
             h.newest(),
             Some(Point {
@@ -478,10 +455,7 @@ mod tests {
         let n = pts.len();
         let recent_gap = pts[n - 1].at.since(pts[n - 2].at);
         let old_gap = pts[2].at.since(pts[1].at);
-        assert!(
-            recent_gap < old_gap,
-            "recent gap {recent_gap} ms, old gap {old_gap} ms"
-        );
+        assert!(recent_gap < old_gap, "recent gap {recent_gap} ms, old gap {old_gap} ms");
     }
 
     #[test]

@@ -15,11 +15,11 @@ pub mod window;
 
 pub use config::{ConfigError, EngineConfig};
 pub use engine::{
-    Engine, EngineStats, GroupId, GroupPartitionId, GroupPartitionNames, GroupReport, MemoryUsage,
-    PartitionId, PartitionReport,
+    Engine, EngineStats, GroupId, GroupPartitionId, GroupPartitionNames, GroupReport, MemoryUsage, PartitionId,
+    PartitionReport,
 };
 pub use model::{
-    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason,
-    ResetEvidence, Status,
+    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason, ResetEvidence,
+    Status,
 };
 pub use time::Millis;

@@ -26,10 +26,7 @@ pub enum EndOffsetSource {
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Observation<'a> {
     /// A produce the broker acknowledged: `offset` is the acked record's offset.
-    Produced {
-        partition: PartitionRef<'a>,
-        offset: i64,
-    },
+    Produced { partition: PartitionRef<'a>, offset: i64 },
     /// A send that failed; `partition` is -1 when none had been assigned.
     ProduceFailed {
         partition: PartitionRef<'a>,
@@ -48,33 +45,15 @@ pub enum Observation<'a> {
         source: EndOffsetSource,
     },
     /// The partition's log start offset (earliest offset still readable).
-    LogStart {
-        partition: PartitionRef<'a>,
-        offset: i64,
-    },
+    LogStart { partition: PartitionRef<'a>, offset: i64 },
     /// `offset` holds a transaction control marker, not a data record.
-    ControlMarker {
-        partition: PartitionRef<'a>,
-        offset: i64,
-    },
+    ControlMarker { partition: PartitionRef<'a>, offset: i64 },
     /// The broker reports the topic deleted and created again (a new topic id).
     TopicRecreated { cluster: &'a str, topic: &'a str },
 }
 
 /// Why a point was not let near the offset history. Counted per reason.
-#[derive(
-    Copy,
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    thiserror::Error,
-)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, thiserror::Error)]
 #[serde(rename_all = "snake_case")]
 pub enum RejectReason {
     #[error("partition is negative (no partition was assigned)")]

@@ -7,9 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// A point in time, in milliseconds on the caller's clock.
-#[derive(
-    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Millis(pub i64);
 

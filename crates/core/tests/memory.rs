@@ -41,10 +41,7 @@ fn bytes_per_partition_and_per_group_partition() {
     }
     let per_partition = (net_bytes(&region) - pids.capacity() * 4) / PARTITIONS;
 
-    let gids: Vec<_> = group_names
-        .iter()
-        .map(|g| engine.group_id("c", g))
-        .collect();
+    let gids: Vec<_> = group_names.iter().map(|g| engine.group_id("c", g)).collect();
     let region = Region::new(GLOBAL);
     for &gid in &gids {
         for &pid in &pids {

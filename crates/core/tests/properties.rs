@@ -4,9 +4,7 @@
 
 use proptest::prelude::*;
 use streamsight_core::history::{HistoryParams, OffsetHistory, ProduceTime, Sighting};
-use streamsight_core::{
-    EndOffsetSource, Engine, EngineConfig, LagReport, Millis, Observation, PartitionRef,
-};
+use streamsight_core::{EndOffsetSource, Engine, EngineConfig, LagReport, Millis, Observation, PartitionRef};
 
 /// An observation with owned data, so that proptest can generate and shrink it.
 #[derive(Clone, Debug)]

@@ -19,10 +19,7 @@ pub enum StoreError {
     #[error("storage url {0:?} is not sqlite://PATH or memory://")]
     BadUrl(String),
     #[error("cannot create data directory {path}: {source}")]
-    CreateDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    CreateDir { path: PathBuf, source: std::io::Error },
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("stored record {id} is corrupt: {why}")]
@@ -219,9 +216,7 @@ impl StoredObservation {
                 partition: p(cluster, topic, *partition),
                 offset: *offset,
             },
-            Self::TopicRecreated { cluster, topic } => {
-                Observation::TopicRecreated { cluster, topic }
-            }
+            Self::TopicRecreated { cluster, topic } => Observation::TopicRecreated { cluster, topic },
         }
     }
 }
@@ -235,17 +230,21 @@ pub enum Record {
         observation: StoredObservation,
     },
     /// A point an adapter refused before it reached the engine.
-    Rejected { at: Millis, reason: RejectReason },
+    Rejected {
+        at: Millis,
+        reason: RejectReason,
+    },
     /// Pathway statistics of one bucket, opaque to the store.
-    Pathway { at: Millis, json: String },
+    Pathway {
+        at: Millis,
+        json: String,
+    },
 }
 
 impl Record {
     pub fn at(&self) -> Millis {
         match self {
-            Record::Observation { at, .. }
-            | Record::Rejected { at, .. }
-            | Record::Pathway { at, .. } => *at,
+            Record::Observation { at, .. } | Record::Rejected { at, .. } | Record::Pathway { at, .. } => *at,
         }
     }
 }
@@ -272,12 +271,7 @@ impl Store for MemoryStore {
     }
 
     fn load(&mut self, since: Millis) -> Result<Vec<Record>, StoreError> {
-        Ok(self
-            .records
-            .iter()
-            .filter(|r| r.at() >= since)
-            .cloned()
-            .collect())
+        Ok(self.records.iter().filter(|r| r.at() >= since).cloned().collect())
     }
 
     fn delete_before(&mut self, before: Millis) -> Result<u64, StoreError> {

@@ -61,19 +61,14 @@ impl Store for SqliteStore {
         let mut out = Vec::new();
         for row in rows {
             let (id, body) = row?;
-            let record = serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
-                id,
-                why: e.to_string(),
-            })?;
+            let record = serde_json::from_str(&body).map_err(|e| StoreError::Corrupt { id, why: e.to_string() })?;
             out.push(record);
         }
         Ok(out)
     }
 
     fn delete_before(&mut self, before: Millis) -> Result<u64, StoreError> {
-        let n = self
-            .conn
-            .execute("DELETE FROM log WHERE at < ?1", params![before.0])?;
+        let n = self.conn.execute("DELETE FROM log WHERE at < ?1", params![before.0])?;
         Ok(n as u64)
     }
 }

@@ -20,11 +20,7 @@ impl Drop for Guard {
 
 /// Starts a command and waits, up to 90 s, for a stdout line containing `marker`.
 pub fn start(cmd: &mut Command, marker: &str) -> (Guard, String) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -87,17 +87,12 @@ pub fn parse<'a, S: AsRef<str>>(
         .filter(|s| !s.is_empty())
         .ok_or(BacklogError::MissingTag("topic"))?;
     let raw_partition = t.partition.ok_or(BacklogError::MissingTag("partition"))?;
-    let partition = raw_partition
-        .parse::<i32>()
-        .map_err(|_| BacklogError::MalformedTag {
-            tag: format!("partition:{raw_partition}"),
-            why: "not a 32-bit integer",
-        })?;
+    let partition = raw_partition.parse::<i32>().map_err(|_| BacklogError::MalformedTag {
+        tag: format!("partition:{raw_partition}"),
+        why: "not a 32-bit integer",
+    })?;
     let partition = PartitionRef {
-        cluster: t
-            .cluster
-            .filter(|c| !c.is_empty())
-            .unwrap_or(default_cluster),
+        cluster: t.cluster.filter(|c| !c.is_empty()).unwrap_or(default_cluster),
         topic,
         partition,
     };
@@ -200,13 +195,7 @@ mod tests {
 
     #[test]
     fn unknown_tags_are_ignored() {
-        let tags = [
-            "type:kafka_produce",
-            "topic:t",
-            "partition:0",
-            "env:prod",
-            "novalue:",
-        ];
+        let tags = ["type:kafka_produce", "topic:t", "partition:0", "env:prod", "novalue:"];
         assert!(parse(&tags, 1, "d").is_ok());
     }
 
@@ -214,10 +203,7 @@ mod tests {
     fn bad_backlogs_say_why() {
         let cases: [(&[&str], RejectReason); 6] = [
             (&["topic:t", "partition:0"], RejectReason::MissingTag),
-            (
-                &["type:kafka_produce", "partition:0"],
-                RejectReason::MissingTag,
-            ),
+            (&["type:kafka_produce", "partition:0"], RejectReason::MissingTag),
             (
                 &["type:kafka_commit", "topic:t", "partition:0"],
                 RejectReason::MissingTag,

@@ -144,11 +144,7 @@ pub struct FailedSends {
 pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, PayloadError> {
     let gzipped = gzipped || body.starts_with(&[0x1f, 0x8b]);
     if gzipped {
-        let mut out = Vec::with_capacity(
-            body.len()
-                .saturating_mul(4)
-                .min(limits.max_decompressed_bytes),
-        );
+        let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(limits.max_decompressed_bytes));
         flate2::read::GzDecoder::new(body)
             .take(limits.max_decompressed_bytes as u64 + 1)
             .read_to_end(&mut out)
@@ -180,8 +176,7 @@ pub fn encode(payload: &Payload) -> Vec<u8> {
 }
 
 pub fn decode_msgpack(bytes: &[u8]) -> Result<Payload, PayloadError> {
-    let payload: Payload =
-        rmp_serde::from_slice(bytes).map_err(|e| PayloadError::Msgpack(e.to_string()))?;
+    let payload: Payload = rmp_serde::from_slice(bytes).map_err(|e| PayloadError::Msgpack(e.to_string()))?;
     Ok(payload)
 }
 
@@ -283,11 +278,7 @@ mod tests {
         rmp::encode::write_str(&mut b, "ParentHash").unwrap();
         rmp::encode::write_uint(&mut b, 7).unwrap();
         rmp::encode::write_str(&mut b, "PathwayLatency").unwrap();
-        rmp::encode::write_bin(
-            &mut b,
-            &super::super::sketch::Mapping::default().encode(&[0.5]),
-        )
-        .unwrap();
+        rmp::encode::write_bin(&mut b, &super::super::sketch::Mapping::default().encode(&[0.5])).unwrap();
         rmp::encode::write_str(&mut b, "EdgeLatency").unwrap();
         rmp::encode::write_nil(&mut b).unwrap();
         rmp::encode::write_str(&mut b, "Backlogs").unwrap();
@@ -317,11 +308,7 @@ mod tests {
         assert_eq!(point.parent_hash, 7);
         assert!(point.edge_latency.is_empty());
         assert!(!point.pathway_latency.is_empty());
-        assert_eq!(
-            bucket.backlogs[0].value,
-            i64::MAX,
-            "a uint64 beyond i64 saturates"
-        );
+        assert_eq!(bucket.backlogs[0].value, i64::MAX, "a uint64 beyond i64 saturates");
     }
 
     #[test]

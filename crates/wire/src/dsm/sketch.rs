@@ -71,9 +71,7 @@ impl Sketch {
             Some(m) if m.interpolation != 0 => {
                 return Err(SketchError::UnsupportedInterpolation(m.interpolation));
             }
-            Some(m) if m.gamma == 0.0 && m.index_offset == 0.0 => {
-                (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET)
-            }
+            Some(m) if m.gamma == 0.0 && m.index_offset == 0.0 => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
             Some(m) => (m.gamma, m.index_offset),
             None => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
         };
@@ -169,17 +167,8 @@ fn store_bins(store: &Store) -> impl Iterator<Item = (i32, f64)> + '_ {
         .contiguous_bin_counts
         .iter()
         .enumerate()
-        .map(move |(i, &c)| {
-            (
-                store.contiguous_bin_index_offset.saturating_add(i as i32),
-                c,
-            )
-        });
-    store
-        .bin_counts
-        .iter()
-        .map(|(&i, &c)| (i, c))
-        .chain(contiguous)
+        .map(move |(i, &c)| (store.contiguous_bin_index_offset.saturating_add(i as i32), c));
+    store.bin_counts.iter().map(|(&i, &c)| (i, c)).chain(contiguous)
 }
 
 /// The logarithmic mapping: bin `i` holds values in `[γ^(i-o), γ^(i+1-o))`.
@@ -253,10 +242,7 @@ mod tests {
         assert_eq!(s.count(), 1000.0);
         for (q, expected) in [(0.5, 5.0), (0.95, 9.5), (0.99, 9.9)] {
             let got = s.quantile(q).unwrap();
-            assert!(
-                (got - expected).abs() / expected < 0.02,
-                "q{q}: {got} vs {expected}"
-            );
+            assert!((got - expected).abs() / expected < 0.02, "q{q}: {got} vs {expected}");
         }
     }
 
@@ -295,17 +281,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(
-            Sketch::decode(&bad.encode_to_vec()),
-            Err(SketchError::BadGamma(0.5))
-        );
+        assert_eq!(Sketch::decode(&bad.encode_to_vec()), Err(SketchError::BadGamma(0.5)));
         let nan = DdSketch {
             zero_count: f64::NAN,
             ..Default::default()
         };
-        assert_eq!(
-            Sketch::decode(&nan.encode_to_vec()),
-            Err(SketchError::BadCount)
-        );
+        assert_eq!(Sketch::decode(&nan.encode_to_vec()), Err(SketchError::BadCount));
     }
 }
