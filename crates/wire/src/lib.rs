@@ -4,3 +4,4 @@
 //! what was wrong with input it cannot use. Nothing here does I/O.
 
 pub mod dsm;
+pub mod pathway;

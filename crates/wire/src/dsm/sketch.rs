@@ -204,27 +204,68 @@ impl Mapping {
         lower * 2.0 * self.gamma / (1.0 + self.gamma)
     }
 
-    /// A sketch of `values` in the tracers' wire form (positive values only).
+    /// A sketch of `values` in the tracers' wire form.
     pub fn encode(&self, values: &[f64]) -> Vec<u8> {
-        use prost::Message;
-        let mut positive = Store::default();
-        let mut zero = 0.0;
+        let mut b = SketchBuilder::with_mapping(*self);
         for &v in values {
-            if v > 0.0 {
-                *positive.bin_counts.entry(self.index(v)).or_default() += 1.0;
-            } else {
-                zero += 1.0;
-            }
+            b.add(v);
         }
+        b.encode()
+    }
+}
+
+/// Builds a sketch value by value, as the SDK does on its hot path: adding to a
+/// bin that exists allocates nothing.
+#[derive(Clone, Debug)]
+pub struct SketchBuilder {
+    mapping: Mapping,
+    positive: HashMap<i32, f64>,
+    zero: f64,
+}
+
+impl Default for SketchBuilder {
+    fn default() -> Self {
+        Self::with_mapping(Mapping::default())
+    }
+}
+
+impl SketchBuilder {
+    pub fn with_mapping(mapping: Mapping) -> Self {
+        Self {
+            mapping,
+            positive: HashMap::new(),
+            zero: 0.0,
+        }
+    }
+
+    /// Adds one value; values at or below 0 (and NaN) count as zero: latencies and
+    /// sizes are never negative, a clock that steps back must not make them so.
+    pub fn add(&mut self, value: f64) {
+        if value > 0.0 && value.is_finite() {
+            *self.positive.entry(self.mapping.index(value)).or_default() += 1.0;
+        } else {
+            self.zero += 1.0;
+        }
+    }
+
+    pub fn count(&self) -> f64 {
+        self.zero + self.positive.values().sum::<f64>()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        use prost::Message;
         DdSketch {
             mapping: Some(IndexMapping {
-                gamma: self.gamma,
-                index_offset: self.offset,
+                gamma: self.mapping.gamma,
+                index_offset: self.mapping.offset,
                 interpolation: 0,
             }),
-            positive_values: Some(positive),
+            positive_values: Some(Store {
+                bin_counts: self.positive.clone(),
+                ..Store::default()
+            }),
             negative_values: None,
-            zero_count: zero,
+            zero_count: self.zero,
         }
         .encode_to_vec()
     }

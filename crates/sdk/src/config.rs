@@ -1,0 +1,63 @@
+//! Who the instrumented service is and where its telemetry goes.
+
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SdkConfig {
+    /// `DD_SERVICE`: part of every pathway hash.
+    pub service: String,
+    /// `DD_ENV`, "none" when unset (as ddtrace does, so hashes agree).
+    pub env: String,
+    /// `DD_VERSION`.
+    pub version: String,
+    /// Java tracers' primary tag; empty elsewhere.
+    pub primary_tag: String,
+    /// The collector's agent-compatible intake: `DD_TRACE_AGENT_URL`, else
+    /// `http://DD_AGENT_HOST:DD_TRACE_AGENT_PORT`, else `http://127.0.0.1:8126`.
+    pub collector_url: String,
+    /// How often telemetry is shipped; also the bucket width (10 s, as tracers).
+    pub flush_interval: Duration,
+    /// Distinct topics, partitions, groups and pathways kept per bucket.
+    pub max_keys: usize,
+    /// Named on produce and commit points, so the collector needs no guessing.
+    pub kafka_cluster_id: Option<String>,
+}
+
+impl SdkConfig {
+    pub fn new(service: impl Into<String>) -> Self {
+        Self {
+            service: service.into(),
+            env: "none".into(),
+            version: String::new(),
+            primary_tag: String::new(),
+            collector_url: "http://127.0.0.1:8126".into(),
+            flush_interval: Duration::from_secs(10),
+            max_keys: 10_000,
+            kafka_cluster_id: None,
+        }
+    }
+
+    /// From the Datadog variables services already set, `default_service` when
+    /// `DD_SERVICE` is absent.
+    pub fn from_env(default_service: &str) -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let mut c = Self::new(var("DD_SERVICE").unwrap_or_else(|| default_service.to_owned()));
+        if let Some(env) = var("DD_ENV") {
+            c.env = env;
+        }
+        c.version = var("DD_VERSION").unwrap_or_default();
+        c.collector_url = match (var("DD_TRACE_AGENT_URL"), var("DD_AGENT_HOST")) {
+            (Some(url), _) => url,
+            (None, Some(host)) => format!(
+                "http://{host}:{}",
+                var("DD_TRACE_AGENT_PORT").unwrap_or_else(|| "8126".into())
+            ),
+            (None, None) => c.collector_url,
+        };
+        c
+    }
+
+    pub(crate) fn bucket_ms(&self) -> i64 {
+        i64::try_from(self.flush_interval.as_millis()).unwrap_or(10_000).max(1)
+    }
+}

@@ -1,0 +1,143 @@
+//! Consumers: every message's trace and pathway context is extracted and a
+//! checkpoint recorded; commits are tracked only when the broker accepted them,
+//! with the offsets it accepted — manual and automatic commits alike, since
+//! librdkafka reports both to the commit callback.
+
+use crate::checkpoint::checkpoint;
+use crate::context::{MessageContext, TraceContext, extract};
+use crate::telemetry::{Telemetry, now_ms};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::util::Timeout;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+type CommitHook = Box<dyn Fn(&KafkaResult<()>, &TopicPartitionList) + Send + Sync>;
+
+/// The consumer context that tracks commits. rdkafka hands rebalance callbacks a
+/// consumer typed by this context, so an application's own context cannot be
+/// wrapped; its commit callback can be given as a hook.
+pub struct TracingConsumerContext {
+    telemetry: Telemetry,
+    group: String,
+    on_commit: Option<CommitHook>,
+}
+
+impl std::fmt::Debug for TracingConsumerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TracingConsumerContext")
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TracingConsumerContext {
+    pub fn new(telemetry: Telemetry, group: impl Into<String>) -> Self {
+        Self {
+            telemetry,
+            group: group.into(),
+            on_commit: None,
+        }
+    }
+
+    /// Also calls `hook` with every commit result.
+    pub fn with_commit_hook(
+        mut self,
+        hook: impl Fn(&KafkaResult<()>, &TopicPartitionList) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_commit = Some(Box::new(hook));
+        self
+    }
+
+    /// Extracts the message's contexts and records the consume checkpoint.
+    pub fn on_message(&self, msg: &BorrowedMessage<'_>) -> MessageContext {
+        self.telemetry.consumed();
+        let (trace, path) = extract(msg.headers());
+        let group = format!("group:{}", self.group);
+        let topic = format!("topic:{}", msg.topic());
+        let tags = ["direction:in", group.as_str(), topic.as_str(), "type:kafka"];
+        let size = msg.payload().map_or(0, <[u8]>::len);
+        let pathway = checkpoint(&self.telemetry, path, &tags, size, now_ms());
+        MessageContext {
+            trace: trace.map_or_else(TraceContext::new_root, |t| t.child()),
+            pathway,
+        }
+    }
+}
+
+impl ClientContext for TracingConsumerContext {}
+
+impl ConsumerContext for TracingConsumerContext {
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        if result.is_ok() {
+            for e in offsets.elements() {
+                if let (Offset::Offset(o), Ok(())) = (e.offset(), e.error())
+                    && o >= 0
+                    && e.partition() >= 0
+                {
+                    self.telemetry.committed(&self.group, e.topic(), e.partition(), o);
+                }
+            }
+        }
+        if let Some(hook) = &self.on_commit {
+            hook(&result, offsets);
+        }
+    }
+}
+
+/// A [`StreamConsumer`] whose messages come with their context.
+pub struct TracedStreamConsumer {
+    inner: StreamConsumer<TracingConsumerContext>,
+}
+
+impl std::fmt::Debug for TracedStreamConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TracedStreamConsumer").finish_non_exhaustive()
+    }
+}
+
+impl TracedStreamConsumer {
+    pub fn new(inner: StreamConsumer<TracingConsumerContext>) -> Self {
+        Self { inner }
+    }
+
+    /// The consumer itself: subscribe, commit, seek as usual.
+    pub fn inner(&self) -> &StreamConsumer<TracingConsumerContext> {
+        &self.inner
+    }
+
+    pub async fn recv(&self) -> Result<(BorrowedMessage<'_>, MessageContext), KafkaError> {
+        let msg = self.inner.recv().await?;
+        let ctx = self.inner.context().on_message(&msg);
+        Ok((msg, ctx))
+    }
+}
+
+/// A [`BaseConsumer`] whose messages come with their context.
+pub struct TracedBaseConsumer {
+    inner: BaseConsumer<TracingConsumerContext>,
+}
+
+impl std::fmt::Debug for TracedBaseConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TracedBaseConsumer").finish_non_exhaustive()
+    }
+}
+
+impl TracedBaseConsumer {
+    pub fn new(inner: BaseConsumer<TracingConsumerContext>) -> Self {
+        Self { inner }
+    }
+
+    pub fn inner(&self) -> &BaseConsumer<TracingConsumerContext> {
+        &self.inner
+    }
+
+    pub fn poll(&self, timeout: impl Into<Timeout>) -> Option<KafkaResult<(BorrowedMessage<'_>, MessageContext)>> {
+        let msg = self.inner.poll(timeout)?;
+        Some(msg.map(|m| {
+            let ctx = self.inner.context().on_message(&m);
+            (m, ctx)
+        }))
+    }
+}

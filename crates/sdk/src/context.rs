@@ -1,0 +1,164 @@
+//! Trace context (W3C `traceparent`) and pathway context carried in Kafka headers.
+
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use std::hash::{BuildHasher, Hasher};
+use streamsight_wire::pathway::{self, PathwayContext};
+
+/// The W3C trace context header.
+pub const TRACEPARENT: &str = "traceparent";
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TraceContext {
+    pub trace_id: u128,
+    pub span_id: u64,
+    pub sampled: bool,
+}
+
+fn random_u64() -> u64 {
+    // Each RandomState is seeded from the OS once per thread and then stepped:
+    // unpredictable enough for ids, and no extra dependency.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::telemetry::now_ms() as u64);
+    h.finish()
+}
+
+impl TraceContext {
+    pub fn new_root() -> Self {
+        Self {
+            trace_id: (u128::from(random_u64()) << 64) | u128::from(random_u64()),
+            span_id: random_u64(),
+            sampled: true,
+        }
+    }
+
+    /// The same trace, a new span.
+    pub fn child(&self) -> Self {
+        Self {
+            span_id: random_u64(),
+            ..*self
+        }
+    }
+
+    pub fn to_traceparent(&self) -> String {
+        format!(
+            "00-{:032x}-{:016x}-{:02x}",
+            self.trace_id,
+            self.span_id,
+            u8::from(self.sampled)
+        )
+    }
+
+    /// `None` for anything that is not a valid version-00 traceparent.
+    pub fn from_traceparent(value: &[u8]) -> Option<Self> {
+        let s = std::str::from_utf8(value).ok()?;
+        let mut parts = s.trim().split('-');
+        let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if version != "00" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
+            return None;
+        }
+        let trace_id = u128::from_str_radix(trace, 16).ok().filter(|&t| t != 0)?;
+        let span_id = u64::from_str_radix(span, 16).ok().filter(|&s| s != 0)?;
+        let flags = u8::from_str_radix(flags, 16).ok()?;
+        Some(Self {
+            trace_id,
+            span_id,
+            sampled: flags & 1 == 1,
+        })
+    }
+}
+
+/// What a consumed message carried, to continue its trace and pathway downstream.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MessageContext {
+    pub trace: TraceContext,
+    pub pathway: PathwayContext,
+}
+
+/// The trace and pathway contexts in a message's headers, when valid.
+pub fn extract(headers: Option<&impl Headers>) -> (Option<TraceContext>, Option<PathwayContext>) {
+    let (mut trace, mut path) = (None, None);
+    if let Some(headers) = headers {
+        for h in headers.iter() {
+            match (h.key, h.value) {
+                (TRACEPARENT, Some(v)) => trace = TraceContext::from_traceparent(v),
+                (pathway::HEADER, Some(v)) => path = PathwayContext::from_header(v).ok(),
+                _ => {}
+            }
+        }
+    }
+    (trace, path)
+}
+
+/// The caller's headers, less any old contexts, plus ours.
+pub fn inject(caller: Option<&OwnedHeaders>, trace: &TraceContext, path: &PathwayContext) -> OwnedHeaders {
+    let capacity = caller.map_or(0, |h| h.count()) + 2;
+    let mut out = OwnedHeaders::new_with_capacity(capacity);
+    if let Some(caller) = caller {
+        for h in caller
+            .iter()
+            .filter(|h| h.key != TRACEPARENT && h.key != pathway::HEADER)
+        {
+            out = out.insert(Header {
+                key: h.key,
+                value: h.value,
+            });
+        }
+    }
+    let traceparent = trace.to_traceparent();
+    let pathway_header = path.to_header();
+    out.insert(Header {
+        key: TRACEPARENT,
+        value: Some(traceparent.as_bytes()),
+    })
+    .insert(Header {
+        key: pathway::HEADER,
+        value: Some(pathway_header.as_bytes()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_round_trips_and_rejects_garbage() {
+        let t = TraceContext::new_root();
+        assert_eq!(TraceContext::from_traceparent(t.to_traceparent().as_bytes()), Some(t));
+        for bad in [
+            "",
+            "00-0-0-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-zzzzzzzzzzzzzzzz-01",
+        ] {
+            assert_eq!(TraceContext::from_traceparent(bad.as_bytes()), None, "{bad}");
+        }
+        let w3c = TraceContext::from_traceparent(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        assert_eq!(w3c.trace_id, 0x4bf92f3577b34da6a3ce929d0e0e4736);
+        assert_eq!(w3c.child().trace_id, w3c.trace_id);
+        assert_ne!(w3c.child().span_id, w3c.span_id);
+    }
+
+    #[test]
+    fn inject_keeps_caller_headers_and_replaces_old_contexts() {
+        let caller = OwnedHeaders::new()
+            .insert(Header {
+                key: "app",
+                value: Some("1"),
+            })
+            .insert(Header {
+                key: TRACEPARENT,
+                value: Some("stale"),
+            });
+        let trace = TraceContext::new_root();
+        let path = PathwayContext {
+            hash: 7,
+            pathway_start_ms: 1,
+            edge_start_ms: 2,
+        };
+        let out = inject(Some(&caller), &trace, &path);
+        let keys: Vec<&str> = out.iter().map(|h| h.key).collect();
+        assert_eq!(keys, ["app", TRACEPARENT, pathway::HEADER]);
+        assert_eq!(extract(Some(&out)), (Some(trace), Some(path)));
+    }
+}

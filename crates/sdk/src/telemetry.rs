@@ -1,0 +1,377 @@
+//! What the wrappers record, aggregated per 10 s bucket, and the thread that ships
+//! it to the collector as Data Streams payloads.
+//!
+//! The application's threads only touch an in-memory aggregate for a moment; the
+//! shipper swaps it out and does all I/O. A collector that is down costs the
+//! application the lost payload (counted), nothing else. The aggregate is bounded:
+//! past `max_keys` distinct keys, new keys are dropped and counted.
+
+use crate::config::SdkConfig;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+use streamsight_wire::dsm::payload::{Backlog, Bucket, FailedSends, Payload, StatsPoint, encode};
+use streamsight_wire::dsm::sketch::SketchBuilder;
+
+/// Counters of the SDK's own health.
+#[derive(Debug, Default)]
+pub struct SdkStats {
+    pub payloads_sent: AtomicU64,
+    /// Payloads the collector did not take (down, refused, timed out).
+    pub payloads_lost: AtomicU64,
+    /// Points dropped because the aggregate was full.
+    pub points_dropped: AtomicU64,
+    pub messages_produced: AtomicU64,
+    pub sends_failed: AtomicU64,
+    pub messages_consumed: AtomicU64,
+    pub commits_tracked: AtomicU64,
+}
+
+/// One checkpoint of one message: latencies in seconds, payload size in bytes.
+#[derive(Debug)]
+pub(crate) struct Checkpoint<'a> {
+    pub now_ms: i64,
+    pub hash: u64,
+    pub parent_hash: u64,
+    pub edge_tags: &'a [&'a str],
+    pub edge_latency: f64,
+    pub pathway_latency: f64,
+    pub payload_size: f64,
+}
+
+#[derive(Debug)]
+struct StatsAcc {
+    parent_hash: u64,
+    edge_tags: Vec<String>,
+    edge_latency: SketchBuilder,
+    pathway_latency: SketchBuilder,
+    payload_size: SketchBuilder,
+}
+
+/// One bucket's worth of telemetry.
+#[derive(Debug, Default)]
+struct Aggregate {
+    keys: usize,
+    /// topic -> partition -> highest acknowledged offset.
+    produced: HashMap<String, HashMap<i32, i64>>,
+    /// group -> topic -> partition -> highest committed offset.
+    committed: HashMap<String, HashMap<String, HashMap<i32, i64>>>,
+    /// topic -> (partition or -1, error) -> count.
+    failed: HashMap<String, HashMap<(i32, String), u64>>,
+    /// (bucket start ms, pathway hash) -> sketches.
+    stats: HashMap<(i64, u64), StatsAcc>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: SdkConfig,
+    aggregate: Mutex<Aggregate>,
+    stats: SdkStats,
+    stop: Mutex<bool>,
+    wake: Condvar,
+    last_error: Mutex<Option<String>>,
+}
+
+/// A handle on the SDK's telemetry: cheap to clone, one shipper thread per
+/// [`Telemetry::start`].
+#[derive(Clone, Debug)]
+pub struct Telemetry {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Records a new key only while the aggregate has room.
+fn room(keys: &mut usize, max: usize, stats: &SdkStats) -> bool {
+    if *keys >= max {
+        stats.points_dropped.fetch_add(1, Relaxed);
+        return false;
+    }
+    *keys += 1;
+    true
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Telemetry {
+    /// Telemetry that ships every `flush_interval` on its own thread.
+    pub fn start(config: SdkConfig) -> Self {
+        let t = Self::unshipped(config);
+        let shipper = t.clone();
+        let spawned = std::thread::Builder::new()
+            .name("streamsight-sdk".into())
+            .spawn(move || shipper.ship_loop());
+        if let Err(e) = spawned {
+            eprintln!("streamsight-sdk: cannot start the shipper thread: {e}");
+        }
+        t
+    }
+
+    /// Telemetry that only aggregates: the caller takes payloads with
+    /// [`Telemetry::take_payload`] (tests, or an application with its own transport).
+    pub fn unshipped(config: SdkConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                aggregate: Mutex::new(Aggregate::default()),
+                stats: SdkStats::default(),
+                stop: Mutex::new(false),
+                wake: Condvar::new(),
+                last_error: Mutex::new(None),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &SdkConfig {
+        &self.inner.config
+    }
+
+    pub fn stats(&self) -> &SdkStats {
+        &self.inner.stats
+    }
+
+    /// A send the broker acknowledged at a real position.
+    pub(crate) fn produced(&self, topic: &str, partition: i32, offset: i64) {
+        let i = &self.inner;
+        i.stats.messages_produced.fetch_add(1, Relaxed);
+        let mut agg = lock(&i.aggregate);
+        let agg = &mut *agg;
+        if !agg.produced.contains_key(topic) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        let partitions = agg.produced.entry_ref(topic);
+        if !partitions.contains_key(&partition) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        let o = partitions.entry(partition).or_insert(offset);
+        *o = (*o).max(offset);
+    }
+
+    /// A send that failed; `partition` is -1 when none was assigned.
+    pub(crate) fn failed(&self, topic: &str, partition: i32, error: &str) {
+        let i = &self.inner;
+        i.stats.sends_failed.fetch_add(1, Relaxed);
+        let mut agg = lock(&i.aggregate);
+        let agg = &mut *agg;
+        if !agg.failed.contains_key(topic) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        let errors = agg.failed.entry_ref(topic);
+        let key = (partition.max(-1), error.to_owned());
+        if !errors.contains_key(&key) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        *errors.entry(key).or_default() += 1;
+    }
+
+    /// A commit the broker accepted: `offset` is the next offset to read.
+    pub(crate) fn committed(&self, group: &str, topic: &str, partition: i32, offset: i64) {
+        let i = &self.inner;
+        i.stats.commits_tracked.fetch_add(1, Relaxed);
+        let mut agg = lock(&i.aggregate);
+        let agg = &mut *agg;
+        if !agg.committed.contains_key(group) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        let topics = agg.committed.entry_ref(group);
+        if !topics.contains_key(topic) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        let partitions = topics.entry_ref(topic);
+        if !partitions.contains_key(&partition) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        let o = partitions.entry(partition).or_insert(offset);
+        *o = (*o).max(offset);
+    }
+
+    pub(crate) fn consumed(&self) {
+        self.inner.stats.messages_consumed.fetch_add(1, Relaxed);
+    }
+
+    /// A pathway checkpoint.
+    pub(crate) fn checkpoint(&self, c: &Checkpoint<'_>) {
+        let i = &self.inner;
+        let bucket = c.now_ms - c.now_ms.rem_euclid(i.config.bucket_ms());
+        let mut agg = lock(&i.aggregate);
+        let agg = &mut *agg;
+        if !agg.stats.contains_key(&(bucket, c.hash)) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
+            return;
+        }
+        let acc = agg.stats.entry((bucket, c.hash)).or_insert_with(|| StatsAcc {
+            parent_hash: c.parent_hash,
+            edge_tags: c.edge_tags.iter().map(|t| (*t).to_owned()).collect(),
+            edge_latency: SketchBuilder::default(),
+            pathway_latency: SketchBuilder::default(),
+            payload_size: SketchBuilder::default(),
+        });
+        acc.edge_latency.add(c.edge_latency);
+        acc.pathway_latency.add(c.pathway_latency);
+        acc.payload_size.add(c.payload_size);
+    }
+
+    /// Takes what was aggregated as one payload; `None` when there is nothing.
+    pub fn take_payload(&self) -> Option<Payload> {
+        let agg = std::mem::take(&mut *lock(&self.inner.aggregate));
+        let c = &self.inner.config;
+        let now = now_ms();
+        let period_start = now - c.bucket_ms();
+        let mut backlogs = Vec::new();
+        let cluster = |tags: &mut Vec<String>| {
+            if let Some(id) = &c.kafka_cluster_id {
+                tags.push(format!("kafka_cluster_id:{id}"));
+            }
+        };
+        for (topic, partitions) in &agg.produced {
+            for (partition, offset) in partitions {
+                let mut tags = vec![
+                    "type:kafka_produce".into(),
+                    format!("topic:{topic}"),
+                    format!("partition:{partition}"),
+                ];
+                cluster(&mut tags);
+                backlogs.push(Backlog { tags, value: *offset });
+            }
+        }
+        for (group, topics) in &agg.committed {
+            for (topic, partitions) in topics {
+                for (partition, offset) in partitions {
+                    let mut tags = vec![
+                        "type:kafka_commit".into(),
+                        format!("consumer_group:{group}"),
+                        format!("topic:{topic}"),
+                        format!("partition:{partition}"),
+                    ];
+                    cluster(&mut tags);
+                    backlogs.push(Backlog { tags, value: *offset });
+                }
+            }
+        }
+        let failed_sends: Vec<FailedSends> = agg
+            .failed
+            .iter()
+            .flat_map(|(topic, errors)| {
+                errors.iter().map(move |((partition, error), count)| FailedSends {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    error: error.clone(),
+                    count: *count,
+                    cluster: c.kafka_cluster_id.clone().unwrap_or_default(),
+                })
+            })
+            .collect();
+        let mut buckets: HashMap<i64, Vec<StatsPoint>> = HashMap::new();
+        for ((bucket, hash), acc) in agg.stats {
+            buckets.entry(bucket).or_default().push(StatsPoint {
+                edge_tags: acc.edge_tags,
+                hash,
+                parent_hash: acc.parent_hash,
+                pathway_latency: acc.pathway_latency.encode(),
+                edge_latency: acc.edge_latency.encode(),
+                payload_size: acc.payload_size.encode(),
+                timestamp_type: "current".into(),
+            });
+        }
+        if backlogs.is_empty() && failed_sends.is_empty() && buckets.is_empty() {
+            return None;
+        }
+        let ns = |ms: i64| u64::try_from(ms).unwrap_or(0) * 1_000_000;
+        let duration = ns(c.bucket_ms());
+        let mut stats: Vec<Bucket> = buckets
+            .into_iter()
+            .map(|(start, stats)| Bucket {
+                start: ns(start),
+                duration,
+                stats,
+                backlogs: Vec::new(),
+            })
+            .collect();
+        stats.sort_by_key(|b| b.start);
+        // Backlogs describe the period just ended.
+        stats.push(Bucket {
+            start: ns(period_start),
+            duration,
+            stats: Vec::new(),
+            backlogs,
+        });
+        Some(Payload {
+            env: c.env.clone(),
+            service: c.service.clone(),
+            lang: "rust".into(),
+            tracer_version: concat!("streamsight-sdk/", env!("CARGO_PKG_VERSION")).into(),
+            version: c.version.clone(),
+            stats,
+            failed_sends,
+            ..Default::default()
+        })
+    }
+
+    /// Ships what was aggregated now. Returns whether the collector took it.
+    pub fn flush(&self) -> bool {
+        let Some(payload) = self.take_payload() else {
+            return true;
+        };
+        let body = encode(&payload);
+        match crate::http::post_msgpack(&self.inner.config.collector_url, "/v0.1/pipeline_stats", &body) {
+            Ok(()) => {
+                self.inner.stats.payloads_sent.fetch_add(1, Relaxed);
+                true
+            }
+            Err(e) => {
+                self.inner.stats.payloads_lost.fetch_add(1, Relaxed);
+                *lock(&self.inner.last_error) = Some(e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Why the last payload did not reach the collector, if one did not.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.inner.last_error).clone()
+    }
+
+    /// Stops the shipper after one last flush. Idempotent.
+    pub fn shutdown(&self) {
+        *lock(&self.inner.stop) = true;
+        self.inner.wake.notify_all();
+        self.flush();
+    }
+
+    fn ship_loop(&self) {
+        let every = self.inner.config.flush_interval.max(Duration::from_millis(10));
+        loop {
+            let stop = lock(&self.inner.stop);
+            let (stop, _) = self
+                .inner
+                .wake
+                .wait_timeout_while(stop, every, |stop| !*stop)
+                .unwrap_or_else(|p| p.into_inner());
+            if *stop {
+                return;
+            }
+            drop(stop);
+            self.flush();
+        }
+    }
+}
+
+/// `HashMap<String, V>::entry` without allocating a key that is already there.
+trait EntryRef<V> {
+    fn entry_ref(&mut self, key: &str) -> &mut V;
+}
+
+impl<V: Default> EntryRef<V> for HashMap<String, V> {
+    fn entry_ref(&mut self, key: &str) -> &mut V {
+        if !self.contains_key(key) {
+            self.insert(key.to_owned(), V::default());
+        }
+        self.get_mut(key).unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
