@@ -1,12 +1,14 @@
 //! Consumers: every message's trace and pathway context is extracted and a
 //! checkpoint recorded; commits are tracked only when the broker accepted them,
-//! with the offsets it accepted — manual and automatic commits alike, since
-//! librdkafka reports both to the commit callback.
+//! with the offsets it accepted. Automatic and asynchronous commits arrive in the
+//! commit callback (served while the consumer polls); synchronous ones are
+//! tracked by the wrappers' `commit` methods, since librdkafka tells only the
+//! caller about those.
 
 use crate::checkpoint::checkpoint;
 use crate::context::{MessageContext, TraceContext, extract};
 use crate::telemetry::{Telemetry, now_ms};
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::util::Timeout;
@@ -65,19 +67,47 @@ impl TracingConsumerContext {
     }
 }
 
+impl TracingConsumerContext {
+    /// Tracks the offsets of a commit that succeeded.
+    fn track(&self, offsets: &TopicPartitionList) {
+        for e in offsets.elements() {
+            if let (Offset::Offset(o), Ok(())) = (e.offset(), e.error())
+                && o >= 0
+                && e.partition() >= 0
+            {
+                self.telemetry.committed(&self.group, e.topic(), e.partition(), o);
+            }
+        }
+    }
+}
+
+/// Commits through `consumer`, tracking what a synchronous commit stored: librdkafka
+/// reports those only to the caller, not to the commit callback.
+fn commit_tracked<C: Consumer<TracingConsumerContext>>(
+    consumer: &C,
+    offsets: &TopicPartitionList,
+    mode: CommitMode,
+) -> KafkaResult<()> {
+    consumer.commit(offsets, mode)?;
+    if matches!(mode, CommitMode::Sync) {
+        consumer.context().track(offsets);
+    }
+    Ok(())
+}
+
+/// The offsets that commit `msg`: the next one to read.
+fn offsets_after(msg: &BorrowedMessage<'_>) -> KafkaResult<TopicPartitionList> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(msg.topic(), msg.partition(), Offset::Offset(msg.offset() + 1))?;
+    Ok(tpl)
+}
+
 impl ClientContext for TracingConsumerContext {}
 
 impl ConsumerContext for TracingConsumerContext {
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         if result.is_ok() {
-            for e in offsets.elements() {
-                if let (Offset::Offset(o), Ok(())) = (e.offset(), e.error())
-                    && o >= 0
-                    && e.partition() >= 0
-                {
-                    self.telemetry.committed(&self.group, e.topic(), e.partition(), o);
-                }
-            }
+            self.track(offsets);
         }
         if let Some(hook) = &self.on_commit {
             hook(&result, offsets);
@@ -97,6 +127,16 @@ impl std::fmt::Debug for TracedStreamConsumer {
 }
 
 impl TracedStreamConsumer {
+    /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
+    pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
+        commit_tracked(&self.inner, &offsets_after(msg)?, mode)
+    }
+
+    /// Commits `offsets`, tracked once the broker accepted them.
+    pub fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
+        commit_tracked(&self.inner, offsets, mode)
+    }
+
     pub fn new(inner: StreamConsumer<TracingConsumerContext>) -> Self {
         Self { inner }
     }
@@ -125,6 +165,16 @@ impl std::fmt::Debug for TracedBaseConsumer {
 }
 
 impl TracedBaseConsumer {
+    /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
+    pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
+        commit_tracked(&self.inner, &offsets_after(msg)?, mode)
+    }
+
+    /// Commits `offsets`, tracked once the broker accepted them.
+    pub fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
+        commit_tracked(&self.inner, offsets, mode)
+    }
+
     pub fn new(inner: BaseConsumer<TracingConsumerContext>) -> Self {
         Self { inner }
     }

@@ -1,0 +1,195 @@
+//! Instrumented producer -> mock cluster -> instrumented consumer -> a running
+//! collector: the API shows the group's lag and the pathway, and the consumer's
+//! trace continues the producer's.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::FutureRecord;
+use rdkafka::{ClientConfig, Message};
+use serde_json::Value;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+use streamsight_collector::{ServeConfig, serve};
+use streamsight_core::EngineConfig;
+use streamsight_sdk::{Sdk, SdkConfig, TraceContext};
+
+const PRODUCED: i64 = 20;
+const CONSUMED: i64 = 8;
+
+async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn sdk_config(service: &str, intake: &str) -> SdkConfig {
+    SdkConfig {
+        collector_url: intake.to_owned(),
+        flush_interval: Duration::from_millis(500),
+        env: "test".into(),
+        ..SdkConfig::new(service)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_to_consumer_to_collector() {
+    let collector = serve(
+        ServeConfig {
+            intake_listen: "127.0.0.1:0".parse().unwrap(),
+            api_listen: "127.0.0.1:0".parse().unwrap(),
+            storage: "memory://".into(),
+            ..ServeConfig::default()
+        },
+        EngineConfig::default(),
+    )
+    .await
+    .unwrap();
+    let intake = format!("http://{}", collector.intake_addr);
+    let api = format!("http://{}", collector.api_addr);
+
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 1, 1).unwrap();
+    let bootstrap = cluster.bootstrap_servers();
+
+    // The application's own trace, which the producer must continue.
+    let app_trace = TraceContext::new_root();
+    let producing = Sdk::start(sdk_config("checkout", &intake));
+    let producer = producing
+        .future_producer(ClientConfig::new().set("bootstrap.servers", &bootstrap))
+        .unwrap();
+    for i in 0..PRODUCED {
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "app",
+                value: Some("kept"),
+            })
+            .insert(Header {
+                key: "traceparent",
+                value: Some(&app_trace.to_traceparent()),
+            });
+        let payload = format!("order-{i}");
+        let record = FutureRecord::to("orders").key("k").payload(&payload).headers(headers);
+        producer.send(record, Duration::from_secs(10), None).await.unwrap();
+    }
+
+    let consuming = Sdk::start(sdk_config("billing", &intake));
+    let consumer = consuming
+        .stream_consumer(
+            ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("group.id", "billing")
+                .set("auto.offset.reset", "earliest")
+                .set("enable.auto.commit", "false"),
+        )
+        .unwrap();
+    consumer.inner().subscribe(&["orders"]).unwrap();
+    for _ in 0..CONSUMED {
+        let (msg, ctx) = tokio::time::timeout(Duration::from_secs(30), consumer.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            ctx.trace.trace_id, app_trace.trace_id,
+            "the consumer continues the producer's trace"
+        );
+        let app_header = rdkafka::message::Headers::iter(msg.headers().unwrap()).find(|h| h.key == "app");
+        assert_eq!(
+            app_header.and_then(|h| h.value),
+            Some(&b"kept"[..]),
+            "caller headers are kept"
+        );
+        consumer.commit_message(&msg, CommitMode::Sync).unwrap();
+    }
+    assert_eq!(
+        consuming.telemetry().stats().commits_tracked.load(Relaxed),
+        CONSUMED as u64
+    );
+    producing.shutdown();
+    consuming.shutdown();
+    assert_eq!(producing.telemetry().last_error(), None);
+    assert_eq!(consuming.telemetry().last_error(), None);
+
+    let client = reqwest::Client::new();
+    let get = async |url: String| -> Value { client.get(url).send().await.unwrap().json().await.unwrap() };
+    let row = eventually("the group's lag", async || {
+        let lag = get(format!("{api}/api/v1/lag?group=billing")).await;
+        let row = lag["rows"].as_array()?.first()?.clone();
+        (row["committed_offset"] == CONSUMED && row["end_offset"] == PRODUCED).then_some(row)
+    })
+    .await;
+    assert_eq!(row["lag_messages"], PRODUCED - CONSUMED, "{row}");
+    assert_eq!(row["topic"], "orders");
+
+    let graph = get(format!("{api}/api/v1/pathways?window_seconds=600")).await;
+    let edges: Vec<(&str, &str)> = graph["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+        .collect();
+    assert!(edges.contains(&("service:checkout", "topic:orders")), "{graph}");
+    assert!(edges.contains(&("topic:orders", "service:billing")), "{graph}");
+    let consume = graph["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["to"] == "service:billing")
+        .unwrap();
+    assert_eq!(consume["count"], CONSUMED as f64, "{consume}");
+}
+
+#[test]
+fn auto_commit_is_tracked_from_the_commit_callback() {
+    use streamsight_sdk::Telemetry;
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("events", 1, 1).unwrap();
+    let bootstrap = cluster.bootstrap_servers();
+    let producer: rdkafka::producer::BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    for _ in 0..5 {
+        producer
+            .send(rdkafka::producer::BaseRecord::to("events").key("k").payload("e"))
+            .unwrap();
+    }
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10)).unwrap();
+
+    let telemetry = Telemetry::unshipped(SdkConfig::new("auditor"));
+    let consumer = Sdk::with_telemetry(telemetry.clone())
+        .base_consumer(
+            ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("group.id", "audit")
+                .set("auto.offset.reset", "earliest")
+                .set("enable.auto.commit", "true")
+                .set("auto.commit.interval.ms", "100"),
+        )
+        .unwrap();
+    consumer.inner().subscribe(&["events"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = 0;
+    while seen < 5 || telemetry.stats().commits_tracked.load(Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "no auto-commit tracked ({seen} consumed)");
+        if let Some(Ok(_)) = consumer.poll(Duration::from_millis(100)) {
+            seen += 1;
+        }
+    }
+    let payload = telemetry.take_payload().unwrap();
+    let commit = payload
+        .stats
+        .iter()
+        .flat_map(|b| &b.backlogs)
+        .find(|b| b.tags.iter().any(|t| t == "type:kafka_commit"))
+        .unwrap();
+    assert!(commit.tags.contains(&"consumer_group:audit".to_owned()), "{commit:?}");
+    assert!(commit.value > 0 && commit.value <= 5, "{commit:?}");
+}
