@@ -193,3 +193,98 @@ fn auto_commit_is_tracked_from_the_commit_callback() {
     assert!(commit.tags.contains(&"consumer_group:audit".to_owned()), "{commit:?}");
     assert!(commit.value > 0 && commit.value <= 5, "{commit:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_sends_reach_the_collector_and_a_dead_collector_costs_only_telemetry() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let collector = serve(
+        ServeConfig {
+            intake_listen: "127.0.0.1:0".parse().unwrap(),
+            api_listen: "127.0.0.1:0".parse().unwrap(),
+            storage: "memory://".into(),
+            ..ServeConfig::default()
+        },
+        EngineConfig::default(),
+    )
+    .await
+    .unwrap();
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("payments", 1, 1).unwrap();
+    let config = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("message.send.max.retries", "0")
+        .clone();
+
+    let sdk = Sdk::start(sdk_config("checkout", &format!("http://{}", collector.intake_addr)));
+    let producer = sdk.future_producer(&config).unwrap();
+    let send = async |p: &str| {
+        producer
+            .send(
+                FutureRecord::to("payments").key("k").payload(p),
+                Duration::from_secs(10),
+                None,
+            )
+            .await
+    };
+    send("ok").await.unwrap();
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    assert!(send("rejected").await.is_err());
+    sdk.shutdown();
+    assert_eq!(sdk.telemetry().last_error(), None);
+
+    let api = format!("http://{}", collector.api_addr);
+    let client = reqwest::Client::new();
+    let partition = eventually("the partition's state", async || {
+        let v: Value = client
+            .get(format!("{api}/api/v1/partitions"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        v["partitions"]
+            .as_array()?
+            .iter()
+            .find(|p| p["topic"] == "payments")
+            .cloned()
+    })
+    .await;
+    assert_eq!(partition["produce_offset"], 0, "{partition}");
+    assert_eq!(partition["producer_failing"], true, "{partition}");
+    let intake: Value = client
+        .get(format!("{api}/api/v1/intake"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(intake["intake"]["failed_send_reports"], 1, "{intake}");
+
+    // Nothing listens on port 1: the application's sends go on, telemetry is lost and counted.
+    let dead = Sdk::start(SdkConfig {
+        collector_url: "http://127.0.0.1:1".into(),
+        ..SdkConfig::new("checkout")
+    });
+    let producer = dead.future_producer(&config).unwrap();
+    let delivered = producer
+        .send(
+            FutureRecord::to("payments").key("k").payload("still"),
+            Duration::from_secs(10),
+            None,
+        )
+        .await;
+    assert!(delivered.is_ok());
+    assert!(!dead.telemetry().flush());
+    assert_eq!(dead.telemetry().stats().payloads_lost.load(Relaxed), 1);
+    assert!(
+        dead.telemetry()
+            .last_error()
+            .unwrap()
+            .contains("cannot reach the collector")
+    );
+}
