@@ -1,9 +1,8 @@
 //! Consumers: every message's trace and pathway context is extracted and a
 //! checkpoint recorded; commits are tracked only when the broker accepted them,
-//! with the offsets it accepted. Automatic and asynchronous commits arrive in the
-//! commit callback (served while the consumer polls); synchronous ones are
-//! tracked by the wrappers' `commit` methods, since librdkafka tells only the
-//! caller about those.
+//! with the offsets it accepted. Automatic commits arrive in the commit callback
+//! (served while the consumer polls); manual ones go through the wrappers'
+//! `commit` methods (see `Committer` for why).
 
 use crate::checkpoint::checkpoint;
 use crate::context::{MessageContext, TraceContext, extract};
@@ -13,6 +12,7 @@ use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::util::Timeout;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 type CommitHook = Box<dyn Fn(&KafkaResult<()>, &TopicPartitionList) + Send + Sync>;
 
@@ -81,18 +81,61 @@ impl TracingConsumerContext {
     }
 }
 
-/// Commits through `consumer`, tracking what a synchronous commit stored: librdkafka
-/// reports those only to the caller, not to the commit callback.
-fn commit_tracked<C: Consumer<TracingConsumerContext>>(
-    consumer: &C,
-    offsets: &TopicPartitionList,
-    mode: CommitMode,
-) -> KafkaResult<()> {
-    consumer.commit(offsets, mode)?;
-    if matches!(mode, CommitMode::Sync) {
-        consumer.context().track(offsets);
+/// Commits with tracking. librdkafka reports a synchronous commit only to its
+/// caller, and a manual asynchronous one to nobody (only automatic commits reach
+/// the commit callback). So a synchronous commit is tracked here once it returns,
+/// and an asynchronous one is handed to a committer thread that commits
+/// synchronously, in order, and tracks what succeeded: the caller still returns at
+/// once.
+struct Committer<C: Consumer<TracingConsumerContext> + Send + Sync + 'static> {
+    consumer: Arc<C>,
+    queue: OnceLock<Mutex<mpsc::Sender<TopicPartitionList>>>,
+}
+
+impl<C: Consumer<TracingConsumerContext> + Send + Sync + 'static> Committer<C> {
+    fn new(consumer: C) -> Self {
+        Self {
+            consumer: Arc::new(consumer),
+            queue: OnceLock::new(),
+        }
     }
-    Ok(())
+
+    fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
+        match mode {
+            CommitMode::Sync => {
+                self.consumer.commit(offsets, CommitMode::Sync)?;
+                self.consumer.context().track(offsets);
+                Ok(())
+            }
+            CommitMode::Async => {
+                let queue = self.queue.get_or_init(|| Mutex::new(self.spawn()));
+                let sent = queue.lock().unwrap_or_else(|p| p.into_inner()).send(offsets.clone());
+                // The thread is gone only if it could not start: commit without tracking.
+                if sent.is_err() {
+                    self.consumer.commit(offsets, CommitMode::Async)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn spawn(&self) -> mpsc::Sender<TopicPartitionList> {
+        let (tx, rx) = mpsc::channel::<TopicPartitionList>();
+        let consumer = Arc::clone(&self.consumer);
+        let started = std::thread::Builder::new()
+            .name("streamsight-commit".into())
+            .spawn(move || {
+                for offsets in rx {
+                    if consumer.commit(&offsets, CommitMode::Sync).is_ok() {
+                        consumer.context().track(&offsets);
+                    }
+                }
+            });
+        if let Err(e) = started {
+            eprintln!("streamsight-sdk: cannot start the committer thread: {e}");
+        }
+        tx
+    }
 }
 
 /// The offsets that commit `msg`: the next one to read.
@@ -117,7 +160,7 @@ impl ConsumerContext for TracingConsumerContext {
 
 /// A [`StreamConsumer`] whose messages come with their context.
 pub struct TracedStreamConsumer {
-    inner: StreamConsumer<TracingConsumerContext>,
+    inner: Committer<StreamConsumer<TracingConsumerContext>>,
 }
 
 impl std::fmt::Debug for TracedStreamConsumer {
@@ -129,33 +172,36 @@ impl std::fmt::Debug for TracedStreamConsumer {
 impl TracedStreamConsumer {
     /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
     pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
-        commit_tracked(&self.inner, &offsets_after(msg)?, mode)
+        self.inner.commit(&offsets_after(msg)?, mode)
     }
 
     /// Commits `offsets`, tracked once the broker accepted them.
     pub fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
-        commit_tracked(&self.inner, offsets, mode)
+        self.inner.commit(offsets, mode)
     }
 
     pub fn new(inner: StreamConsumer<TracingConsumerContext>) -> Self {
-        Self { inner }
+        Self {
+            inner: Committer::new(inner),
+        }
     }
 
-    /// The consumer itself: subscribe, commit, seek as usual.
+    /// The consumer itself: subscribe, seek as usual (commit through the wrapper
+    /// to have commits tracked).
     pub fn inner(&self) -> &StreamConsumer<TracingConsumerContext> {
-        &self.inner
+        &self.inner.consumer
     }
 
     pub async fn recv(&self) -> Result<(BorrowedMessage<'_>, MessageContext), KafkaError> {
-        let msg = self.inner.recv().await?;
-        let ctx = self.inner.context().on_message(&msg);
+        let msg = self.inner.consumer.recv().await?;
+        let ctx = self.inner.consumer.context().on_message(&msg);
         Ok((msg, ctx))
     }
 }
 
 /// A [`BaseConsumer`] whose messages come with their context.
 pub struct TracedBaseConsumer {
-    inner: BaseConsumer<TracingConsumerContext>,
+    inner: Committer<BaseConsumer<TracingConsumerContext>>,
 }
 
 impl std::fmt::Debug for TracedBaseConsumer {
@@ -167,26 +213,30 @@ impl std::fmt::Debug for TracedBaseConsumer {
 impl TracedBaseConsumer {
     /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
     pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
-        commit_tracked(&self.inner, &offsets_after(msg)?, mode)
+        self.inner.commit(&offsets_after(msg)?, mode)
     }
 
     /// Commits `offsets`, tracked once the broker accepted them.
     pub fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
-        commit_tracked(&self.inner, offsets, mode)
+        self.inner.commit(offsets, mode)
     }
 
     pub fn new(inner: BaseConsumer<TracingConsumerContext>) -> Self {
-        Self { inner }
+        Self {
+            inner: Committer::new(inner),
+        }
     }
 
+    /// The consumer itself: subscribe, seek as usual (commit through the wrapper
+    /// to have commits tracked).
     pub fn inner(&self) -> &BaseConsumer<TracingConsumerContext> {
-        &self.inner
+        &self.inner.consumer
     }
 
     pub fn poll(&self, timeout: impl Into<Timeout>) -> Option<KafkaResult<(BorrowedMessage<'_>, MessageContext)>> {
-        let msg = self.inner.poll(timeout)?;
+        let msg = self.inner.consumer.poll(timeout)?;
         Some(msg.map(|m| {
-            let ctx = self.inner.context().on_message(&m);
+            let ctx = self.inner.consumer.context().on_message(&m);
             (m, ctx)
         }))
     }
