@@ -55,9 +55,12 @@ impl TracingConsumerContext {
     pub fn on_message(&self, msg: &BorrowedMessage<'_>) -> MessageContext {
         self.telemetry.consumed();
         let (trace, path) = extract(msg.headers());
-        let group = format!("group:{}", self.group);
-        let topic = format!("topic:{}", msg.topic());
-        let tags = ["direction:in", group.as_str(), topic.as_str(), "type:kafka"];
+        let tags: [&[&str]; 4] = [
+            &["direction:in"],
+            &["group:", &self.group],
+            &["topic:", msg.topic()],
+            &["type:kafka"],
+        ];
         let size = msg.payload().map_or(0, <[u8]>::len);
         let pathway = checkpoint(&self.telemetry, path, &tags, size, now_ms());
         MessageContext {

@@ -6,6 +6,8 @@ use streamsight_wire::pathway::{self, PathwayContext};
 
 /// The W3C trace context header.
 pub const TRACEPARENT: &str = "traceparent";
+/// `00-` + 32 + `-` + 16 + `-` + 2.
+pub const TRACEPARENT_LEN: usize = 55;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TraceContext {
@@ -14,19 +16,29 @@ pub struct TraceContext {
     pub sampled: bool,
 }
 
+/// A fast per-thread generator (wyrand) for trace and span ids, seeded once per
+/// thread from std's randomly keyed hasher: ids need to be unique, not secret.
 fn random_u64() -> u64 {
-    // Each RandomState is seeded from the OS once per thread and then stepped:
-    // unpredictable enough for ids, and no extra dependency.
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(crate::telemetry::now_ms() as u64);
-    h.finish()
+    thread_local! {
+        static STATE: std::cell::Cell<u64> = std::cell::Cell::new({
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(crate::telemetry::now_ms() as u64);
+            h.finish()
+        });
+    }
+    STATE.with(|s| {
+        let x = s.get().wrapping_add(0xa076_1d64_78bd_642f);
+        s.set(x);
+        let t = u128::from(x) * u128::from(x ^ 0xe703_7ed1_a0b4_28db);
+        ((t >> 64) as u64) ^ (t as u64)
+    })
 }
 
 impl TraceContext {
     pub fn new_root() -> Self {
         Self {
-            trace_id: (u128::from(random_u64()) << 64) | u128::from(random_u64()),
-            span_id: random_u64(),
+            trace_id: (u128::from(random_u64()) << 64) | u128::from(random_u64()).max(1),
+            span_id: random_u64().max(1),
             sampled: true,
         }
     }
@@ -34,18 +46,32 @@ impl TraceContext {
     /// The same trace, a new span.
     pub fn child(&self) -> Self {
         Self {
-            span_id: random_u64(),
+            span_id: random_u64().max(1),
             ..*self
         }
     }
 
     pub fn to_traceparent(&self) -> String {
-        format!(
-            "00-{:032x}-{:016x}-{:02x}",
-            self.trace_id,
-            self.span_id,
-            u8::from(self.sampled)
-        )
+        let mut buf = [0u8; TRACEPARENT_LEN];
+        String::from_utf8_lossy(self.write_traceparent(&mut buf)).into_owned()
+    }
+
+    /// The header value written into `buf`, without allocating.
+    pub fn write_traceparent<'b>(&self, buf: &'b mut [u8; TRACEPARENT_LEN]) -> &'b [u8] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = |at: usize, digits: usize, v: u128| {
+            for i in 0..digits {
+                buf[at + i] = HEX[((v >> (4 * (digits - 1 - i))) & 0xf) as usize];
+            }
+        };
+        hex(0, 2, 0);
+        hex(3, 32, self.trace_id);
+        hex(36, 16, u128::from(self.span_id));
+        hex(53, 2, u128::from(self.sampled));
+        buf[2] = b'-';
+        buf[35] = b'-';
+        buf[52] = b'-';
+        &buf[..]
     }
 
     /// `None` for anything that is not a valid version-00 traceparent.
@@ -104,15 +130,14 @@ pub fn inject(caller: Option<&OwnedHeaders>, trace: &TraceContext, path: &Pathwa
             });
         }
     }
-    let traceparent = trace.to_traceparent();
-    let pathway_header = path.to_header();
+    let (mut tp, mut pw) = ([0u8; TRACEPARENT_LEN], [0u8; pathway::HEADER_MAX]);
     out.insert(Header {
         key: TRACEPARENT,
-        value: Some(traceparent.as_bytes()),
+        value: Some(trace.write_traceparent(&mut tp)),
     })
     .insert(Header {
         key: pathway::HEADER,
-        value: Some(pathway_header.as_bytes()),
+        value: Some(path.write_header(&mut pw)),
     })
 }
 

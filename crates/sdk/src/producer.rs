@@ -22,10 +22,6 @@ pub(crate) fn error_label(e: &KafkaError) -> String {
         .map_or_else(|| e.to_string(), |code| format!("{code:?}"))
 }
 
-fn edge_tags(topic: &str) -> [String; 3] {
-    ["direction:out".into(), format!("topic:{topic}"), "type:kafka".into()]
-}
-
 /// Contexts for one outgoing message: the caller's parent if any (argument, else
 /// the record's own headers), a new child span, and a pathway checkpoint.
 fn outgoing(
@@ -39,8 +35,7 @@ fn outgoing(
     let parent_trace = parent.map(|p| p.trace).or(header_trace);
     let parent_path = parent.map(|p| p.pathway).or(header_path);
     let trace = parent_trace.map_or_else(TraceContext::new_root, |t| t.child());
-    let tags = edge_tags(topic);
-    let tags = [tags[0].as_str(), tags[1].as_str(), tags[2].as_str()];
+    let tags: [&[&str]; 3] = [&["direction:out"], &["topic:", topic], &["type:kafka"]];
     let path = checkpoint(telemetry, parent_path, &tags, payload_size, now_ms());
     inject(headers, &trace, &path)
 }

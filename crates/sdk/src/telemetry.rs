@@ -34,7 +34,8 @@ pub(crate) struct Checkpoint<'a> {
     pub now_ms: i64,
     pub hash: u64,
     pub parent_hash: u64,
-    pub edge_tags: &'a [&'a str],
+    /// Sorted, each tag as pieces to concatenate.
+    pub edge_tags: &'a [&'a [&'a str]],
     pub edge_latency: f64,
     pub pathway_latency: f64,
     pub payload_size: f64,
@@ -49,7 +50,8 @@ struct StatsAcc {
     payload_size: SketchBuilder,
 }
 
-/// One bucket's worth of telemetry.
+/// One period's offsets and failures. Delivery callbacks (librdkafka's thread)
+/// and checkpoints (the application's) take different locks.
 #[derive(Debug, Default)]
 struct Aggregate {
     keys: usize,
@@ -59,7 +61,12 @@ struct Aggregate {
     committed: HashMap<String, HashMap<String, HashMap<i32, i64>>>,
     /// topic -> (partition or -1, error) -> count.
     failed: HashMap<String, HashMap<(i32, String), u64>>,
-    /// (bucket start ms, pathway hash) -> sketches.
+}
+
+/// One period's pathway sketches: (bucket start ms, pathway hash) -> sketches.
+#[derive(Debug, Default)]
+struct Pathways {
+    keys: usize,
     stats: HashMap<(i64, u64), StatsAcc>,
 }
 
@@ -67,6 +74,7 @@ struct Aggregate {
 struct Inner {
     config: SdkConfig,
     aggregate: Mutex<Aggregate>,
+    pathways: Mutex<Pathways>,
     stats: SdkStats,
     stop: Mutex<bool>,
     wake: Condvar,
@@ -121,6 +129,7 @@ impl Telemetry {
             inner: Arc::new(Inner {
                 config,
                 aggregate: Mutex::new(Aggregate::default()),
+                pathways: Mutex::new(Pathways::default()),
                 stats: SdkStats::default(),
                 stop: Mutex::new(false),
                 wake: Condvar::new(),
@@ -200,14 +209,14 @@ impl Telemetry {
     pub(crate) fn checkpoint(&self, c: &Checkpoint<'_>) {
         let i = &self.inner;
         let bucket = c.now_ms - c.now_ms.rem_euclid(i.config.bucket_ms());
-        let mut agg = lock(&i.aggregate);
+        let mut agg = lock(&i.pathways);
         let agg = &mut *agg;
         if !agg.stats.contains_key(&(bucket, c.hash)) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
             return;
         }
         let acc = agg.stats.entry((bucket, c.hash)).or_insert_with(|| StatsAcc {
             parent_hash: c.parent_hash,
-            edge_tags: c.edge_tags.iter().map(|t| (*t).to_owned()).collect(),
+            edge_tags: c.edge_tags.iter().map(|t| t.concat()).collect(),
             edge_latency: SketchBuilder::default(),
             pathway_latency: SketchBuilder::default(),
             payload_size: SketchBuilder::default(),
@@ -220,6 +229,7 @@ impl Telemetry {
     /// Takes what was aggregated as one payload; `None` when there is nothing.
     pub fn take_payload(&self) -> Option<Payload> {
         let agg = std::mem::take(&mut *lock(&self.inner.aggregate));
+        let pathways = std::mem::take(&mut *lock(&self.inner.pathways));
         let c = &self.inner.config;
         let now = now_ms();
         let period_start = now - c.bucket_ms();
@@ -268,7 +278,7 @@ impl Telemetry {
             })
             .collect();
         let mut buckets: HashMap<i64, Vec<StatsPoint>> = HashMap::new();
-        for ((bucket, hash), acc) in agg.stats {
+        for ((bucket, hash), acc) in pathways.stats {
             buckets.entry(bucket).or_default().push(StatsPoint {
                 edge_tags: acc.edge_tags,
                 hash,

@@ -34,6 +34,16 @@ pub fn node_hash(service: &str, env: &str, primary_tag: &str, edge_tags: &[&str]
     fnv1_64(head.into_iter().chain(tags.iter().map(|t| t.as_bytes())))
 }
 
+/// [`node_hash`] for edge tags already in sorted order, each given as pieces to
+/// concatenate (`["topic:", topic]`): no allocation, for hot paths.
+pub fn node_hash_sorted(service: &str, env: &str, primary_tag: &str, sorted_tags: &[&[&str]]) -> u64 {
+    let head = [service.as_bytes(), env.as_bytes(), primary_tag.as_bytes()];
+    fnv1_64(
+        head.into_iter()
+            .chain(sorted_tags.iter().flat_map(|t| t.iter().map(|p| p.as_bytes()))),
+    )
+}
+
 pub fn pathway_hash(node: u64, parent: u64) -> u64 {
     fnv1_64([&node.to_le_bytes()[..], &parent.to_le_bytes()[..]])
 }
@@ -91,9 +101,55 @@ impl PathwayContext {
         base64_encode(&self.encode())
     }
 
+    /// The header value written into `buf`, without allocating.
+    pub fn write_header<'b>(&self, buf: &'b mut [u8; HEADER_MAX]) -> &'b [u8] {
+        let mut raw = [0u8; RAW_MAX];
+        raw[..8].copy_from_slice(&self.hash.to_le_bytes());
+        let mut n = 8;
+        for v in [zigzag(self.pathway_start_ms), zigzag(self.edge_start_ms)] {
+            n += write_varint(&mut raw[n..], v);
+        }
+        let len = base64_into(&raw[..n], buf);
+        &buf[..len]
+    }
+
     pub fn from_header(value: &[u8]) -> Result<Self, PathwayError> {
         Self::decode(&base64_decode(value).ok_or(PathwayError::Base64)?)
     }
+}
+
+/// Longest binary context: the hash and two 10-byte varints.
+const RAW_MAX: usize = 8 + 10 + 10;
+/// Longest header value: base64 of [`RAW_MAX`] bytes.
+pub const HEADER_MAX: usize = RAW_MAX.div_ceil(3) * 4;
+
+fn write_varint(out: &mut [u8], mut v: u64) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        out[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    out[n] = v as u8;
+    n + 1
+}
+
+fn base64_into(bytes: &[u8], out: &mut [u8]) -> usize {
+    let mut n = 0;
+    for chunk in bytes.chunks(3) {
+        let v = (u32::from(chunk[0]) << 16)
+            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            out[n] = if i <= chunk.len() {
+                B64[(v >> (18 - 6 * i)) as usize & 63]
+            } else {
+                b'='
+            };
+            n += 1;
+        }
+    }
+    n
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -128,21 +184,23 @@ fn get_varint(input: &mut &[u8]) -> Result<u64, PathwayError> {
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(B64[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    let mut out = vec![0u8; bytes.len().div_ceil(3) * 4];
+    let n = base64_into(bytes, &mut out);
+    out.truncate(n);
+    // The alphabet is ASCII.
+    String::from_utf8(out).unwrap_or_default()
 }
+
+/// Alphabet position of every byte, 0xff for bytes outside it.
+const B64_INDEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 64 {
+        t[B64[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
 
 fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
     let text = text
@@ -152,8 +210,11 @@ fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0);
     for &c in text {
-        let v = B64.iter().position(|&b| b == c)? as u32;
-        acc = (acc << 6) | v;
+        let v = B64_INDEX[usize::from(c)];
+        if v == 0xff {
+            return None;
+        }
+        acc = (acc << 6) | u32::from(v);
         bits += 6;
         if bits >= 8 {
             bits -= 8;
@@ -199,6 +260,27 @@ mod tests {
             };
             assert_eq!(PathwayContext::from_header(ctx.to_header().as_bytes()), Ok(ctx));
         }
+    }
+
+    #[test]
+    fn the_allocation_free_forms_agree() {
+        let tags = ["direction:in", "group:g", "topic:t", "type:kafka"];
+        assert_eq!(
+            node_hash_sorted(
+                "s",
+                "e",
+                "",
+                &[&["direction:in"], &["group:", "g"], &["topic:", "t"], &["type:kafka"]]
+            ),
+            node_hash("s", "e", "", &tags)
+        );
+        let ctx = PathwayContext {
+            hash: u64::MAX,
+            pathway_start_ms: i64::MIN,
+            edge_start_ms: i64::MAX,
+        };
+        let mut buf = [0u8; HEADER_MAX];
+        assert_eq!(ctx.write_header(&mut buf), ctx.to_header().as_bytes());
     }
 
     #[test]
