@@ -64,27 +64,7 @@ async fn ddtrace_python_lag_matches_the_broker() {
         "bootstrap=",
     );
     let bootstrap = support::field(&line, "bootstrap");
-    let (_serve, line) = start(
-        Command::new(bin)
-            .args([
-                "serve",
-                "--intake-listen",
-                "127.0.0.1:0",
-                "--api-listen",
-                "127.0.0.1:0",
-                "--storage",
-                "memory://",
-            ])
-            .env("STREAMSIGHT_LOG", "warn"),
-        "streamsight serving",
-    );
-    let field = |key: &str| {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .unwrap()
-            .to_owned()
-    };
-    let (intake, api) = (field("intake="), field("api="));
+    let (_serve, intake, api) = support::serve("memory://");
     let traced = |service: &str, args: &[&str]| {
         let mut c = Command::new(&python);
         c.args(args)

@@ -30,6 +30,16 @@ async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     }
 }
 
+async fn start_collector() -> streamsight_collector::Running {
+    let config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: "memory://".into(),
+        ..ServeConfig::default()
+    };
+    serve(config, EngineConfig::default()).await.unwrap()
+}
+
 fn sdk_config(service: &str, intake: &str) -> SdkConfig {
     SdkConfig {
         collector_url: intake.to_owned(),
@@ -41,17 +51,7 @@ fn sdk_config(service: &str, intake: &str) -> SdkConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producer_to_consumer_to_collector() {
-    let collector = serve(
-        ServeConfig {
-            intake_listen: "127.0.0.1:0".parse().unwrap(),
-            api_listen: "127.0.0.1:0".parse().unwrap(),
-            storage: "memory://".into(),
-            ..ServeConfig::default()
-        },
-        EngineConfig::default(),
-    )
-    .await
-    .unwrap();
+    let collector = start_collector().await;
     let intake = format!("http://{}", collector.intake_addr);
     let api = format!("http://{}", collector.api_addr);
 
@@ -197,17 +197,7 @@ fn auto_commit_is_tracked_from_the_commit_callback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_sends_reach_the_collector_and_a_dead_collector_costs_only_telemetry() {
     use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-    let collector = serve(
-        ServeConfig {
-            intake_listen: "127.0.0.1:0".parse().unwrap(),
-            api_listen: "127.0.0.1:0".parse().unwrap(),
-            storage: "memory://".into(),
-            ..ServeConfig::default()
-        },
-        EngineConfig::default(),
-    )
-    .await
-    .unwrap();
+    let collector = start_collector().await;
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic("payments", 1, 1).unwrap();
     let config = ClientConfig::new()
