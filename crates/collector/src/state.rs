@@ -217,6 +217,7 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>) 
         }
         if let Some(&before) = deletes.iter().max() {
             match store.delete_before(before) {
+                Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "retention enforced"),
                 Err(e) => tracing::error!(error = %e, "retention failed"),
             }
