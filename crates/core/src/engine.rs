@@ -265,17 +265,15 @@ impl Engine {
     fn apply(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
         match *observation {
             Observation::Produced { partition, offset } => {
-                match self.partition_id(partition).and_then(|_| check_offset(offset)) {
-                    Ok(()) => {}
+                match self.partition_id(partition).and_then(|pid| check_offset(offset).map(|()| pid)) {
+                    Ok(pid) => self.produced(pid, offset, at),
                     // A tracer's placeholder for a failed send: a failure, never progress.
                     Err(reason) if reason != RejectReason::OffsetOutOfRange => {
                         self.record_failure(partition, at);
-                        return Err(reason);
+                        Err(reason)
                     }
-                    Err(reason) => return Err(reason),
+                    Err(reason) => Err(reason),
                 }
-                let pid = self.partition_id(partition)?;
-                self.produced(pid, offset, at)
             }
             Observation::ProduceFailed { partition, .. } => {
                 self.record_failure(partition, at);
