@@ -125,8 +125,16 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     };
     let translated = {
         let engine = crate::state::lock(&shared.engine);
-        let resolve = |topic: &str| engine.only_cluster_of(topic).map(str::to_owned);
-        translate(&payload, clock::now(), &shared.config.default_cluster, &resolve)
+        let default = shared.config.default_cluster.as_str();
+        // Only a cluster a tracer named counts: never a default one, whichever env.
+        let resolve = |topic: &str| {
+            let mut named = engine.clusters_of(topic).filter(|c| !is_default_cluster(c, default));
+            match (named.next(), named.next()) {
+                (Some(only), None) => Some(only.to_owned()),
+                _ => None,
+            }
+        };
+        translate(&payload, clock::now(), default, &resolve)
     };
     for detail in &translated.dropped {
         telemetry.emit(IntakeEvent::PointDropped {
@@ -169,8 +177,8 @@ const DEFAULT_BUCKET_MS: i64 = 10_000;
 /// bucket's end, but never later than their arrival: a tracer's clock that runs
 /// ahead must not put points in the future.
 ///
-/// A backlog without `kafka_cluster_id` (ddtrace's commits) belongs to the one
-/// cluster `resolve` knows its topic in, else to `default_cluster` — qualified by
+/// A backlog without `kafka_cluster_id` (ddtrace's commits) belongs to the
+/// cluster `resolve` names for its topic, else to `default_cluster` — qualified by
 /// the payload's `Env`, so that staging's `orders` is not production's.
 pub fn translate(
     p: &Payload,
@@ -179,7 +187,6 @@ pub fn translate(
     resolve: &dyn Fn(&str) -> Option<String>,
 ) -> Translated {
     let mut out = Translated::default();
-    let base_cluster = default_cluster;
     let env_cluster;
     let default_cluster = if p.env.is_empty() {
         default_cluster
@@ -198,10 +205,7 @@ pub fn translate(
             out.backlogs += 1;
             let cluster = match backlog::tag(&b.tags, "kafka_cluster_id") {
                 Some(_) => None,
-                // Only a cluster a tracer named: not another env's default.
-                None => backlog::tag(&b.tags, "topic")
-                    .and_then(resolve)
-                    .filter(|c| !is_default_cluster(c, base_cluster)),
+                None => backlog::tag(&b.tags, "topic").and_then(resolve),
             };
             let cluster = cluster.as_deref().unwrap_or(default_cluster);
             out.records.push(match backlog::parse(&b.tags, b.value, cluster) {

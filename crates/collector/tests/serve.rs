@@ -529,3 +529,42 @@ async fn points_without_a_cluster_are_kept_apart_per_env() {
         [("default/prod".to_owned(), 601), ("default/staging".to_owned(), 6)]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_without_a_cluster_join_the_named_cluster_even_after_arriving_first() {
+    let running = start("memory://".into()).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 60_000_000_000;
+    let commit = |offset| Payload {
+        env: "prod".into(),
+        service: "billing".into(),
+        stats: vec![Bucket {
+            start: start_ns,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs: vec![backlog(
+                &[
+                    "type:kafka_commit",
+                    "consumer_group:billing",
+                    "topic:orders",
+                    "partition:0",
+                ],
+                offset,
+            )],
+        }],
+        ..Default::default()
+    };
+    // The consumer's tracer flushes first: no cluster is known for the topic yet.
+    assert_eq!(post(&client, &intake, encode(&commit(400)), true).await.0, 202);
+    assert_eq!(
+        post(&client, &intake, encode(&producer_payload(start_ns)), true)
+            .await
+            .0,
+        202
+    );
+    assert_eq!(post(&client, &intake, encode(&commit(500)), true).await.0, 202);
+    let lag = get_json(&client, &format!("{api}/api/v1/lag?group=billing&cluster=prod-1")).await;
+    assert_eq!(lag["rows"][0]["lag_messages"], 501, "{lag}");
+}

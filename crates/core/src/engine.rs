@@ -265,7 +265,10 @@ impl Engine {
     fn apply(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
         match *observation {
             Observation::Produced { partition, offset } => {
-                match self.partition_id(partition).and_then(|pid| check_offset(offset).map(|()| pid)) {
+                match self
+                    .partition_id(partition)
+                    .and_then(|pid| check_offset(offset).map(|()| pid))
+                {
                     Ok(pid) => self.produced(pid, offset, at),
                     // A tracer's placeholder for a failed send: a failure, never progress.
                     Err(reason) if reason != RejectReason::OffsetOutOfRange => {
@@ -369,13 +372,11 @@ impl Engine {
         tid
     }
 
-    /// The cluster a topic is known in, when it is known in exactly one. Tracers
-    /// name the cluster on produce points but not always on commits.
-    pub fn only_cluster_of(&self, topic: &str) -> Option<&str> {
-        match self.topic_clusters.get(&self.names.get(topic)?)?.as_slice() {
-            [cluster] => Some(self.names.name(*cluster)),
-            _ => None,
-        }
+    /// The clusters a topic is known in. Tracers name the cluster on produce
+    /// points but not always on commits: adapters use this to place the latter.
+    pub fn clusters_of<'a>(&'a self, topic: &str) -> impl Iterator<Item = &'a str> + 'a {
+        let clusters = self.names.get(topic).and_then(|t| self.topic_clusters.get(&t));
+        clusters.into_iter().flatten().map(|&c| self.names.name(c))
     }
 
     pub fn group_id(&mut self, cluster: &str, group: &str) -> GroupId {
@@ -1125,11 +1126,11 @@ mod tests {
     }
 
     #[test]
-    fn a_topic_known_in_one_cluster_names_it() {
+    fn a_topic_knows_its_clusters() {
         let mut e = engine();
-        assert_eq!(e.only_cluster_of(T), None);
+        assert_eq!(e.clusters_of(T).count(), 0);
         produce(&mut e, 0, 1).unwrap();
-        assert_eq!(e.only_cluster_of(T), Some("c"));
+        assert_eq!(e.clusters_of(T).collect::<Vec<_>>(), ["c"]);
         let other = Observation::Produced {
             partition: PartitionRef {
                 cluster: "d",
@@ -1139,7 +1140,7 @@ mod tests {
             offset: 1,
         };
         e.observe(secs(0), &other).unwrap();
-        assert_eq!(e.only_cluster_of(T), None);
+        assert_eq!(e.clusters_of(T).collect::<Vec<_>>(), ["c", "d"]);
     }
 
     #[test]
