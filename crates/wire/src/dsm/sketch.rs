@@ -219,7 +219,7 @@ impl Mapping {
 #[derive(Clone, Debug)]
 pub struct SketchBuilder {
     mapping: Mapping,
-    positive: HashMap<i32, f64>,
+    positive: HashMap<i32, f64, foldhash::fast::FixedState>,
     zero: f64,
 }
 
@@ -233,7 +233,7 @@ impl SketchBuilder {
     pub fn with_mapping(mapping: Mapping) -> Self {
         Self {
             mapping,
-            positive: HashMap::new(),
+            positive: HashMap::default(),
             zero: 0.0,
         }
     }
@@ -261,7 +261,7 @@ impl SketchBuilder {
                 interpolation: 0,
             }),
             positive_values: Some(Store {
-                bin_counts: self.positive.clone(),
+                bin_counts: self.positive.iter().map(|(&k, &v)| (k, v)).collect(),
                 ..Store::default()
             }),
             negative_values: None,
