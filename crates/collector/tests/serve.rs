@@ -127,6 +127,13 @@ async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>, gzip: bool) ->
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
+/// The producer's and the consumer's payloads, both acknowledged.
+async fn post_pipeline(client: &reqwest::Client, intake: &str, start_ns: u64) {
+    for payload in [producer_payload(start_ns), consumer_payload(start_ns)] {
+        assert_eq!(post(client, intake, encode(&payload), true).await.0, 202);
+    }
+}
+
 async fn get_json(client: &reqwest::Client, url: &str) -> Value {
     client.get(url).send().await.unwrap().json().await.unwrap()
 }
@@ -292,18 +299,7 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
     let api = format!("http://{}", running.api_addr);
     let client = reqwest::Client::new();
     let start_ns = now_ns() - 60_000_000_000;
-    assert_eq!(
-        post(&client, &intake, encode(&producer_payload(start_ns)), true)
-            .await
-            .0,
-        202
-    );
-    assert_eq!(
-        post(&client, &intake, encode(&consumer_payload(start_ns)), true)
-            .await
-            .0,
-        202
-    );
+    post_pipeline(&client, &intake, start_ns).await;
     let before = lag_row(&client, &api).await;
 
     let good = rmp_serde_bytes(&producer_payload(start_ns));
@@ -393,18 +389,7 @@ async fn data_survives_a_restart() {
     let before = {
         let running = start(storage.clone()).await;
         let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
-        assert_eq!(
-            post(&client, &intake, encode(&producer_payload(start_ns)), true)
-                .await
-                .0,
-            202
-        );
-        assert_eq!(
-            post(&client, &intake, encode(&consumer_payload(start_ns)), true)
-                .await
-                .0,
-            202
-        );
+        post_pipeline(&client, &intake, start_ns).await;
         lag_row(&client, &format!("http://{}", running.api_addr)).await
     };
     // A second collector on the same file, as after a restart.
