@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use streamsight_core::{EndOffsetSource, Engine, EngineStats, LagReport, Millis, Observation, PartitionRef};
+use streamsight_core::{EndOffsetSource, Engine, EngineStats, LagRow, Millis, Observation, PartitionRef};
 use streamsight_wire::dsm::backlog;
 
 /// The cluster events belong to when they do not name one.
@@ -117,12 +117,16 @@ enum Event {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub at: f64,
-    pub cluster: String,
-    pub group: String,
-    pub topic: String,
-    pub partition: i32,
     #[serde(flatten)]
-    pub report: LagReport,
+    pub lag: LagRow,
+}
+
+impl std::ops::Deref for Row {
+    type Target = LagRow;
+
+    fn deref(&self) -> &LagRow {
+        &self.lag
+    }
 }
 
 fn parse_line(line: &str) -> Result<(Millis, Event), String> {
@@ -254,11 +258,7 @@ pub fn sample(engine: &Engine, now: Millis) -> Vec<Row> {
             report.lag_seconds = report.lag_seconds.map(|s| (s * 1000.0).round() / 1000.0);
             Row {
                 at: now.as_secs_f64(),
-                cluster: names.cluster.to_owned(),
-                group: names.group.to_owned(),
-                topic: names.topic.to_owned(),
-                partition: names.partition,
-                report,
+                lag: names.row(report),
             }
         })
         .collect()

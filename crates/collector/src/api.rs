@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use streamsight_core::{LagReport, Millis, PartitionReport};
+use streamsight_core::{LagRow, Millis, PartitionReport};
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -56,17 +56,6 @@ struct LagFilter {
     topic: Option<String>,
 }
 
-/// One group on one partition, named.
-#[derive(Debug, Serialize)]
-pub struct LagRow {
-    pub cluster: String,
-    pub group: String,
-    pub topic: String,
-    pub partition: i32,
-    #[serde(flatten)]
-    pub report: LagReport,
-}
-
 fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
     let engine = lock(&shared.engine);
     let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
@@ -75,13 +64,7 @@ fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
             wants(&filter.cluster, n.cluster) && wants(&filter.group, n.group) && wants(&filter.topic, n.topic)
         })
         .into_iter()
-        .map(|(n, report)| LagRow {
-            cluster: n.cluster.to_owned(),
-            group: n.group.to_owned(),
-            topic: n.topic.to_owned(),
-            partition: n.partition,
-            report,
-        })
+        .map(|(n, report)| n.row(report))
         .collect()
 }
 

@@ -162,6 +162,19 @@ pub struct PartitionReport {
     pub history_precision: f32,
 }
 
+impl GroupPartitionNames<'_> {
+    /// The report with these names, owned.
+    pub fn row(&self, report: LagReport) -> crate::model::LagRow {
+        crate::model::LagRow {
+            cluster: self.cluster.to_owned(),
+            group: self.group.to_owned(),
+            topic: self.topic.to_owned(),
+            partition: self.partition,
+            report,
+        }
+    }
+}
+
 /// A group's health: the worst of its partitions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupReport {

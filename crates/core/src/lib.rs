@@ -19,7 +19,7 @@ pub use engine::{
     PartitionReport,
 };
 pub use model::{
-    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason, ResetEvidence,
-    Status,
+    EndOffsetSource, EngineEvent, LagReport, LagRow, Observation, PartitionRef, RejectCounts, RejectReason,
+    ResetEvidence, Status,
 };
 pub use time::Millis;

@@ -190,6 +190,17 @@ pub struct LagReport {
     pub end_offset_at: Option<Millis>,
 }
 
+/// A group-partition's report with its names: what the API and replay print.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LagRow {
+    pub cluster: String,
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    #[serde(flatten)]
+    pub report: LagReport,
+}
+
 /// The evidence a topic reset was accepted on.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
