@@ -136,56 +136,38 @@ pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
             status.as_str()
         );
     }
-    header(
-        out,
+    let mut latest = Family::new(
         "kafka_partition_latest_offset",
         "gauge",
         "End offset: the max of what producers acknowledged and brokers reported.",
     );
-    let partitions: Vec<_> = engine
-        .partitions()
-        .map(|pid| (engine.partition_names(pid), engine.evaluate_partition(pid, now)))
-        .collect();
-    for ((cluster, topic, partition), p) in &partitions {
-        if let Some(end) = p.end_offset {
-            let _ = writeln!(
-                out,
-                "kafka_partition_latest_offset{{cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {end}",
-                esc(cluster),
-                esc(topic)
-            );
-        }
-    }
-    header(
-        out,
+    let mut produce = Family::new(
         "streamsight_produce_offset",
         "gauge",
         "Offset of the last record producers reported acknowledged.",
     );
-    for ((cluster, topic, partition), p) in &partitions {
-        if let Some(o) = p.produce_offset {
-            let _ = writeln!(
-                out,
-                "streamsight_produce_offset{{cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {o}",
-                esc(cluster),
-                esc(topic)
-            );
-        }
-    }
-    header(
-        out,
+    let mut failing = Family::new(
         "streamsight_producer_failing",
         "gauge",
         "1 while failed sends are being reported for the partition.",
     );
-    for ((cluster, topic, partition), p) in &partitions {
-        let _ = writeln!(
-            out,
-            "streamsight_producer_failing{{cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {}",
+    for pid in engine.partitions() {
+        let ((cluster, topic, partition), p) = (engine.partition_names(pid), engine.evaluate_partition(pid, now));
+        let labels = format!(
+            "cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"",
             esc(cluster),
-            esc(topic),
-            u8::from(p.producer_failing)
+            esc(topic)
         );
+        if let Some(end) = p.end_offset {
+            latest.sample(&labels, end);
+        }
+        if let Some(o) = p.produce_offset {
+            produce.sample(&labels, o);
+        }
+        failing.sample(&labels, u8::from(p.producer_failing));
+    }
+    for family in [&latest, &produce, &failing] {
+        family.write(out);
     }
 }
 
