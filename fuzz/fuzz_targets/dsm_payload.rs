@@ -6,7 +6,6 @@ use libfuzzer_sys::fuzz_target;
 use streamsight_collector::intake::translate;
 use streamsight_core::{Engine, EngineConfig, Millis};
 use streamsight_wire::dsm::payload::{Limits, decode};
-use streamsight_store::Record;
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits { max_decompressed_bytes: 1 << 20 };
@@ -15,13 +14,7 @@ fuzz_target!(|data: &[u8]| {
         let translated = translate(&payload, Millis(1_800_000_000_000), "default", &|_| None);
         let mut engine = Engine::new(EngineConfig::default()).expect("default config is valid");
         for record in &translated.records {
-            match record {
-                Record::Observation { at, observation } => {
-                    let _ = engine.observe(*at, &observation.as_observation());
-                }
-                Record::Rejected { reason, .. } => engine.reject(*reason),
-                Record::Pathway { .. } => {}
-            }
+            record.apply(&mut engine);
         }
         for id in engine.group_partitions().collect::<Vec<_>>() {
             let _ = engine.evaluate(id, Millis(1_800_000_100_000));

@@ -64,13 +64,7 @@ impl Shared {
         {
             let mut engine = lock(&self.engine);
             for r in records {
-                match r {
-                    Record::Observation { at, observation } => {
-                        let _ = engine.observe(*at, &observation.as_observation());
-                    }
-                    Record::Rejected { reason, .. } => engine.reject(*reason),
-                    Record::Pathway { .. } => {}
-                }
+                r.apply(&mut engine);
             }
             new_events.extend(engine.drain_events());
         }

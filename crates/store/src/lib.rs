@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use streamsight_core::{EndOffsetSource, Millis, Observation, PartitionRef, RejectReason};
+use streamsight_core::{EndOffsetSource, Engine, Millis, Observation, PartitionRef, RejectReason};
 
 mod sqlite;
 
@@ -242,6 +242,20 @@ pub enum Record {
 }
 
 impl Record {
+    /// Replays the record into the engine: exactly what accepting it did, so that
+    /// the engine's state is a function of the log. Pathway records are not the
+    /// engine's.
+    pub fn apply(&self, engine: &mut Engine) {
+        match self {
+            Record::Observation { at, observation } => {
+                // Rejections are counted by the engine itself.
+                let _ = engine.observe(*at, &observation.as_observation());
+            }
+            Record::Rejected { reason, .. } => engine.reject(*reason),
+            Record::Pathway { .. } => {}
+        }
+    }
+
     pub fn at(&self) -> Millis {
         match self {
             Record::Observation { at, .. } | Record::Rejected { at, .. } | Record::Pathway { at, .. } => *at,
