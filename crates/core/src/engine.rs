@@ -101,6 +101,10 @@ struct PartitionState {
     pending_log_start_reset: Option<PendingReset>,
     last_failure_at: Option<Millis>,
     last_success_at: Option<Millis>,
+    /// The leader did not answer since this time; cleared by the broker's next answer.
+    unreachable_since: Option<Millis>,
+    /// Forgotten (its topic was deleted): kept as a tombstone so ids stay valid.
+    deleted: bool,
     /// The groups that committed on this partition. Scanned rather than hashed:
     /// partitions have few groups, and a table entry would cost more than this.
     groups: Vec<(GroupId, GroupPartitionId)>,
@@ -111,6 +115,8 @@ struct GroupState {
     cluster: NameId,
     name: NameId,
     partitions: Vec<GroupPartitionId>,
+    /// Forgotten: kept as a tombstone so ids stay valid.
+    deleted: bool,
 }
 
 #[derive(Debug)]
@@ -333,7 +339,93 @@ impl Engine {
                 }
                 Ok(())
             }
+            Observation::Unreachable { partition } => {
+                let pid = self.partition_id(partition)?;
+                let p = &mut self.partitions[pid.0 as usize];
+                p.unreachable_since = p.unreachable_since.or(Some(at));
+                Ok(())
+            }
+            Observation::GroupDeleted { cluster, group } => {
+                if let Some(gid) = self.find_group(cluster, group) {
+                    self.delete_group(gid);
+                }
+                Ok(())
+            }
+            Observation::TopicDeleted { cluster, topic } => {
+                self.delete_topic(cluster, topic);
+                Ok(())
+            }
         }
+    }
+
+    /// Forgets a group. Its slot stays as a tombstone: ids handed out stay valid,
+    /// and a group of the same name seen later starts afresh.
+    fn delete_group(&mut self, gid: GroupId) {
+        let g = &mut self.groups[gid.0 as usize];
+        g.deleted = true;
+        let key = (g.cluster, g.name);
+        for gpid in std::mem::take(&mut g.partitions) {
+            let pid = self.group_partitions[gpid.0 as usize].partition;
+            self.partitions[pid.0 as usize].groups.retain(|&(_, id)| id != gpid);
+            self.group_partitions[gpid.0 as usize].window.clear();
+            self.losses.remove(&gpid);
+        }
+        self.group_ids.remove(&key);
+    }
+
+    /// Forgets a topic, its partitions' histories and every group's place on them.
+    fn delete_topic(&mut self, cluster: &str, topic: &str) {
+        let (Some(c), Some(t)) = (self.names.get(cluster), self.names.get(topic)) else {
+            return;
+        };
+        let Some(tid) = self.topic_ids.remove(&(c, t)) else {
+            return;
+        };
+        if let Some(clusters) = self.topic_clusters.get_mut(&t) {
+            clusters.retain(|&x| x != c);
+        }
+        for pid in std::mem::take(&mut self.topics[tid.0 as usize].partitions) {
+            let p = &mut self.partitions[pid.0 as usize];
+            self.partition_ids.remove(&(tid, p.partition));
+            p.deleted = true;
+            p.history = OffsetHistory::new(&self.history);
+            for (gid, gpid) in std::mem::take(&mut p.groups) {
+                self.groups[gid.0 as usize].partitions.retain(|&id| id != gpid);
+                self.group_partitions[gpid.0 as usize].window.clear();
+                self.losses.remove(&gpid);
+            }
+        }
+    }
+
+    /// Groups whose newest commit is older than `idle` at `now`, and topics no
+    /// source has said anything about for that long: what an adapter expires when
+    /// no broker can tell whether they still exist.
+    pub fn idle(&self, now: Millis, idle: std::time::Duration) -> (Vec<(&str, &str)>, Vec<(&str, &str)>) {
+        let idle_ms = duration_ms(idle);
+        let old = |t: Option<Millis>| t.is_none_or(|t| now.since(t) > idle_ms);
+        let groups = self
+            .groups()
+            .filter(|&gid| {
+                let g = &self.groups[gid.0 as usize];
+                g.partitions
+                    .iter()
+                    .all(|gp| old(self.group_partitions[gp.0 as usize].window.last().map(|c| c.at)))
+            })
+            .map(|gid| self.group_name(gid))
+            .collect();
+        let topics = self
+            .topics
+            .iter()
+            .filter(|t| !t.partitions.is_empty() && old(t.unassigned_failure_at))
+            .filter(|t| {
+                t.partitions.iter().all(|pid| {
+                    let p = &self.partitions[pid.0 as usize];
+                    old(p.end_seen_at.max(p.last_success_at).max(p.last_failure_at)) && p.groups.is_empty()
+                })
+            })
+            .map(|t| (self.names.name(t.cluster), self.names.name(t.name)))
+            .collect();
+        (groups, topics)
     }
 
     /// The id of a valid partition, created on first sight. Hot paths look it up
@@ -361,6 +453,8 @@ impl Engine {
             pending_log_start_reset: None,
             last_failure_at: None,
             last_success_at: None,
+            unreachable_since: None,
+            deleted: false,
             groups: Vec::new(),
         });
         self.partition_ids.insert((tid, p.partition), pid);
@@ -402,6 +496,7 @@ impl Engine {
             cluster: key.0,
             name: key.1,
             partitions: Vec::new(),
+            deleted: false,
         });
         self.group_ids.insert(key, gid);
         gid
@@ -445,6 +540,7 @@ impl Engine {
         let confirmations = self.config.reset_confirmations;
         let p = &mut self.partitions[pid.0 as usize];
         if source == EndOffsetSource::Broker {
+            p.unreachable_since = None;
             p.broker_end = Some(end);
             match p.broker_end_max {
                 Some(max) if end < max => {
@@ -613,12 +709,23 @@ impl Engine {
     }
 
     /// Every group-partition, in the order they were first seen.
+    /// Every live group-partition, in the order they were first seen.
     pub fn group_partitions(&self) -> impl Iterator<Item = GroupPartitionId> + '_ {
-        (0..self.group_partitions.len()).map(|i| GroupPartitionId(i as u32))
+        (0..self.group_partitions.len())
+            .map(|i| GroupPartitionId(i as u32))
+            .filter(|id| self.is_live(*id))
     }
 
+    fn is_live(&self, id: GroupPartitionId) -> bool {
+        let gp = &self.group_partitions[id.0 as usize];
+        !self.groups[gp.group.0 as usize].deleted && !self.partitions[gp.partition.0 as usize].deleted
+    }
+
+    /// Every live group, in the order they were first seen.
     pub fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
-        (0..self.groups.len()).map(|i| GroupId(i as u32))
+        (0..self.groups.len())
+            .map(|i| GroupId(i as u32))
+            .filter(|id| !self.groups[id.0 as usize].deleted)
     }
 
     pub fn names(&self, id: GroupPartitionId) -> GroupPartitionNames<'_> {
@@ -647,8 +754,11 @@ impl Engine {
         self.existing_group_partition(gid, pid)
     }
 
+    /// Every live partition, in the order they were first seen.
     pub fn partitions(&self) -> impl Iterator<Item = PartitionId> + '_ {
-        (0..self.partitions.len()).map(|i| PartitionId(i as u32))
+        (0..self.partitions.len())
+            .map(|i| PartitionId(i as u32))
+            .filter(|id| !self.partitions[id.0 as usize].deleted)
     }
 
     /// Cluster, topic and partition number of a partition.
@@ -720,6 +830,7 @@ impl Engine {
             producer_failing: self.producer_failing(p, now),
             data_loss_messages: self.losses.get(&id).map_or(0, |l| l.messages),
             at_control_marker: false,
+            broker_unreachable: p.unreachable_since.is_some(),
             last_commit_at: last.map(|c| c.at),
             end_offset_at: p.end_seen_at,
         };
@@ -756,6 +867,10 @@ impl Engine {
             },
             &self.health,
         );
+        // Nothing confirms the last answer: never call it healthy.
+        if report.broker_unreachable && report.status == Status::Ok {
+            report.status = Status::Stale;
+        }
         report
     }
 
@@ -1207,5 +1322,88 @@ mod tests {
         assert_eq!((m.partitions, m.group_partitions), (1, 1));
         assert!(m.partition_bytes <= 4096, "{} bytes per partition", m.partition_bytes);
         // Bytes per group-partition are measured at scale in tests/memory.rs.
+    }
+
+    #[test]
+    fn an_unreachable_leader_is_never_ok_until_the_broker_answers() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 100);
+        commit(&mut e, 0, 100).unwrap();
+        assert_eq!(report(&e, 1).status, Status::Ok);
+        e.observe(secs(2), &Observation::Unreachable { partition: part(0) })
+            .unwrap();
+        let r = report(&e, 3);
+        assert_eq!((r.status, r.broker_unreachable), (Status::Stale, true));
+        broker_end(&mut e, 4, 100);
+        assert_eq!(report(&e, 5).status, Status::Ok);
+    }
+
+    #[test]
+    fn a_deleted_group_disappears_and_comes_back_fresh() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 100);
+        commit(&mut e, 0, 10).unwrap();
+        let deleted = Observation::GroupDeleted {
+            cluster: "c",
+            group: "g",
+        };
+        e.observe(secs(1), &deleted).unwrap();
+        assert!(e.find("c", "g", T, 0).is_none());
+        assert_eq!((e.groups().count(), e.group_partitions().count()), (0, 0));
+        commit(&mut e, 2, 90).unwrap();
+        assert_eq!(report(&e, 2).lag_messages, Some(10));
+        assert_eq!(e.commits(e.find("c", "g", T, 0).unwrap()).count(), 1, "no old commits");
+    }
+
+    #[test]
+    fn a_deleted_topic_takes_its_partitions_and_group_rows_along() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 100);
+        commit(&mut e, 0, 10).unwrap();
+        let deleted = Observation::TopicDeleted { cluster: "c", topic: T };
+        e.observe(secs(1), &deleted).unwrap();
+        assert_eq!(e.partitions().count(), 0);
+        assert_eq!(e.group_partitions().count(), 0);
+        let gid = e.find_group("c", "g").unwrap();
+        assert_eq!(
+            e.evaluate_group(gid, secs(1)).status,
+            Status::Stale,
+            "a group with nothing known"
+        );
+        assert_eq!(e.clusters_of(T).count(), 0);
+        // Created again: a new partition with no history of the old one.
+        broker_end(&mut e, 2, 5);
+        assert_eq!(e.partitions().count(), 1);
+        assert_eq!(
+            e.evaluate_partition(e.partitions().next().unwrap(), secs(2)).end_offset,
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn idle_lists_groups_and_topics_nothing_was_heard_of() {
+        let mut e = engine();
+        broker_end(&mut e, 0, 100);
+        commit(&mut e, 0, 10).unwrap();
+        let other = PartitionRef {
+            cluster: "c",
+            topic: "quiet",
+            partition: 0,
+        };
+        e.observe(
+            secs(0),
+            &Observation::Produced {
+                partition: other,
+                offset: 3,
+            },
+        )
+        .unwrap();
+        let hour = std::time::Duration::from_secs(3600);
+        let (groups, topics) = e.idle(secs(3000), hour);
+        assert!(groups.is_empty() && topics.is_empty());
+        let (groups, topics) = e.idle(secs(3601), hour);
+        assert_eq!(groups, vec![("c", "g")]);
+        // `orders` still has a group on it: it goes when the group does.
+        assert_eq!(topics, vec![("c", "quiet")]);
     }
 }

@@ -50,6 +50,13 @@ pub enum Observation<'a> {
     ControlMarker { partition: PartitionRef<'a>, offset: i64 },
     /// The broker reports the topic deleted and created again (a new topic id).
     TopicRecreated { cluster: &'a str, topic: &'a str },
+    /// The partition's leader could not be asked: what is known of it is no
+    /// longer confirmed, until the broker answers again.
+    Unreachable { partition: PartitionRef<'a> },
+    /// The group is gone (deleted, or absent longer than the expiry): forget it.
+    GroupDeleted { cluster: &'a str, group: &'a str },
+    /// The topic is gone: forget its partitions and every group's lag on them.
+    TopicDeleted { cluster: &'a str, topic: &'a str },
 }
 
 /// Why a point was not let near the offset history. Counted per reason.
@@ -183,6 +190,8 @@ pub struct LagReport {
     pub data_loss_messages: i64,
     /// The only record left is a transaction control marker: not lag.
     pub at_control_marker: bool,
+    /// The partition's leader did not answer the last poll: nothing is confirmed.
+    pub broker_unreachable: bool,
     #[serde(rename = "last_commit_at_ms")]
     pub last_commit_at: Option<Millis>,
     /// When any source last confirmed the end offset.

@@ -72,6 +72,19 @@ pub enum StoredObservation {
         cluster: String,
         topic: String,
     },
+    Unreachable {
+        cluster: String,
+        topic: String,
+        partition: i32,
+    },
+    GroupDeleted {
+        cluster: String,
+        group: String,
+    },
+    TopicDeleted {
+        cluster: String,
+        topic: String,
+    },
 }
 
 impl StoredObservation {
@@ -146,6 +159,22 @@ impl StoredObservation {
                 cluster: cluster.to_owned(),
                 topic: topic.to_owned(),
             },
+            Observation::Unreachable { partition } => {
+                let (cluster, topic, partition) = own(&partition);
+                Self::Unreachable {
+                    cluster,
+                    topic,
+                    partition,
+                }
+            }
+            Observation::GroupDeleted { cluster, group } => Self::GroupDeleted {
+                cluster: cluster.to_owned(),
+                group: group.to_owned(),
+            },
+            Observation::TopicDeleted { cluster, topic } => Self::TopicDeleted {
+                cluster: cluster.to_owned(),
+                topic: topic.to_owned(),
+            },
         }
     }
 
@@ -217,6 +246,15 @@ impl StoredObservation {
                 offset: *offset,
             },
             Self::TopicRecreated { cluster, topic } => Observation::TopicRecreated { cluster, topic },
+            Self::Unreachable {
+                cluster,
+                topic,
+                partition,
+            } => Observation::Unreachable {
+                partition: p(cluster, topic, *partition),
+            },
+            Self::GroupDeleted { cluster, group } => Observation::GroupDeleted { cluster, group },
+            Self::TopicDeleted { cluster, topic } => Observation::TopicDeleted { cluster, topic },
         }
     }
 }
