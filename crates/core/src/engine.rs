@@ -193,6 +193,13 @@ pub struct GroupReport {
     pub max_lag: Option<(GroupPartitionId, i64)>,
 }
 
+/// What [`Engine::idle`] found: (cluster, group) and (cluster, topic) pairs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Idle<'a> {
+    pub groups: Vec<(&'a str, &'a str)>,
+    pub topics: Vec<(&'a str, &'a str)>,
+}
+
 /// Memory held by the engine's state, as counted by [`Engine::memory`].
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct MemoryUsage {
@@ -400,7 +407,7 @@ impl Engine {
     /// Groups whose newest commit is older than `idle` at `now`, and topics no
     /// source has said anything about for that long: what an adapter expires when
     /// no broker can tell whether they still exist.
-    pub fn idle(&self, now: Millis, idle: std::time::Duration) -> (Vec<(&str, &str)>, Vec<(&str, &str)>) {
+    pub fn idle(&self, now: Millis, idle: std::time::Duration) -> Idle<'_> {
         let idle_ms = duration_ms(idle);
         let old = |t: Option<Millis>| t.is_none_or(|t| now.since(t) > idle_ms);
         let groups = self
@@ -425,7 +432,7 @@ impl Engine {
             })
             .map(|t| (self.names.name(t.cluster), self.names.name(t.name)))
             .collect();
-        (groups, topics)
+        Idle { groups, topics }
     }
 
     /// The id of a valid partition, created on first sight. Hot paths look it up
@@ -1399,11 +1406,10 @@ mod tests {
         )
         .unwrap();
         let hour = std::time::Duration::from_secs(3600);
-        let (groups, topics) = e.idle(secs(3000), hour);
-        assert!(groups.is_empty() && topics.is_empty());
-        let (groups, topics) = e.idle(secs(3601), hour);
-        assert_eq!(groups, vec![("c", "g")]);
+        assert_eq!(e.idle(secs(3000), hour), Idle::default());
+        let idle = e.idle(secs(3601), hour);
+        assert_eq!(idle.groups, vec![("c", "g")]);
         // `orders` still has a group on it: it goes when the group does.
-        assert_eq!(topics, vec![("c", "quiet")]);
+        assert_eq!(idle.topics, vec![("c", "quiet")]);
     }
 }

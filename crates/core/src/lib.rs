@@ -15,7 +15,7 @@ pub mod window;
 
 pub use config::{ConfigError, EngineConfig};
 pub use engine::{
-    Engine, EngineStats, GroupId, GroupPartitionId, GroupPartitionNames, GroupReport, MemoryUsage, PartitionId,
+    Engine, EngineStats, GroupId, GroupPartitionId, GroupPartitionNames, GroupReport, Idle, MemoryUsage, PartitionId,
     PartitionReport,
 };
 pub use model::{

@@ -1,0 +1,123 @@
+//! What one poll saw of a cluster. Plain data: the tracker turns it into engine
+//! observations, the collector keeps the last one for group state and members.
+
+use serde::{Deserialize, Serialize};
+use streamsight_core::Millis;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub cluster: String,
+    #[serde(rename = "at_ms")]
+    pub at: Millis,
+    /// Metadata answered: `topics` is the cluster's full list.
+    pub metadata_ok: bool,
+    /// Every broker listed its groups: a group not among them is gone.
+    pub groups_listed: bool,
+    pub brokers: Vec<BrokerStatus>,
+    pub topics: Vec<TopicSnapshot>,
+    pub groups: Vec<GroupSnapshot>,
+    /// Requests sent during this poll, connection handshakes included.
+    pub requests: u64,
+    pub errors: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BrokerStatus {
+    pub id: i32,
+    pub addr: String,
+    /// A connection to it was open at the end of the poll.
+    pub reachable: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopicSnapshot {
+    pub name: String,
+    /// The topic id (Metadata v10+): a new id under the same name is a recreation.
+    pub id: Option<String>,
+    pub error_code: i16,
+    pub partitions: Vec<PartitionSnapshot>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartitionSnapshot {
+    pub partition: i32,
+    pub leader: i32,
+    pub log_start: Option<i64>,
+    pub end: Option<i64>,
+    /// Why the offsets are missing.
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupSnapshot {
+    pub name: String,
+    /// Kafka's group state (`Stable`, `Empty`, `PreparingRebalance`, `Dead`...).
+    pub state: Option<String>,
+    pub protocol_type: Option<String>,
+    /// Found by ListGroups (rather than only asked for by name).
+    pub listed: bool,
+    pub members: Vec<MemberSnapshot>,
+    pub offsets: Vec<CommittedOffset>,
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemberSnapshot {
+    pub member_id: String,
+    pub client_id: String,
+    pub host: String,
+    pub assignment: Vec<(String, Vec<i32>)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CommittedOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+impl Snapshot {
+    pub fn new(cluster: &str, at: Millis) -> Self {
+        Self {
+            cluster: cluster.to_owned(),
+            at,
+            ..Self::default()
+        }
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.topics.iter().map(|t| t.partitions.len()).sum()
+    }
+
+    pub fn group(&self, name: &str) -> Option<&GroupSnapshot> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+}
+
+impl GroupSnapshot {
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            state: None,
+            protocol_type: None,
+            listed: false,
+            members: Vec::new(),
+            offsets: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// The member a partition is assigned to.
+    pub fn owner(&self, topic: &str, partition: i32) -> Option<&MemberSnapshot> {
+        self.members.iter().find(|m| {
+            m.assignment
+                .iter()
+                .any(|(t, parts)| t == topic && parts.contains(&partition))
+        })
+    }
+
+    /// The group exists: listed, or with members or committed offsets.
+    pub fn exists(&self) -> bool {
+        self.state.as_deref() != Some("Dead") && (self.listed || !self.members.is_empty() || !self.offsets.is_empty())
+    }
+}

@@ -1,0 +1,207 @@
+//! The poller against librdkafka's mock cluster: a real Kafka-protocol broker,
+//! in-process. It has no ListGroups or DescribeGroups, so groups are named in
+//! the config here; tests/tansu.rs covers listing and describing.
+#![allow(clippy::unwrap_used)]
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use std::collections::BTreeSet;
+use std::time::Duration;
+use streamsight_core::{Engine, EngineConfig, Millis, Status};
+use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
+
+type Mock = MockCluster<'static, DefaultProducerContext>;
+
+fn secs(s: i64) -> Millis {
+    Millis(s * 1000)
+}
+
+async fn produce(cluster: &Mock, topic: &str, partition: i32, n: usize) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .create()
+        .unwrap();
+    for i in 0..n {
+        let payload = format!("m{i}");
+        producer
+            .send(
+                FutureRecord::<(), _>::to(topic).partition(partition).payload(&payload),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Commits as a group that never joins (generation -1), the way tools do.
+fn commit(cluster: &Mock, group: &str, topic: &str, partition: i32, offset: i64) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .unwrap();
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+}
+
+struct Poller {
+    client: ClusterClient,
+    tracker: Tracker,
+    engine: Engine,
+    groups: BTreeSet<String>,
+}
+
+impl Poller {
+    fn new(cluster: &Mock, groups: &[&str]) -> Self {
+        let mut config = ClusterConfig::new("mock", &cluster.bootstrap_servers());
+        config.request_timeout = Duration::from_secs(2);
+        Self {
+            tracker: Tracker::new("mock", config.forget_after),
+            client: ClusterClient::new(config),
+            engine: Engine::new(EngineConfig::default()).unwrap(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        }
+    }
+
+    async fn poll(&mut self, at: Millis) -> streamsight_poller::Snapshot {
+        let snap = self.client.poll(at, &self.groups).await;
+        let update = self.tracker.update(&snap);
+        for r in update.durable.iter().chain(&update.transient) {
+            r.apply(&mut self.engine);
+        }
+        snap
+    }
+
+    fn report(&self, group: &str, topic: &str, partition: i32, at: Millis) -> streamsight_core::LagReport {
+        let id = self
+            .engine
+            .find("mock", group, topic, partition)
+            .expect("group-partition known");
+        self.engine.evaluate(id, at)
+    }
+}
+
+#[tokio::test]
+async fn lagging_group_then_stopped_then_rewound() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 3, 1).unwrap();
+    produce(&cluster, "orders", 0, 10).await;
+    commit(&cluster, "billing", "orders", 0, 4);
+
+    let mut p = Poller::new(&cluster, &["billing"]);
+    let snap = p.poll(secs(100)).await;
+    assert!(snap.metadata_ok, "{:?}", snap.errors);
+    let orders = snap.topics.iter().find(|t| t.name == "orders").unwrap();
+    assert_eq!(orders.partitions.len(), 3);
+    assert_eq!(
+        (orders.partitions[0].log_start, orders.partitions[0].end),
+        (Some(0), Some(10))
+    );
+    assert_eq!(snap.group("billing").unwrap().offsets.len(), 1);
+    // The first poll also shakes hands, finds the coordinator and learns that
+    // the mock cannot fetch "all topics" of a group.
+    assert!(snap.requests <= 8, "{} requests", snap.requests);
+
+    let r = p.report("billing", "orders", 0, secs(100));
+    assert_eq!(
+        (r.lag_messages, r.committed_offset, r.end_offset),
+        (Some(6), Some(4), Some(10))
+    );
+
+    // The group keeps consuming, lag shrinking, then stops while records keep coming.
+    for (t, offset) in [(110, 6), (120, 8)] {
+        commit(&cluster, "billing", "orders", 0, offset);
+        let snap = p.poll(secs(t)).await;
+        // Then: Metadata, ListOffsets earliest and latest, OffsetFetch. Never one
+        // request per partition.
+        assert_eq!(snap.requests, 4);
+    }
+    assert_eq!(p.report("billing", "orders", 0, secs(120)).status, Status::Ok);
+    produce(&cluster, "orders", 0, 5).await;
+    for t in (130..=300).step_by(10) {
+        p.poll(secs(t)).await;
+    }
+    let r = p.report("billing", "orders", 0, secs(300));
+    assert_eq!((r.lag_messages, r.status), (Some(7), Status::Stop));
+    // Offset 8 was already there at the first poll (t=100): at least 200 s old.
+    assert_eq!((r.lag_seconds, r.lag_seconds_lower_bound), (Some(200.0), true));
+
+    // An operator resets the group to the start.
+    commit(&cluster, "billing", "orders", 0, 0);
+    p.poll(secs(310)).await;
+    assert_eq!(p.report("billing", "orders", 0, secs(310)).status, Status::Rewind);
+}
+
+#[tokio::test]
+async fn a_broker_that_cannot_be_reached_makes_its_partitions_stale() {
+    let cluster = MockCluster::new(2).unwrap();
+    cluster.create_topic("payments", 2, 1).unwrap();
+    cluster.partition_leader("payments", 0, Some(1)).unwrap();
+    cluster.partition_leader("payments", 1, Some(2)).unwrap();
+    produce(&cluster, "payments", 0, 3).await;
+    produce(&cluster, "payments", 1, 3).await;
+    commit(&cluster, "ledger", "payments", 0, 3);
+    commit(&cluster, "ledger", "payments", 1, 3);
+
+    let mut p = Poller::new(&cluster, &["ledger"]);
+    p.poll(secs(10)).await;
+    for partition in [0, 1] {
+        let r = p.report("ledger", "payments", partition, secs(10));
+        assert_eq!((r.lag_messages, r.status), (Some(0), Status::Ok));
+    }
+    cluster.broker_down(2).unwrap();
+    let snap = p.poll(secs(20)).await;
+    let payments = snap.topics.iter().find(|t| t.name == "payments").unwrap();
+    assert!(payments.partitions[1].error.is_some(), "{:?}", payments.partitions[1]);
+    let down = p.report("ledger", "payments", 1, secs(20));
+    assert_eq!((down.status, down.broker_unreachable), (Status::Stale, true));
+    assert_eq!(p.report("ledger", "payments", 0, secs(20)).status, Status::Ok);
+
+    cluster.broker_up(2).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut t = 30;
+    loop {
+        p.poll(secs(t)).await;
+        if p.report("ledger", "payments", 1, secs(t)).status == Status::Ok {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "broker 2 never answered again");
+        t += 10;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn nothing_reachable_is_stale_not_zero() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 1, 1).unwrap();
+    commit(&cluster, "billing", "orders", 0, 0);
+    let mut p = Poller::new(&cluster, &["billing"]);
+    p.poll(secs(10)).await;
+    assert_eq!(p.report("billing", "orders", 0, secs(10)).status, Status::Ok);
+    cluster.broker_down(1).unwrap();
+    let snap = p.poll(secs(20)).await;
+    assert!(!snap.metadata_ok);
+    assert!(!snap.errors.is_empty());
+    let r = p.report("billing", "orders", 0, secs(20));
+    assert_eq!((r.status, r.broker_unreachable), (Status::Stale, true));
+}
+
+#[tokio::test]
+async fn new_topics_are_picked_up_and_internal_ones_left_out() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("a", 1, 1).unwrap();
+    let mut p = Poller::new(&cluster, &[]);
+    let first = p.poll(secs(1)).await;
+    assert_eq!(first.topics.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a"]);
+    cluster.create_topic("b", 4, 1).unwrap();
+    let second = p.poll(secs(2)).await;
+    let b = second.topics.iter().find(|t| t.name == "b").unwrap();
+    assert_eq!(b.partitions.len(), 4);
+    assert_eq!(p.engine.partitions().count(), 5);
+}
