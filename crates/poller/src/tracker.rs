@@ -275,3 +275,132 @@ fn unreachable(cluster: &str, topic: &str, partition: i32) -> StoredObservation 
 fn record(at: Millis, observation: StoredObservation) -> Record {
     Record::Observation { at, observation }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{CommittedOffset, GroupSnapshot, PartitionSnapshot, TopicSnapshot};
+    use streamsight_core::{Engine, EngineConfig, EngineEvent, Status};
+
+    fn secs(s: i64) -> Millis {
+        Millis(s * 1000)
+    }
+
+    fn snapshot(at: i64, log_start: i64, end: i64, committed: Option<i64>) -> Snapshot {
+        let mut s = Snapshot::new("c", secs(at));
+        s.metadata_ok = true;
+        s.topics.push(TopicSnapshot {
+            name: "orders".into(),
+            id: Some("id-1".into()),
+            error_code: 0,
+            partitions: vec![PartitionSnapshot {
+                partition: 0,
+                leader: 1,
+                log_start: Some(log_start),
+                end: Some(end),
+                error: None,
+            }],
+        });
+        let mut g = GroupSnapshot::new("billing");
+        if let Some(offset) = committed {
+            g.offsets.push(CommittedOffset {
+                topic: "orders".into(),
+                partition: 0,
+                offset,
+            });
+        }
+        s.groups.push(g);
+        s
+    }
+
+    fn apply(engine: &mut Engine, u: &Update) {
+        for r in u.durable.iter().chain(&u.transient) {
+            r.apply(engine);
+        }
+    }
+
+    #[test]
+    fn only_changes_are_durable_and_a_move_stores_the_last_sighting_first() {
+        let mut t = Tracker::new("c", Duration::from_secs(600));
+        let first = t.update(&snapshot(10, 0, 100, Some(50)));
+        assert_eq!(first.durable.len(), 3, "log start, end, commit: {first:?}");
+        let same = t.update(&snapshot(20, 0, 100, Some(50)));
+        assert!(same.durable.is_empty());
+        assert_eq!(same.transient.len(), 1, "the end offset, confirmed");
+        let moved = t.update(&snapshot(30, 0, 120, Some(50)));
+        let ends: Vec<_> = moved.durable.iter().map(|r| r.at()).collect();
+        assert_eq!(
+            ends,
+            vec![secs(20), secs(30)],
+            "old end's last sighting, then the new end"
+        );
+    }
+
+    #[test]
+    fn retention_passing_the_group_is_data_loss_reported_apart_from_lag() {
+        let mut t = Tracker::new("c", Duration::from_secs(600));
+        let mut e = Engine::new(EngineConfig::default()).unwrap();
+        apply(&mut e, &t.update(&snapshot(10, 0, 100, Some(20))));
+        apply(&mut e, &t.update(&snapshot(20, 70, 100, Some(20))));
+        let r = e.evaluate(e.find("c", "billing", "orders", 0).unwrap(), secs(20));
+        assert_eq!(r.data_loss_messages, 50);
+        assert_eq!(r.lag_messages, Some(30), "measured from the log start");
+        assert_eq!(r.status, Status::DataLoss);
+        let events = e.drain_events();
+        assert!(
+            matches!(events.as_slice(), [EngineEvent::DataLoss { messages: 50, .. }]),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn a_new_topic_id_under_the_same_name_is_a_recreation() {
+        let mut t = Tracker::new("c", Duration::from_secs(600));
+        let mut e = Engine::new(EngineConfig::default()).unwrap();
+        apply(&mut e, &t.update(&snapshot(10, 0, 100, Some(100))));
+        let mut again = snapshot(20, 0, 3, None);
+        again.topics[0].id = Some("id-2".into());
+        apply(&mut e, &t.update(&again));
+        let events = e.drain_events();
+        assert!(
+            matches!(events.as_slice(), [EngineEvent::TopicReset { .. }]),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn a_group_without_offsets_is_forgotten_after_the_expiry_unless_unanswered() {
+        let mut t = Tracker::new("c", Duration::from_secs(60));
+        t.update(&snapshot(0, 0, 10, Some(5)));
+        // The coordinator could not be asked: not evidence of anything.
+        let mut unanswered = snapshot(10, 0, 10, None);
+        unanswered.groups[0].error = Some("timeout".into());
+        assert!(t.update(&unanswered).durable.is_empty());
+        assert!(
+            t.update(&snapshot(100, 0, 10, None)).durable.is_empty(),
+            "absent since 100"
+        );
+        let gone = t.update(&snapshot(160, 0, 10, None));
+        assert!(matches!(
+            gone.durable.as_slice(),
+            [Record::Observation {
+                observation: StoredObservation::GroupDeleted { .. },
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn seeded_commits_are_not_recorded_again() {
+        let mut t = Tracker::new("c", Duration::from_secs(600));
+        t.remember_commit("billing", "orders", 0, 50);
+        let u = t.update(&snapshot(10, 0, 100, Some(50)));
+        assert!(!u.durable.iter().any(|r| matches!(
+            r,
+            Record::Observation {
+                observation: StoredObservation::Committed { .. },
+                ..
+            }
+        )));
+    }
+}

@@ -705,3 +705,29 @@ fn decode_assignment(bytes: &bytes::Bytes) -> Vec<(String, Vec<i32>)> {
         Err(_) => Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+    use kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn assignments_decode_and_garbage_is_no_assignment() {
+        let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+            TopicPartition::default()
+                .with_topic(TopicName(StrBytes::from_static_str("orders")))
+                .with_partitions(vec![0, 2]),
+        ]);
+        let mut buf = bytes::BytesMut::new();
+        bytes::BufMut::put_i16(&mut buf, 1);
+        assignment.encode(&mut buf, 1).unwrap();
+        assert_eq!(
+            decode_assignment(&buf.freeze()),
+            vec![("orders".to_owned(), vec![0, 2])]
+        );
+        for garbage in [&b""[..], &[0, 1][..], &[0, 0, 0, 0, 0, 9, 0xff][..], &[0xff; 40][..]] {
+            assert!(decode_assignment(&bytes::Bytes::copy_from_slice(garbage)).is_empty());
+        }
+    }
+}
