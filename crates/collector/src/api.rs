@@ -27,6 +27,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/rejections", get(rejections))
         .route("/api/v1/intake", get(intake))
         .route("/api/v1/events", get(events))
+        .route("/api/v1/clusters", get(clusters))
+        .merge(crate::burrow::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
 }
@@ -56,7 +58,28 @@ struct LagFilter {
     topic: Option<String>,
 }
 
-fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
+/// A lag row with the member that owns the partition, where the poller knows it.
+#[derive(Debug, Serialize)]
+struct LagRowOut {
+    #[serde(flatten)]
+    row: LagRow,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<Consumer>,
+}
+
+#[derive(Debug, Serialize)]
+struct Consumer {
+    group_state: Option<String>,
+    member_id: Option<String>,
+    client_id: Option<String>,
+    host: Option<String>,
+}
+
+fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRowOut> {
+    let snapshots: std::collections::HashMap<String, Arc<streamsight_poller::Snapshot>> = lock(&shared.clusters)
+        .iter()
+        .filter_map(|(name, v)| Some((name.clone(), v.last.clone()?)))
+        .collect();
     let engine = lock(&shared.engine);
     let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
     engine
@@ -64,7 +87,22 @@ fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
             wants(&filter.cluster, n.cluster) && wants(&filter.group, n.group) && wants(&filter.topic, n.topic)
         })
         .into_iter()
-        .map(|(n, report)| n.row(report))
+        .map(|(n, report)| {
+            let group = snapshots.get(n.cluster).and_then(|s| s.group(n.group));
+            let consumer = group.map(|g| {
+                let member = g.owner(n.topic, n.partition);
+                Consumer {
+                    group_state: g.state.clone(),
+                    member_id: member.map(|m| m.member_id.clone()),
+                    client_id: member.map(|m| m.client_id.clone()),
+                    host: member.map(|m| m.host.clone()),
+                }
+            });
+            LagRowOut {
+                row: n.row(report),
+                consumer,
+            }
+        })
         .collect()
 }
 
@@ -260,4 +298,43 @@ fn engine_stats(shared: &Shared) -> serde_json::Value {
 async fn events(State(shared): State<Arc<Shared>>) -> Response {
     let events: Vec<_> = lock(&shared.events).iter().cloned().collect();
     axum::Json(json!({ "events": events })).into_response()
+}
+
+/// Polled clusters: brokers, the last poll's errors, and each group's state
+/// and members as the brokers describe them.
+async fn clusters(State(shared): State<Arc<Shared>>) -> Response {
+    let clusters: serde_json::Map<String, serde_json::Value> = lock(&shared.clusters)
+        .iter()
+        .map(|(name, v)| {
+            let last = v.last.as_ref().map(|s| {
+                let groups: Vec<_> = s
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        json!({
+                            "group": g.name,
+                            "state": g.state,
+                            "protocol_type": g.protocol_type,
+                            "members": g.members,
+                            "committed_partitions": g.offsets.len(),
+                            "error": g.error,
+                        })
+                    })
+                    .collect();
+                json!({
+                    "at_ms": s.at.0,
+                    "metadata_ok": s.metadata_ok,
+                    "groups_listed": s.groups_listed,
+                    "brokers": s.brokers,
+                    "topics": s.topics.len(),
+                    "partitions": s.partition_count(),
+                    "requests": s.requests,
+                    "errors": s.errors,
+                    "groups": groups,
+                })
+            });
+            (name.clone(), json!({ "poller": v, "last_poll": last }))
+        })
+        .collect();
+    axum::Json(json!({ "clusters": clusters })).into_response()
 }

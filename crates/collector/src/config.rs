@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
+use streamsight_poller::ClusterConfig;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -30,6 +31,13 @@ pub struct ServeConfig {
     pub history_interval: Duration,
     /// Samples kept per group.
     pub history_samples: usize,
+    /// Kafka clusters to poll (`[[serve.clusters]]`): lag and health for every
+    /// group, instrumented or not. See `docs/poller.md`.
+    pub clusters: Vec<ClusterConfig>,
+    /// Groups and topics of clusters nobody polls are forgotten after this long
+    /// without a word about them (polled clusters expire their own, sooner).
+    #[serde(with = "humantime_serde")]
+    pub forget_idle_after: Duration,
 }
 
 impl Default for ServeConfig {
@@ -45,6 +53,8 @@ impl Default for ServeConfig {
             pathway_window: Duration::from_secs(300),
             history_interval: Duration::from_secs(10),
             history_samples: 360,
+            clusters: Vec::new(),
+            forget_idle_after: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

@@ -5,11 +5,13 @@
 //! (see [`state`]); requests only read.
 
 pub mod api;
+mod burrow;
 mod clock;
 pub mod config;
 pub mod intake;
 pub mod metrics;
 pub mod pathways;
+mod polling;
 pub mod state;
 pub mod telemetry;
 
@@ -41,6 +43,8 @@ pub enum ServeError {
     Writer(#[from] state::WriterError),
     #[error("startup task failed: {0}")]
     Startup(#[from] tokio::task::JoinError),
+    #[error("poller: {0}")]
+    Cluster(#[from] streamsight_poller::ClusterConfigError),
 }
 
 /// A running collector.
@@ -64,6 +68,7 @@ impl Running {
 /// Opens the store, replays it, binds both listeners and serves until the process
 /// ends. Port 0 in the config picks a free port: see [`Running`].
 pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running, ServeError> {
+    streamsight_poller::config::validate_all(&config.clusters)?;
     let store = streamsight_store::open(&config.storage)?;
     let intake_listener = bind(config.intake_listen).await?;
     let api_listener = bind(config.api_listen).await?;
@@ -85,6 +90,13 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         intake_listener,
         intake::router(shared.clone(), writer.clone()),
     )));
+    for cluster in shared.config.clusters.clone() {
+        tasks.push(tokio::spawn(polling::poll_forever(
+            shared.clone(),
+            writer.clone(),
+            cluster,
+        )));
+    }
     tasks.push(tokio::spawn(housekeeping(shared.clone(), writer, retention_ms)));
     Ok(Running {
         intake_addr,
@@ -122,5 +134,35 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
         lock(&shared.pathways).prune(now.0.saturating_sub(kept));
         // Cheap when nothing is due: the log is indexed by time.
         writer.delete_before(Millis(now.0.saturating_sub(retention_ms)));
+        let expired = idle_records(&shared, now);
+        if !expired.is_empty() {
+            tracing::info!(records = expired.len(), "forgetting idle groups and topics");
+            if let Err(e) = writer.append(expired).await {
+                tracing::error!(error = %e, "idle expiry not stored");
+            }
+        }
     }
+}
+
+/// Groups and topics of unpolled clusters nothing was heard of for
+/// `forget_idle_after`: no ghost series. Polled clusters expire their own.
+fn idle_records(shared: &Shared, now: Millis) -> Vec<streamsight_store::Record> {
+    use streamsight_store::{Record, StoredObservation};
+    let polled: std::collections::BTreeSet<&str> = shared.config.clusters.iter().map(|c| c.name.as_str()).collect();
+    let engine = lock(&shared.engine);
+    let idle = engine.idle(now, shared.config.forget_idle_after);
+    let record = |observation| Record::Observation { at: now, observation };
+    let groups = idle.groups.iter().filter(|(c, _)| !polled.contains(c)).map(|&(c, g)| {
+        record(StoredObservation::GroupDeleted {
+            cluster: c.to_owned(),
+            group: g.to_owned(),
+        })
+    });
+    let topics = idle.topics.iter().filter(|(c, _)| !polled.contains(c)).map(|&(c, t)| {
+        record(StoredObservation::TopicDeleted {
+            cluster: c.to_owned(),
+            topic: t.to_owned(),
+        })
+    });
+    groups.chain(topics).collect()
 }

@@ -34,7 +34,51 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     let window = crate::time_ms(shared.config.pathway_window);
     let graph = lock(&shared.pathways).graph(now.0 - window, now.0 + 1);
     render_pathways(&mut out, &graph);
+    render_poller(&mut out, &lock(&shared.clusters));
     out
+}
+
+fn render_poller(out: &mut String, clusters: &std::collections::BTreeMap<String, crate::state::ClusterView>) {
+    let mut polls = Family::new("streamsight_poller_polls_total", "counter", "Polls of the cluster.");
+    let mut failed = Family::new(
+        "streamsight_poller_failed_polls_total",
+        "counter",
+        "Polls where no broker answered Metadata.",
+    );
+    let mut requests = Family::new(
+        "streamsight_poller_requests_total",
+        "counter",
+        "Kafka requests the poller sent, handshakes included.",
+    );
+    let mut seconds = Family::new(
+        "streamsight_poller_last_poll_seconds",
+        "gauge",
+        "How long the last poll of the cluster took.",
+    );
+    let mut members = Family::new(
+        "streamsight_consumer_group_members",
+        "gauge",
+        "Members of a group as its coordinator describes it, by group state.",
+    );
+    for (name, v) in clusters {
+        let labels = format!("cluster_name=\"{}\"", esc(name));
+        polls.sample(&labels, v.polls);
+        failed.sample(&labels, v.failed_polls);
+        requests.sample(&labels, v.requests);
+        if let Some(ms) = v.last_poll_ms {
+            seconds.sample(&labels, ms / 1000.0);
+        }
+        for g in v.last.iter().flat_map(|s| &s.groups).filter(|g| g.exists()) {
+            let state = g.state.as_deref().unwrap_or("unknown");
+            members.sample(
+                &format!("{labels},group=\"{}\",state=\"{}\"", esc(&g.name), esc(state)),
+                g.members.len(),
+            );
+        }
+    }
+    for family in [&polls, &failed, &requests, &seconds, &members] {
+        family.write(out);
+    }
 }
 
 /// One metric family: its samples must be written together, after its header.

@@ -10,7 +10,7 @@ use crate::config::ServeConfig;
 use crate::pathways::{PathwayPoint, Pathways};
 use crate::telemetry::IntakeTelemetry;
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use streamsight_core::{Engine, EngineConfig, EngineEvent, GroupId, Millis, Status};
@@ -38,6 +38,21 @@ pub struct Shared {
     pub history: Mutex<HashMap<GroupId, VecDeque<GroupSample>>>,
     pub telemetry: IntakeTelemetry,
     pub ready: AtomicBool,
+    /// What the poller last saw of each configured cluster.
+    pub clusters: Mutex<BTreeMap<String, ClusterView>>,
+}
+
+/// A polled cluster: its last snapshot and the poller's own counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClusterView {
+    pub bootstrap: Vec<String>,
+    pub poll_interval_ms: i64,
+    pub polls: u64,
+    pub failed_polls: u64,
+    pub requests: u64,
+    pub last_poll_ms: Option<f64>,
+    #[serde(skip)]
+    pub last: Option<Arc<streamsight_poller::Snapshot>>,
 }
 
 /// Locks a mutex; a panic elsewhere while holding it does not take the collector down.
@@ -48,13 +63,27 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     pub fn new(config: ServeConfig, engine: EngineConfig) -> Result<Self, streamsight_core::ConfigError> {
         Ok(Self {
-            config,
             engine: Mutex::new(Engine::new(engine)?),
             pathways: Mutex::new(Pathways::default()),
             events: Mutex::new(VecDeque::new()),
             history: Mutex::new(HashMap::new()),
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
+            clusters: Mutex::new(
+                config
+                    .clusters
+                    .iter()
+                    .map(|c| {
+                        let view = ClusterView {
+                            bootstrap: c.bootstrap.clone(),
+                            poll_interval_ms: crate::time_ms(c.poll_interval),
+                            ..ClusterView::default()
+                        };
+                        (c.name.clone(), view)
+                    })
+                    .collect(),
+            ),
+            config,
         })
     }
 
@@ -134,6 +163,8 @@ pub enum WriterError {
 enum Job {
     Append {
         records: Vec<Record>,
+        /// Applied after `records`, never stored: answers that only confirm.
+        transient: Vec<Record>,
         done: oneshot::Sender<Result<(), String>>,
     },
     DeleteBefore(Millis),
@@ -148,7 +179,9 @@ pub struct Writer {
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Job::Append { records, .. } => write!(f, "Append({} records)", records.len()),
+            Job::Append { records, transient, .. } => {
+                write!(f, "Append({} records, {} transient)", records.len(), transient.len())
+            }
             Job::DeleteBefore(at) => write!(f, "DeleteBefore({at:?})"),
         }
     }
@@ -170,9 +203,18 @@ impl Writer {
 
     /// Returns once the records are on disk and applied.
     pub async fn append(&self, records: Vec<Record>) -> Result<(), String> {
+        self.append_with_transient(records, Vec::new()).await
+    }
+
+    /// Stores `records`, then applies them and `transient` (which is not stored).
+    pub async fn append_with_transient(&self, records: Vec<Record>, transient: Vec<Record>) -> Result<(), String> {
         let (done, wait) = oneshot::channel();
         self.tx
-            .send(Job::Append { records, done })
+            .send(Job::Append {
+                records,
+                transient,
+                done,
+            })
             .map_err(|_| "the writer has stopped".to_owned())?;
         wait.await.map_err(|_| "the writer has stopped".to_owned())?
     }
@@ -185,11 +227,17 @@ impl Writer {
 fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>) {
     while let Ok(first) = rx.recv() {
         let mut batch = Vec::new();
+        let mut transient = Vec::new();
         let mut waiting = Vec::new();
         let mut deletes = Vec::new();
         let mut take = |job: Job| match job {
-            Job::Append { records, done } => {
+            Job::Append {
+                records,
+                transient: t,
+                done,
+            } => {
                 batch.extend(records);
+                transient.extend(t);
                 waiting.push(done);
             }
             Job::DeleteBefore(at) => deletes.push(at),
@@ -202,6 +250,7 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>) 
             let result = store.append(&batch).map_err(|e| e.to_string());
             if result.is_ok() {
                 shared.apply(&batch);
+                shared.apply(&transient);
             } else {
                 tracing::error!(error = ?result, records = batch.len(), "store append failed");
             }

@@ -1,0 +1,204 @@
+//! `serve` polling a Kafka cluster (librdkafka's mock) with nobody instrumented:
+//! lag over the JSON API and Burrow's API, poller metrics, a stopped broker, and
+//! an instrumented producer's points merging with the broker's answers.
+#![allow(clippy::unwrap_used)]
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde_json::Value;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use streamsight_collector::{ServeConfig, serve};
+use streamsight_core::EngineConfig;
+use streamsight_poller::ClusterConfig;
+use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
+
+type Mock = MockCluster<'static, DefaultProducerContext>;
+
+async fn produce(cluster: &Mock, topic: &str, n: usize) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .create()
+        .unwrap();
+    for _ in 0..n {
+        let record = FutureRecord::<(), _>::to(topic).partition(0).payload("x");
+        producer.send(record, Duration::from_secs(5)).await.unwrap();
+    }
+}
+
+fn commit(cluster: &Mock, group: &str, topic: &str, offset: i64) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(offset)).unwrap();
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let resp = client.get(url).send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+/// Polls `url` until `done` holds, within a deadline.
+async fn wait_for(client: &reqwest::Client, url: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = get(client, url).await;
+        if done(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "never happened; last answer: {body:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstrumented_groups_get_lag_over_both_apis() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 1, 1).unwrap();
+    produce(&cluster, "orders", 10).await;
+    commit(&cluster, "billing", "orders", 4);
+
+    let mut polled = ClusterConfig::new("mock", &cluster.bootstrap_servers());
+    polled.poll_interval = Duration::from_millis(200);
+    polled.request_timeout = Duration::from_secs(1);
+    polled.groups = vec!["billing".into()];
+    let config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: "memory://".into(),
+        clusters: vec![polled],
+        ..ServeConfig::default()
+    };
+    let running = serve(config, EngineConfig::default()).await.unwrap();
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+
+    let lag = wait_for(&client, &format!("{api}/api/v1/lag?group=billing"), |b| {
+        b["rows"].as_array().is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    let row = &lag["rows"][0];
+    assert_eq!(
+        (row["cluster"].as_str(), row["lag_messages"].as_i64()),
+        (Some("mock"), Some(6)),
+        "{row:#}"
+    );
+
+    // Burrow's API, Burrow's shapes.
+    let (code, list) = get(&client, &format!("{api}/v3/kafka")).await;
+    assert_eq!((code, list["error"].as_bool()), (200, Some(false)));
+    assert_eq!(list["clusters"], serde_json::json!(["mock"]));
+    assert_eq!(list["message"], "cluster list returned");
+    assert!(list["request"]["url"].is_string());
+    let (_, detail) = get(&client, &format!("{api}/v3/kafka/mock")).await;
+    assert_eq!(detail["module"]["class-name"], "kafka");
+    let (_, consumers) = get(&client, &format!("{api}/v3/kafka/mock/consumer")).await;
+    assert_eq!(consumers["consumers"], serde_json::json!(["billing"]));
+    let (_, lag) = get(&client, &format!("{api}/v3/kafka/mock/consumer/billing/lag")).await;
+    let status = &lag["status"];
+    assert_eq!(
+        (status["cluster"].as_str(), status["group"].as_str()),
+        (Some("mock"), Some("billing"))
+    );
+    assert_eq!(
+        (status["totallag"].as_i64(), status["partition_count"].as_i64()),
+        (Some(6), Some(1))
+    );
+    let p = &status["partitions"][0];
+    assert_eq!(
+        (p["topic"].as_str(), p["partition"].as_i64(), p["current_lag"].as_i64()),
+        (Some("orders"), Some(0), Some(6))
+    );
+    assert_eq!(p["end"]["offset"].as_i64(), Some(4));
+    for key in ["owner", "client_id", "status", "start", "complete"] {
+        assert!(p.get(key).is_some(), "partition has no {key}: {p:#}");
+    }
+    assert_eq!(status["maxlag"]["current_lag"].as_i64(), Some(6));
+    assert!(p["streamsight"]["lag_seconds"].is_number() || p["streamsight"]["lag_seconds"].is_null());
+    let (_, topics) = get(&client, &format!("{api}/v3/kafka/mock/topic")).await;
+    assert_eq!(topics["topics"], serde_json::json!(["orders"]));
+    let (_, offsets) = get(&client, &format!("{api}/v3/kafka/mock/topic/orders")).await;
+    assert_eq!(offsets["offsets"], serde_json::json!([10]));
+    let (code, missing) = get(&client, &format!("{api}/v3/kafka/mock/consumer/nobody/status")).await;
+    assert_eq!((code, missing["error"].as_bool()), (404, Some(true)));
+    assert_eq!(missing["message"], "cluster or consumer not found");
+    let (code, _) = get(&client, &format!("{api}/v3/kafka/elsewhere/topic")).await;
+    assert_eq!(code, 404);
+
+    let metrics = client
+        .get(format!("{api}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("streamsight_poller_polls_total{cluster_name=\"mock\"}"),
+        "{metrics}"
+    );
+    assert!(metrics.contains(
+        "kafka_consumergroup_group_lag{cluster_name=\"mock\",group=\"billing\",topic=\"orders\",partition=\"0\"} 6"
+    ));
+
+    // An instrumented producer reports into the same cluster: its acks and the
+    // broker's answers merge (end offset = max of both).
+    let ns = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let payload = Payload {
+        env: "prod".into(),
+        service: "checkout".into(),
+        lang: "rust".into(),
+        tracer_version: "1".into(),
+        stats: vec![Bucket {
+            start: ns - ns % 10_000_000_000,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs: vec![Backlog {
+                tags: [
+                    "type:kafka_produce",
+                    "topic:orders",
+                    "partition:0",
+                    "kafka_cluster_id:mock",
+                ]
+                .map(String::from)
+                .to_vec(),
+                value: 11,
+            }],
+        }],
+        ..Payload::default()
+    };
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let resp = client
+        .post(&intake)
+        .header("Content-Type", "application/msgpack")
+        .body(encode(&payload))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202);
+    let lag = wait_for(&client, &format!("{api}/api/v1/lag?group=billing"), |b| {
+        b["rows"][0]["end_offset"] == 12
+    })
+    .await;
+    assert_eq!(
+        lag["rows"][0]["lag_messages"].as_i64(),
+        Some(8),
+        "acked offset 11 means 12 records"
+    );
+
+    // The broker stops answering: never ok, never a fresh 0.
+    cluster.broker_down(1).unwrap();
+    let lag = wait_for(&client, &format!("{api}/api/v1/lag?group=billing"), |b| {
+        b["rows"][0]["broker_unreachable"] == true
+    })
+    .await;
+    assert_eq!(lag["rows"][0]["status"], "stale");
+    let (_, burrow) = get(&client, &format!("{api}/v3/kafka/mock/consumer/billing/status")).await;
+    assert_eq!(burrow["status"]["status"], "WARN");
+}
