@@ -1,4 +1,5 @@
 //! The `streamsight` binary's pieces, as a library so that tests drive them directly.
 
 pub mod config;
+pub mod lag;
 pub mod replay;

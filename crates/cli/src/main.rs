@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use streamsight::config::Config;
+use streamsight::lag;
 use streamsight::replay::{self, Format, ReplayOptions};
 use streamsight_core::Engine;
 
@@ -37,6 +38,28 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         brokers: i32,
     },
+    /// Lag and health per group and partition, like `kafka-consumer-groups
+    /// --describe` with lag seconds: from a running collector, or straight from a
+    /// cluster with --bootstrap-server.
+    Lag {
+        /// The collector's API.
+        #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
+        collector: String,
+        /// Ask this cluster directly (host:port[,host:port]) instead of a collector.
+        #[arg(long, conflicts_with = "cluster")]
+        bootstrap_server: Option<String>,
+        /// Only this group. Directly against a cluster whose brokers cannot list
+        /// groups, the group to ask for.
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long)]
+        topic: Option<String>,
+        /// Only this cluster (as the collector names it).
+        #[arg(long)]
+        cluster: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// Feed a scenario (JSON Lines of timed events) through the engine on a
     /// simulated clock and print lag and health at sample times.
     Replay {
@@ -68,6 +91,19 @@ struct ServeArgs {
     /// How long stored data is kept, e.g. 7d.
     #[arg(long, env = "STREAMSIGHT_RETENTION", value_parser = humantime::parse_duration)]
     retention: Option<std::time::Duration>,
+    /// A Kafka cluster to poll, NAME=HOST:PORT[,HOST:PORT], with the defaults of
+    /// `[[serve.clusters]]`; repeatable (`;` between them in the environment).
+    #[arg(long = "cluster", env = "STREAMSIGHT_CLUSTERS", value_delimiter = ';', value_parser = parse_cluster)]
+    clusters: Vec<streamsight_poller::ClusterConfig>,
+}
+
+fn parse_cluster(spec: &str) -> Result<streamsight_poller::ClusterConfig, String> {
+    let (name, bootstrap) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("{spec:?} is not NAME=HOST:PORT[,HOST:PORT]"))?;
+    let cluster = streamsight_poller::ClusterConfig::new(name.trim(), bootstrap);
+    cluster.validate().map_err(|e| e.to_string())?;
+    Ok(cluster)
 }
 
 fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
@@ -78,6 +114,7 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         s.storage = storage;
     }
     s.retention = args.retention.unwrap_or(s.retention);
+    s.clusters.extend(args.clusters);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let running = streamsight_collector::serve(config.serve, config.engine).await?;
@@ -155,6 +192,30 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(config, args)?,
         Command::DevKafka { topics, brokers } => dev_kafka(&topics, brokers)?,
+        Command::Lag {
+            collector,
+            bootstrap_server,
+            group,
+            topic,
+            cluster,
+            format,
+        } => {
+            let filter = lag::Filter { group, topic };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let rows = runtime.block_on(async {
+                match &bootstrap_server {
+                    Some(b) => lag::from_cluster(b, filter.group.as_slice(), &filter).await,
+                    None => lag::from_collector(&collector, cluster.as_deref(), &filter).await,
+                }
+            })?;
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            match format {
+                Format::Json => serde_json::to_writer_pretty(&mut out, &rows)?,
+                Format::Table => lag::write_table(&mut out, &rows)?,
+            }
+            writeln!(out)?;
+        }
         Command::Replay {
             file,
             sample_every,

@@ -1,0 +1,243 @@
+//! `streamsight lag`: a `kafka-consumer-groups --describe` with lag seconds and
+//! health, read from a running collector or straight from a cluster.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::time::Duration;
+use streamsight_core::{Engine, EngineConfig, Millis};
+use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
+
+/// One group-partition as printed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub cluster: String,
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub committed_offset: Option<i64>,
+    pub end_offset: Option<i64>,
+    pub lag_messages: Option<i64>,
+    pub lag_seconds: Option<f64>,
+    #[serde(default)]
+    pub lag_seconds_lower_bound: bool,
+    pub status: String,
+    #[serde(default)]
+    pub consumer: Option<Owner>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Owner {
+    pub group_state: Option<String>,
+    pub member_id: Option<String>,
+    pub client_id: Option<String>,
+    pub host: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub group: Option<String>,
+    pub topic: Option<String>,
+}
+
+impl Filter {
+    fn keeps(&self, group: &str, topic: &str) -> bool {
+        self.group.as_deref().is_none_or(|g| g == group) && self.topic.as_deref().is_none_or(|t| t == topic)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LagError {
+    #[error("collector at {url}: {reason}")]
+    Collector { url: String, reason: String },
+    #[error("cluster {bootstrap}: {reason}")]
+    Cluster { bootstrap: String, reason: String },
+}
+
+/// Rows from a running collector's `/api/v1/lag`.
+pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -> Result<Vec<Row>, LagError> {
+    let err = |reason: String| LagError::Collector {
+        url: url.to_owned(),
+        reason,
+    };
+    let mut query: Vec<(&str, &str)> = Vec::new();
+    if let Some(c) = cluster {
+        query.push(("cluster", c));
+    }
+    if let Some(g) = &filter.group {
+        query.push(("group", g));
+    }
+    if let Some(t) = &filter.topic {
+        query.push(("topic", t));
+    }
+    let resp = reqwest::Client::new()
+        .get(format!("{}/api/v1/lag", url.trim_end_matches('/')))
+        .query(&query)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| err(e.to_string()))?;
+    if !status.is_success() {
+        return Err(err(format!("answered {status}: {text}")));
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        rows: Vec<Row>,
+    }
+    let answer: Answer = serde_json::from_str(&text).map_err(|e| err(format!("unexpected answer: {e}")))?;
+    Ok(answer.rows)
+}
+
+/// Rows from one poll of a cluster. One look gives lag in messages; lag in
+/// seconds needs a history of end offsets, so it is unknown here (0 only when
+/// caught up), and health is what one look can tell.
+pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -> Result<Vec<Row>, LagError> {
+    let mut config = ClusterConfig::new("direct", bootstrap);
+    config.groups = groups.to_vec();
+    config.validate().map_err(|e| LagError::Cluster {
+        bootstrap: bootstrap.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let asked: BTreeSet<String> = groups.iter().cloned().collect();
+    let mut client = ClusterClient::new(config.clone());
+    let now = now();
+    let snap = client.poll(now, &asked).await;
+    if !snap.metadata_ok {
+        return Err(LagError::Cluster {
+            bootstrap: bootstrap.to_owned(),
+            reason: snap.errors.join("; "),
+        });
+    }
+    let mut engine = Engine::new(EngineConfig::default()).map_err(|e| LagError::Cluster {
+        bootstrap: bootstrap.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let update = Tracker::new("direct", config.forget_after).update(&snap);
+    for r in update.durable.iter().chain(&update.transient) {
+        r.apply(&mut engine);
+    }
+    let rows = engine
+        .reports(now, |n| filter.keeps(n.group, n.topic))
+        .into_iter()
+        .map(|(n, r)| {
+            let group = snap.group(n.group);
+            let member = group.and_then(|g| g.owner(n.topic, n.partition));
+            Row {
+                cluster: bootstrap.to_owned(),
+                group: n.group.to_owned(),
+                topic: n.topic.to_owned(),
+                partition: n.partition,
+                committed_offset: r.committed_offset,
+                end_offset: r.end_offset,
+                lag_messages: r.lag_messages,
+                lag_seconds: r.lag_seconds.filter(|_| r.lag_messages == Some(0)),
+                lag_seconds_lower_bound: false,
+                status: r.status.as_str().to_owned(),
+                consumer: group.map(|g| Owner {
+                    group_state: g.state.clone(),
+                    member_id: member.map(|m| m.member_id.clone()),
+                    client_id: member.map(|m| m.client_id.clone()),
+                    host: member.map(|m| m.host.clone()),
+                }),
+            }
+        })
+        .collect();
+    Ok(rows)
+}
+
+fn now() -> Millis {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Millis(ms)
+}
+
+/// The table `kafka-consumer-groups --describe` users know, with lag seconds
+/// and health; unknown values print as `-`, never 0.
+pub fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let table: Vec<[String; 11]> = rows
+        .iter()
+        .map(|r| {
+            let owner = r.consumer.clone().unwrap_or_default();
+            let seconds = r.lag_seconds.map(|s| {
+                let s = format!("{s:.1}");
+                if r.lag_seconds_lower_bound { format!(">={s}") } else { s }
+            });
+            [
+                r.group.clone(),
+                r.topic.clone(),
+                r.partition.to_string(),
+                dash(r.committed_offset.map(|o| o.to_string())),
+                dash(r.end_offset.map(|o| o.to_string())),
+                dash(r.lag_messages.map(|o| o.to_string())),
+                dash(seconds),
+                r.status.to_uppercase(),
+                dash(owner.member_id.filter(|s| !s.is_empty())),
+                dash(owner.host.filter(|s| !s.is_empty())),
+                dash(owner.client_id.filter(|s| !s.is_empty())),
+            ]
+        })
+        .collect();
+    let header = [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "LAG-SECONDS",
+        "STATUS",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ];
+    let mut widths = header.map(str::len);
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |out: &mut dyn Write, cells: &[&str]| -> std::io::Result<()> {
+        let padded: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        writeln!(out, "{}", padded.join(" ").trim_end())
+    };
+    line(out, &header)?;
+    for row in &table {
+        line(out, &row.iter().map(String::as_str).collect::<Vec<_>>())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_values_print_as_dashes_never_zero() {
+        let row = Row {
+            cluster: "c".into(),
+            group: "billing".into(),
+            topic: "orders".into(),
+            partition: 0,
+            committed_offset: Some(4),
+            end_offset: None,
+            lag_messages: None,
+            lag_seconds: None,
+            lag_seconds_lower_bound: false,
+            status: "stale".into(),
+            consumer: None,
+        };
+        let mut out = Vec::new();
+        write_table(&mut out, &[row]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let line = text.lines().nth(1).unwrap();
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["billing", "orders", "0", "4", "-", "-", "-", "STALE", "-", "-", "-"]
+        );
+    }
+}

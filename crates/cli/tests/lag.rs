@@ -1,0 +1,119 @@
+//! `streamsight lag`, straight against a cluster and through a collector that
+//! polls it (`serve --cluster`), on librdkafka's mock cluster.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn lag(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .arg("lag")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn lag_from_the_cluster_and_from_a_collector_polling_it() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 2, 1).unwrap();
+    let bootstrap = cluster.bootstrap_servers();
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    for i in 0..10 {
+        producer
+            .send(BaseRecord::<(), _>::to("orders").partition(i % 2).payload("x"))
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(5)).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "billing")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("orders", 0, Offset::Offset(2)).unwrap();
+    tpl.add_partition_offset("orders", 1, Offset::Offset(5)).unwrap();
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+
+    // Directly: the mock cannot list groups, so the group is named.
+    let (ok, out, err) = lag(&[
+        "--bootstrap-server",
+        &bootstrap,
+        "--group",
+        "billing",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let lags: Vec<_> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["lag_messages"].as_i64())
+        .collect();
+    assert_eq!(lags, [Some(3), Some(0)]);
+    assert!(
+        rows[0]["lag_seconds"].is_null(),
+        "one look cannot tell seconds: {rows:#}"
+    );
+    assert_eq!(rows[1]["lag_seconds"].as_f64(), Some(0.0));
+
+    let (ok, out, _) = lag(&["--bootstrap-server", &bootstrap, "--group", "billing"]);
+    assert!(ok);
+    let mut lines = out.lines();
+    assert!(lines.next().unwrap().starts_with("GROUP"));
+    let first: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&first[..7], ["billing", "orders", "0", "2", "5", "3", "-"]);
+
+    // A broker nobody answers on: a clear error, not an empty table.
+    let (ok, _, err) = lag(&["--bootstrap-server", "127.0.0.1:1", "--group", "billing"]);
+    assert!(!ok);
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+
+    // Through a collector polling the cluster, configured in TOML (the mock
+    // cannot list groups, so the config names the group).
+    let config = std::env::temp_dir().join(format!("streamsight-lag-{}.toml", std::process::id()));
+    let toml = format!(
+        "[[serve.clusters]]\nname = \"mock\"\nbootstrap = [\"{bootstrap}\"]\ngroups = [\"billing\"]\npoll_interval = \"200ms\"\n"
+    );
+    std::fs::write(&config, toml).unwrap();
+    let (_guard, line) = support::start(
+        Command::new(env!("CARGO_BIN_EXE_streamsight"))
+            .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
+            .args(["--storage", "memory://", "--config"])
+            .arg(&config)
+            .env("STREAMSIGHT_LOG", "warn"),
+        "streamsight serving",
+    );
+    let api = support::field(&line, "api");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out, err) = lag(&["--collector", &api, "--cluster", "mock", "--format", "json"]);
+        assert!(ok, "{err}");
+        let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if rows.as_array().unwrap().len() == 2 && rows[0]["group"] == "billing" {
+            assert_eq!(rows[0]["lag_messages"].as_i64(), Some(3));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the collector never showed billing: {rows:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
