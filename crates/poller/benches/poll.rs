@@ -1,1 +1,202 @@
-fn main() {}
+//! One poll cycle over 20,000 partitions and 1,000 groups (issue 5's size):
+//! requests sent, time, memory. Against tansu (an outside broker that lists
+//! groups and fetches all of a group's offsets in one go), started here.
+//!
+//! `cargo bench -p streamsight-poller --bench poll` (needs tansu: scripts/test
+//! installs it at .tools/tansu, or set STREAMSIGHT_TANSU).
+#![allow(clippy::unwrap_used)]
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use std::alloc::System;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use streamsight_core::{Engine, EngineConfig, Millis};
+use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const TOPICS: usize = 200;
+const PARTITIONS: i32 = 100;
+const GROUPS: usize = 1_000;
+
+struct Broker(Child);
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tansu() -> (Broker, String) {
+    let bin = std::env::var("STREAMSIGHT_TANSU")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/tansu/bin/tansu"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let child = Command::new(&bin)
+        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start tansu at {}: {e} (scripts/test installs it)",
+                bin.display()
+            )
+        });
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "tansu did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Broker(child), addr)
+}
+
+fn populate(rt: &tokio::runtime::Runtime, bootstrap: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let topics: Vec<String> = (0..TOPICS).map(|i| format!("topic-{i:03}")).collect();
+    let new: Vec<NewTopic> = topics
+        .iter()
+        .map(|t| NewTopic::new(t, PARTITIONS, TopicReplication::Fixed(1)))
+        .collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(60)));
+    for r in rt.block_on(admin.create_topics(&new, &opts)).unwrap() {
+        r.unwrap();
+    }
+    // Each group commits on every partition of one topic: 100,000 group-partitions.
+    std::thread::scope(|s| {
+        for worker in 0..8 {
+            let topics = &topics;
+            s.spawn(move || {
+                for g in (worker..GROUPS).step_by(8) {
+                    let consumer: BaseConsumer = ClientConfig::new()
+                        .set("bootstrap.servers", bootstrap)
+                        .set("group.id", format!("group-{g:04}"))
+                        .create()
+                        .unwrap();
+                    let mut tpl = TopicPartitionList::new();
+                    for p in 0..PARTITIONS {
+                        tpl.add_partition_offset(&topics[g % TOPICS], p, Offset::Offset(1))
+                            .unwrap();
+                    }
+                    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+                }
+            });
+        }
+    });
+}
+
+fn poll_cycle(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_broker, bootstrap) = tansu();
+    populate(&rt, &bootstrap);
+    let none = BTreeSet::new();
+    let mut client = ClusterClient::new(ClusterConfig::new("bench", &bootstrap));
+
+    // The first poll connects and finds coordinators; then the steady state.
+    let first = rt.block_on(client.poll(Millis(0), &none));
+    let region = Region::new(GLOBAL);
+    let started = Instant::now();
+    let snap = rt.block_on(client.poll(Millis(10_000), &none));
+    let took = started.elapsed();
+    let stats = region.change();
+    let offsets: usize = snap.groups.iter().map(|g| g.offsets.len()).sum();
+    assert_eq!(
+        snap.partition_count(),
+        TOPICS * PARTITIONS as usize,
+        "{:?}",
+        snap.errors
+    );
+    assert_eq!(snap.groups.len(), GROUPS, "{:?}", snap.errors);
+    assert_eq!(offsets, GROUPS * PARTITIONS as usize);
+    let mut tracker = Tracker::new("bench", Duration::from_secs(600));
+    let mut engine = Engine::new(EngineConfig::default()).unwrap();
+    let update = tracker.update(&snap);
+    for r in update.durable.iter().chain(&update.transient) {
+        r.apply(&mut engine);
+    }
+    let memory = engine.memory();
+    println!(
+        "poll cycle: {} partitions, {} groups, {} committed offsets; first poll {} requests, steady poll {} requests \
+         in {:.0} ms; allocated during the poll {:.1} MB, held after it {:.1} MB (snapshot and connections); \
+         engine afterwards {:.1} MB",
+        snap.partition_count(),
+        snap.groups.len(),
+        offsets,
+        first.requests,
+        snap.requests,
+        took.as_secs_f64() * 1000.0,
+        stats.bytes_allocated as f64 / 1e6,
+        (stats.bytes_allocated as f64 - stats.bytes_deallocated as f64) / 1e6,
+        (memory.partition_bytes + memory.group_partition_bytes) as f64 / 1e6,
+    );
+
+    // This process's CPU for a poll, apart from the broker's (tansu shares the machine).
+    let cpu_before = cpu_seconds();
+    let rounds = 10;
+    for i in 0..rounds {
+        rt.block_on(client.poll(Millis(15_000 + i), &none));
+    }
+    println!(
+        "poller CPU per cycle: {:.0} ms (user+system of this process, /proc/self/stat, {rounds} cycles)",
+        (cpu_seconds() - cpu_before) * 1000.0 / rounds as f64
+    );
+
+    let mut group = c.benchmark_group("poll");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    let mut at = 20_000;
+    group.bench_function("cycle_20k_partitions_1k_groups", |b| {
+        b.iter(|| {
+            at += 10_000;
+            rt.block_on(client.poll(Millis(at), &none))
+        });
+    });
+    // The tracker's and the engine's share of a cycle, on the same snapshot.
+    group.bench_function("track_and_apply_20k_partitions_1k_groups", |b| {
+        b.iter(|| {
+            at += 10_000;
+            let mut s = snap.clone();
+            s.at = Millis(at);
+            let update = tracker.update(&s);
+            for r in update.durable.iter().chain(&update.transient) {
+                r.apply(&mut engine);
+            }
+            update.transient.len()
+        });
+    });
+    group.finish();
+}
+
+/// User and system CPU time of this process, from /proc/self/stat (clock ticks).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+criterion_group!(benches, poll_cycle);
+criterion_main!(benches);
