@@ -14,10 +14,13 @@ pub struct ClusterConfig {
     pub bootstrap: Vec<String>,
     #[serde(default = "default_client_id")]
     pub client_id: String,
-    /// Only plaintext is spoken so far; anything else is refused at startup
-    /// rather than failing at the first poll.
+    /// `plaintext` or `sasl_plaintext`; TLS (`ssl`, `sasl_ssl`) is refused at
+    /// startup rather than failing at the first poll.
     #[serde(default)]
     pub security_protocol: SecurityProtocol,
+    /// Credentials for `sasl_plaintext`.
+    #[serde(default)]
+    pub sasl: Option<crate::client::sasl::SaslConfig>,
     #[serde(default = "default_poll_interval", with = "humantime_serde")]
     pub poll_interval: Duration,
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
@@ -49,10 +52,16 @@ pub enum ClusterConfigError {
     NoBootstrap { cluster: String },
     #[error("cluster {cluster:?}: bootstrap server {server:?} is not host:port")]
     BadBootstrap { cluster: String, server: String },
-    #[error("cluster {cluster:?}: security_protocol {protocol:?} is not supported yet (only plaintext)")]
+    #[error("cluster {cluster:?}: security_protocol {protocol:?} is not supported yet (plaintext, sasl_plaintext)")]
     UnsupportedSecurity {
         cluster: String,
         protocol: SecurityProtocol,
+    },
+    #[error("cluster {cluster:?}: security_protocol {protocol:?} {why}")]
+    SaslMismatch {
+        cluster: String,
+        protocol: SecurityProtocol,
+        why: &'static str,
     },
     #[error("cluster {cluster:?}: poll_interval must be at least 100ms")]
     PollTooFast { cluster: String },
@@ -85,6 +94,7 @@ impl ClusterConfig {
                 .collect(),
             client_id: default_client_id(),
             security_protocol: SecurityProtocol::Plaintext,
+            sasl: None,
             poll_interval: default_poll_interval(),
             request_timeout: default_request_timeout(),
             forget_after: default_forget_after(),
@@ -109,11 +119,26 @@ impl ClusterConfig {
                 });
             }
         }
-        if self.security_protocol != SecurityProtocol::Plaintext {
-            return Err(ClusterConfigError::UnsupportedSecurity {
-                cluster,
-                protocol: self.security_protocol,
-            });
+        let protocol = self.security_protocol;
+        match (protocol, &self.sasl) {
+            (SecurityProtocol::Plaintext, None) | (SecurityProtocol::SaslPlaintext, Some(_)) => {}
+            (SecurityProtocol::Plaintext, Some(_)) => {
+                return Err(ClusterConfigError::SaslMismatch {
+                    cluster,
+                    protocol,
+                    why: "does not use the [sasl] credentials given: set sasl_plaintext",
+                });
+            }
+            (SecurityProtocol::SaslPlaintext, None) => {
+                return Err(ClusterConfigError::SaslMismatch {
+                    cluster,
+                    protocol,
+                    why: "needs [sasl] mechanism, username and password",
+                });
+            }
+            (SecurityProtocol::Ssl | SecurityProtocol::SaslSsl, _) => {
+                return Err(ClusterConfigError::UnsupportedSecurity { cluster, protocol });
+            }
         }
         if self.poll_interval < Duration::from_millis(100) {
             return Err(ClusterConfigError::PollTooFast { cluster });

@@ -46,16 +46,25 @@ impl Drop for Tansu {
     }
 }
 
-fn start_tansu() -> Tansu {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+fn start_tansu() -> Tansu {
+    start_tansu_on(free_port(), "memory://tansu/", &std::env::temp_dir(), &[])
+}
+
+fn start_tansu_on(port: u16, storage: &str, dir: &std::path::Path, extra: &[&str]) -> Tansu {
     let url = format!("tcp://127.0.0.1:{port}");
     let child = Command::new(tansu_binary())
         .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-        .args(["--storage-engine", "memory://tansu/"])
+        .args(["--storage-engine", storage])
+        .args(extra)
+        .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -205,4 +214,65 @@ async fn groups_are_listed_described_and_forgotten_when_deleted() {
 
 fn engine_topics(rows: &[streamsight_core::LagRow]) -> BTreeSet<&str> {
     rows.iter().map(|r| r.topic.as_str()).collect()
+}
+
+/// SCRAM against a broker that requires it: tansu's users are created on an
+/// open broker, which then restarts with `--authentication` on the same store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_scram_authenticates_and_a_wrong_password_is_a_clear_error() {
+    use streamsight_poller::SecurityProtocol;
+    use streamsight_poller::client::sasl::{Mechanism, SaslConfig};
+
+    let dir = std::env::temp_dir().join(format!("streamsight-tansu-sasl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let open = start_tansu_on(port, "sqlite://auth.db", &dir, &[]);
+    for (user, mechanism) in [("alice", "scram512"), ("bob", "scram256")] {
+        let status = Command::new(tansu_binary())
+            .args(["user", "create", "--broker", &format!("tcp://{}", open.bootstrap)])
+            .args(["--mechanism", mechanism, user, "secret"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "tansu user create {user}");
+    }
+    drop(open);
+    let secured = start_tansu_on(port, "sqlite://auth.db", &dir, &["--authentication"]);
+
+    let poll = async |sasl: Option<SaslConfig>| {
+        let mut config = ClusterConfig::new("secured", &secured.bootstrap);
+        config.request_timeout = Duration::from_secs(3);
+        if sasl.is_some() {
+            config.security_protocol = SecurityProtocol::SaslPlaintext;
+        }
+        config.sasl = sasl;
+        config.validate().unwrap();
+        ClusterClient::new(config).poll(secs(1), &BTreeSet::new()).await
+    };
+    let creds = |mechanism, username: &str, password: &str| {
+        Some(SaslConfig {
+            mechanism,
+            username: username.into(),
+            password: password.into(),
+        })
+    };
+    for (mechanism, user) in [(Mechanism::ScramSha512, "alice"), (Mechanism::ScramSha256, "bob")] {
+        let snap = poll(creds(mechanism, user, "secret")).await;
+        assert!(snap.metadata_ok, "{mechanism:?}: {:?}", snap.errors);
+    }
+    let wrong = poll(creds(Mechanism::ScramSha512, "alice", "guess")).await;
+    assert!(!wrong.metadata_ok);
+    assert!(
+        wrong.errors.iter().any(|e| e.contains("authentication failed")),
+        "{:?}",
+        wrong.errors
+    );
+    assert!(
+        wrong.errors.iter().all(|e| !e.contains("guess")),
+        "the password is never shown"
+    );
+    assert!(!poll(None).await.metadata_ok, "the broker requires authentication");
+    drop(secured);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,8 +3,13 @@
 //! order requests were sent, so many requests can be written before reading any.
 
 use super::KafkaError;
+use super::sasl::{self, Mechanism, SaslConfig, Scram};
+use crate::config::ClusterConfig;
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 // kafka-protocol's codec errors are anyhow errors; only their text is kept.
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use std::collections::HashMap;
@@ -29,7 +34,8 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub(crate) async fn connect(addr: &str, client_id: &str, timeout: Duration) -> Result<Self, KafkaError> {
+    pub(crate) async fn connect(addr: &str, config: &ClusterConfig) -> Result<Self, KafkaError> {
+        let timeout = config.request_timeout;
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| KafkaError::Timeout {
@@ -43,13 +49,62 @@ impl Connection {
         let mut conn = Self {
             addr: addr.to_owned(),
             stream: BufWriter::new(stream),
-            client_id: StrBytes::from_string(client_id.to_owned()),
+            client_id: StrBytes::from_string(config.client_id.clone()),
             next_correlation: 0,
             versions: HashMap::new(),
             timeout,
         };
         conn.negotiate().await?;
+        if let Some(sasl) = &config.sasl {
+            conn.authenticate(sasl).await?;
+        }
         Ok(conn)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate round trips.
+    async fn authenticate(&mut self, sasl: &SaslConfig) -> Result<(), KafkaError> {
+        let broker = self.addr.clone();
+        let auth = |reason: String| KafkaError::Auth {
+            broker: broker.clone(),
+            reason,
+        };
+        let handshake =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(sasl.mechanism.name()));
+        if self.version::<SaslHandshakeRequest>().is_none_or(|v| v < 1) {
+            return Err(auth("the broker has no SaslHandshake v1".into()));
+        }
+        let answer = self.send(&handshake).await?;
+        if answer.error_code != 0 {
+            let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(auth(format!(
+                "mechanism {} refused (error code {}); the broker offers {offered:?}",
+                sasl.mechanism.name(),
+                answer.error_code
+            )));
+        }
+        let mut step = async |bytes: Vec<u8>| -> Result<Vec<u8>, KafkaError> {
+            let answer = self
+                .send(&SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()))
+                .await?;
+            if answer.error_code != 0 {
+                let message = answer.error_message.as_ref().map_or("", |m| m.as_str());
+                return Err(auth(format!("error code {}: {message}", answer.error_code)));
+            }
+            Ok(answer.auth_bytes.to_vec())
+        };
+        match sasl.mechanism {
+            Mechanism::Plain => {
+                step(sasl::plain(&sasl.username, &sasl.password)).await?;
+            }
+            Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
+                let mut scram = Scram::new(sasl.mechanism, &sasl.username, &sasl.password, Scram::nonce());
+                let server_first = step(scram.client_first()).await?;
+                let client_final = scram.client_final(&server_first).map_err(auth)?;
+                let server_final = step(client_final).await?;
+                scram.verify_server_final(&server_final).map_err(auth)?;
+            }
+        }
+        Ok(())
     }
 
     /// Asks the broker which versions it speaks. A broker that does not know our
@@ -254,6 +309,8 @@ pub(crate) fn api_name(key: i16) -> &'static str {
             ApiKey::OffsetCommit => "OffsetCommit",
             ApiKey::ApiVersions => "ApiVersions",
             ApiKey::DeleteGroups => "DeleteGroups",
+            ApiKey::SaslHandshake => "SaslHandshake",
+            ApiKey::SaslAuthenticate => "SaslAuthenticate",
             _ => "request",
         },
         Err(()) => "request",

@@ -10,6 +10,7 @@
 //! pipelined on one connection.
 
 mod connection;
+pub mod sasl;
 
 use crate::config::ClusterConfig;
 use crate::snapshot::{
@@ -51,6 +52,8 @@ pub enum KafkaError {
     Protocol { broker: String, reason: String },
     #[error("no broker of cluster {cluster} answered: {reason}")]
     NoBroker { cluster: String, reason: String },
+    #[error("broker {broker}: authentication failed: {reason}")]
+    Auth { broker: String, reason: String },
 }
 
 /// Kafka error codes the poller acts on.
@@ -123,7 +126,7 @@ impl ClusterClient {
     async fn connection(&mut self, addr: &str) -> Result<&mut Connection, KafkaError> {
         if !self.connections.contains_key(addr) {
             self.requests += 1;
-            let conn = Connection::connect(addr, &self.config.client_id, self.config.request_timeout).await?;
+            let conn = Connection::connect(addr, &self.config).await?;
             self.connections.insert(addr.to_owned(), conn);
         }
         self.connections.get_mut(addr).ok_or_else(|| KafkaError::Connect {
@@ -169,15 +172,14 @@ impl ClusterClient {
         &mut self,
         work: Vec<(String, Vec<R>)>,
     ) -> Vec<(String, Result<Vec<R::Response>, KafkaError>)> {
-        let (client_id, timeout) = (self.config.client_id.clone(), self.config.request_timeout);
+        let config = &self.config;
         let jobs = work.into_iter().map(|(addr, requests)| {
             let existing = self.connections.remove(&addr);
             self.requests += requests.len() as u64 + u64::from(existing.is_none());
-            let client_id = client_id.clone();
             async move {
                 let mut conn = match existing {
                     Some(c) => c,
-                    None => match Connection::connect(&addr, &client_id, timeout).await {
+                    None => match Connection::connect(&addr, config).await {
                         Ok(c) => c,
                         Err(e) => return (addr, None, Err(e)),
                     },
