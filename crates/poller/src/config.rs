@@ -14,13 +14,15 @@ pub struct ClusterConfig {
     pub bootstrap: Vec<String>,
     #[serde(default = "default_client_id")]
     pub client_id: String,
-    /// `plaintext` or `sasl_plaintext`; TLS (`ssl`, `sasl_ssl`) is refused at
-    /// startup rather than failing at the first poll.
+    /// `plaintext`, `ssl`, `sasl_plaintext` or `sasl_ssl`, as Kafka names them.
     #[serde(default)]
     pub security_protocol: SecurityProtocol,
-    /// Credentials for `sasl_plaintext`.
+    /// Credentials for `sasl_plaintext` and `sasl_ssl`.
     #[serde(default)]
     pub sasl: Option<crate::client::sasl::SaslConfig>,
+    /// Trust for `ssl` and `sasl_ssl` (Mozilla's roots when absent).
+    #[serde(default)]
+    pub tls: Option<crate::client::tls::TlsConfig>,
     #[serde(default = "default_poll_interval", with = "humantime_serde")]
     pub poll_interval: Duration,
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
@@ -52,13 +54,10 @@ pub enum ClusterConfigError {
     NoBootstrap { cluster: String },
     #[error("cluster {cluster:?}: bootstrap server {server:?} is not host:port")]
     BadBootstrap { cluster: String, server: String },
-    #[error("cluster {cluster:?}: security_protocol {protocol:?} is not supported yet (plaintext, sasl_plaintext)")]
-    UnsupportedSecurity {
-        cluster: String,
-        protocol: SecurityProtocol,
-    },
+    #[error("cluster {cluster:?}: tls: {why}")]
+    Tls { cluster: String, why: String },
     #[error("cluster {cluster:?}: security_protocol {protocol:?} {why}")]
-    SaslMismatch {
+    SecurityMismatch {
         cluster: String,
         protocol: SecurityProtocol,
         why: &'static str,
@@ -95,12 +94,20 @@ impl ClusterConfig {
             client_id: default_client_id(),
             security_protocol: SecurityProtocol::Plaintext,
             sasl: None,
+            tls: None,
             poll_interval: default_poll_interval(),
             request_timeout: default_request_timeout(),
             forget_after: default_forget_after(),
             groups: Vec::new(),
             include_internal_topics: false,
         }
+    }
+
+    pub fn uses_tls(&self) -> bool {
+        matches!(
+            self.security_protocol,
+            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl
+        )
     }
 
     pub fn validate(&self) -> Result<(), ClusterConfigError> {
@@ -120,25 +127,26 @@ impl ClusterConfig {
             }
         }
         let protocol = self.security_protocol;
-        match (protocol, &self.sasl) {
-            (SecurityProtocol::Plaintext, None) | (SecurityProtocol::SaslPlaintext, Some(_)) => {}
-            (SecurityProtocol::Plaintext, Some(_)) => {
-                return Err(ClusterConfigError::SaslMismatch {
-                    cluster,
-                    protocol,
-                    why: "does not use the [sasl] credentials given: set sasl_plaintext",
-                });
-            }
-            (SecurityProtocol::SaslPlaintext, None) => {
-                return Err(ClusterConfigError::SaslMismatch {
-                    cluster,
-                    protocol,
-                    why: "needs [sasl] mechanism, username and password",
-                });
-            }
-            (SecurityProtocol::Ssl | SecurityProtocol::SaslSsl, _) => {
-                return Err(ClusterConfigError::UnsupportedSecurity { cluster, protocol });
-            }
+        let sasl_wanted = matches!(protocol, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl);
+        let mismatch = |why| ClusterConfigError::SecurityMismatch {
+            cluster: cluster.clone(),
+            protocol,
+            why,
+        };
+        match (sasl_wanted, self.sasl.is_some()) {
+            (true, false) => return Err(mismatch("needs [sasl] mechanism, username and password")),
+            (false, true) => return Err(mismatch("does not use the [sasl] credentials given")),
+            _ => {}
+        }
+        if self.uses_tls() {
+            crate::client::tls::client_config(&self.tls.clone().unwrap_or_default()).map_err(|why| {
+                ClusterConfigError::Tls {
+                    cluster: cluster.clone(),
+                    why,
+                }
+            })?;
+        } else if self.tls.is_some() {
+            return Err(mismatch("does not use the [tls] settings given"));
         }
         if self.poll_interval < Duration::from_millis(100) {
             return Err(ClusterConfigError::PollTooFast { cluster });
@@ -178,7 +186,21 @@ mod tests {
         sasl.security_protocol = SecurityProtocol::SaslSsl;
         assert!(matches!(
             sasl.validate(),
-            Err(ClusterConfigError::UnsupportedSecurity { .. })
+            Err(ClusterConfigError::SecurityMismatch { .. })
+        ));
+        let mut tls = ClusterConfig::new("a", "h:1");
+        tls.security_protocol = SecurityProtocol::Ssl;
+        tls.tls = Some(crate::client::tls::TlsConfig {
+            ca_file: Some("/nonexistent.pem".into()),
+            server_name: None,
+        });
+        let err = tls.validate().unwrap_err().to_string();
+        assert!(err.contains("/nonexistent.pem"), "{err}");
+        let mut stray = ClusterConfig::new("a", "h:1");
+        stray.tls = Some(crate::client::tls::TlsConfig::default());
+        assert!(matches!(
+            stray.validate(),
+            Err(ClusterConfigError::SecurityMismatch { .. })
         ));
         let twice = [ClusterConfig::new("a", "h:1"), ClusterConfig::new("a", "h:2")];
         assert_eq!(validate_all(&twice), Err(ClusterConfigError::Duplicate("a".into())));

@@ -4,12 +4,16 @@
 
 use super::KafkaError;
 use super::sasl::{self, Mechanism, SaslConfig, Scram};
+use super::tls::{self, Stream};
 use crate::config::ClusterConfig;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
     SaslHandshakeRequest,
 };
+use std::sync::Arc;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::ClientConfig;
 // kafka-protocol's codec errors are anyhow errors; only their text is kept.
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use std::collections::HashMap;
@@ -25,7 +29,7 @@ const UNSUPPORTED_VERSION: i16 = 35;
 #[derive(Debug)]
 pub(crate) struct Connection {
     pub(crate) addr: String,
-    stream: BufWriter<TcpStream>,
+    stream: BufWriter<Stream>,
     client_id: StrBytes,
     next_correlation: i32,
     /// The versions the broker accepts, by API key.
@@ -34,7 +38,11 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    pub(crate) async fn connect(addr: &str, config: &ClusterConfig) -> Result<Self, KafkaError> {
+    pub(crate) async fn connect(
+        addr: &str,
+        config: &ClusterConfig,
+        tls: Option<&Result<Arc<ClientConfig>, String>>,
+    ) -> Result<Self, KafkaError> {
         let timeout = config.request_timeout;
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
@@ -46,6 +54,25 @@ impl Connection {
                 reason: e.to_string(),
             })?;
         let _ = stream.set_nodelay(true);
+        let tls_error = |reason: String| KafkaError::Tls {
+            broker: addr.to_owned(),
+            reason,
+        };
+        let stream = match tls {
+            None => Stream::Plain(stream),
+            Some(Err(e)) => return Err(tls_error(e.clone())),
+            Some(Ok(client)) => {
+                let name = tls::server_name(&config.tls.clone().unwrap_or_default(), addr).map_err(tls_error)?;
+                let handshake = TlsConnector::from(client.clone()).connect(name, stream);
+                let stream = tokio::time::timeout(timeout, handshake)
+                    .await
+                    .map_err(|_| KafkaError::Timeout {
+                        broker: addr.to_owned(),
+                    })?
+                    .map_err(|e| tls_error(e.to_string()))?;
+                Stream::Tls(Box::new(stream))
+            }
+        };
         let mut conn = Self {
             addr: addr.to_owned(),
             stream: BufWriter::new(stream),

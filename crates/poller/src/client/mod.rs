@@ -11,6 +11,7 @@
 
 mod connection;
 pub mod sasl;
+pub mod tls;
 
 use crate::config::ClusterConfig;
 use crate::snapshot::{
@@ -27,7 +28,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Request, StrBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use streamsight_core::Millis;
+use tokio_rustls::rustls::ClientConfig;
 
 /// Groups per batched OffsetFetch or DescribeGroups request.
 const GROUPS_PER_REQUEST: usize = 100;
@@ -54,6 +57,8 @@ pub enum KafkaError {
     NoBroker { cluster: String, reason: String },
     #[error("broker {broker}: authentication failed: {reason}")]
     Auth { broker: String, reason: String },
+    #[error("broker {broker}: tls: {reason}")]
+    Tls { broker: String, reason: String },
 }
 
 /// Kafka error codes the poller acts on.
@@ -75,6 +80,8 @@ pub struct ClusterClient {
     coordinators: HashMap<String, i32>,
     /// Requests sent since the client was made, ApiVersions handshakes included.
     requests: u64,
+    /// The TLS side, built once; why it could not be, for every connection to say.
+    tls: Option<Result<Arc<ClientConfig>, String>>,
     /// The brokers cannot fetch "every topic" of a group (librdkafka's mock echoes
     /// the null list back): name every partition instead.
     name_offset_topics: bool,
@@ -82,7 +89,11 @@ pub struct ClusterClient {
 
 impl ClusterClient {
     pub fn new(config: ClusterConfig) -> Self {
+        let tls = config
+            .uses_tls()
+            .then(|| tls::client_config(&config.tls.clone().unwrap_or_default()));
         Self {
+            tls,
             config,
             brokers: BTreeMap::new(),
             connections: HashMap::new(),
@@ -126,7 +137,7 @@ impl ClusterClient {
     async fn connection(&mut self, addr: &str) -> Result<&mut Connection, KafkaError> {
         if !self.connections.contains_key(addr) {
             self.requests += 1;
-            let conn = Connection::connect(addr, &self.config).await?;
+            let conn = Connection::connect(addr, &self.config, self.tls.as_ref()).await?;
             self.connections.insert(addr.to_owned(), conn);
         }
         self.connections.get_mut(addr).ok_or_else(|| KafkaError::Connect {
@@ -172,14 +183,14 @@ impl ClusterClient {
         &mut self,
         work: Vec<(String, Vec<R>)>,
     ) -> Vec<(String, Result<Vec<R::Response>, KafkaError>)> {
-        let config = &self.config;
+        let (config, tls) = (&self.config, self.tls.as_ref());
         let jobs = work.into_iter().map(|(addr, requests)| {
             let existing = self.connections.remove(&addr);
             self.requests += requests.len() as u64 + u64::from(existing.is_none());
             async move {
                 let mut conn = match existing {
                     Some(c) => c,
-                    None => match Connection::connect(&addr, config).await {
+                    None => match Connection::connect(&addr, config, tls).await {
                         Ok(c) => c,
                         Err(e) => return (addr, None, Err(e)),
                     },
