@@ -403,4 +403,29 @@ mod tests {
             }
         )));
     }
+
+    #[test]
+    fn a_partition_added_to_a_topic_is_picked_up() {
+        let mut t = Tracker::new("c", Duration::from_secs(600));
+        let mut e = Engine::new(EngineConfig::default()).unwrap();
+        apply(&mut e, &t.update(&snapshot(10, 0, 100, Some(100))));
+        let mut grown = snapshot(20, 0, 100, Some(100));
+        grown.topics[0].partitions.push(PartitionSnapshot {
+            partition: 1,
+            leader: 1,
+            log_start: Some(0),
+            end: Some(7),
+            error: None,
+        });
+        grown.groups[0].offsets.push(CommittedOffset {
+            topic: "orders".into(),
+            partition: 1,
+            offset: 2,
+        });
+        apply(&mut e, &t.update(&grown));
+        assert_eq!(e.partitions().count(), 2);
+        let r = e.evaluate(e.find("c", "billing", "orders", 1).unwrap(), secs(20));
+        assert_eq!(r.lag_messages, Some(5));
+        assert!(e.drain_events().is_empty(), "no reset");
+    }
 }
