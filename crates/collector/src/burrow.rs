@@ -248,10 +248,7 @@ async fn status(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    match group_status_json(&shared, &cluster, &group, false) {
-        Some(s) => ok("consumer status returned", &uri, &headers, "status", s),
-        None => not_found("cluster or consumer not found", &uri, &headers),
-    }
+    status_response(&shared, &cluster, &group, false, &uri, &headers)
 }
 
 async fn lag(
@@ -260,9 +257,14 @@ async fn lag(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    match group_status_json(&shared, &cluster, &group, true) {
-        Some(s) => ok("consumer status returned", &uri, &headers, "status", s),
-        None => not_found("cluster or consumer not found", &uri, &headers),
+    status_response(&shared, &cluster, &group, true, &uri, &headers)
+}
+
+/// `/status` lists the partitions that are not OK, `/lag` all of them.
+fn status_response(shared: &Shared, cluster: &str, group: &str, all: bool, uri: &Uri, headers: &HeaderMap) -> Response {
+    match group_status_json(shared, cluster, group, all) {
+        Some(s) => ok("consumer status returned", uri, headers, "status", s),
+        None => not_found("cluster or consumer not found", uri, headers),
     }
 }
 

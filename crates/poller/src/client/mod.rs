@@ -634,19 +634,12 @@ impl ClusterClient {
                         note_group_error(g, answer.error_code);
                         continue;
                     }
-                    for t in answer.topics {
-                        for p in t
-                            .partitions
+                    let found = answer.topics.iter().flat_map(|t| {
+                        t.partitions
                             .iter()
-                            .filter(|p| p.error_code == 0 && p.committed_offset >= 0)
-                        {
-                            g.offsets.push(CommittedOffset {
-                                topic: t.name.0.to_string(),
-                                partition: p.partition_index,
-                                offset: p.committed_offset,
-                            });
-                        }
-                    }
+                            .map(|p| (&t.name, p.partition_index, p.committed_offset, p.error_code))
+                    });
+                    push_offsets(g, found);
                 } else {
                     for ga in answer.groups {
                         let name = ga.group_id.0.to_string();
@@ -656,19 +649,12 @@ impl ClusterClient {
                             note_group_error(g, ga.error_code);
                             continue;
                         }
-                        for t in ga.topics {
-                            for p in t
-                                .partitions
+                        let found = ga.topics.iter().flat_map(|t| {
+                            t.partitions
                                 .iter()
-                                .filter(|p| p.error_code == 0 && p.committed_offset >= 0)
-                            {
-                                g.offsets.push(CommittedOffset {
-                                    topic: t.name.0.to_string(),
-                                    partition: p.partition_index,
-                                    offset: p.committed_offset,
-                                });
-                            }
-                        }
+                                .map(|p| (&t.name, p.partition_index, p.committed_offset, p.error_code))
+                        });
+                        push_offsets(g, found);
                     }
                 }
             }
@@ -686,6 +672,20 @@ impl ClusterClient {
             code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE | code::COORDINATOR_LOAD_IN_PROGRESS
         ) {
             self.coordinators.remove(group);
+        }
+    }
+}
+
+/// A group's committed offsets from an OffsetFetch answer (the shapes of v2-v7
+/// and v8+ differ, their partitions do not); -1 means none committed.
+fn push_offsets<'a>(g: &mut GroupSnapshot, found: impl Iterator<Item = (&'a TopicName, i32, i64, i16)>) {
+    for (topic, partition, offset, error) in found {
+        if error == 0 && offset >= 0 {
+            g.offsets.push(CommittedOffset {
+                topic: topic.0.to_string(),
+                partition,
+                offset,
+            });
         }
     }
 }
