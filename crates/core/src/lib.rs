@@ -6,6 +6,7 @@
 
 mod chunked;
 pub mod config;
+pub mod delivery;
 pub mod engine;
 pub mod health;
 pub mod history;

@@ -1,0 +1,573 @@
+//! Drop accounting: what was sent against what each group saw, per partition and
+//! one-minute window of record timestamps, and where every missing message went.
+//!
+//! Producers report acknowledged records (with the offsets they landed at) and
+//! failed sends; consumers report what they received, failed to process and
+//! dead-lettered, and the offset ranges they skipped; the broker's evidence of
+//! retention passing a group comes from the engine's data-loss events. Once a
+//! window is closed and the group has caught up past it (or a grace period has
+//! passed), [`Ledger::reconcile`] compares and attributes:
+//!
+//! - `never_reached_kafka`: sends that failed;
+//! - `expired_by_retention`: offsets of the window below the log start the group
+//!   was found behind;
+//! - `skipped`: offsets of the window inside a range the consumer jumped over;
+//! - `failed_in_processing`, `dead_lettered`: received, but not delivered;
+//! - `unexplained`: acknowledged, never received, and none of the above;
+//! - `duplicates`: received more often than acknowledged.
+//!
+//! Only groups that report their counts are reconciled: a group that says
+//! nothing has unknown delivery, never "nothing missing". Pure: no I/O, time is
+//! an argument.
+
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Width of an accounting window, as Confluent's monitoring interceptors use.
+pub const WINDOW_MS: i64 = 60_000;
+/// Trace ids kept per window and cause, for following a lost message.
+const TRACE_IDS_KEPT: usize = 5;
+
+pub fn window_of(timestamp_ms: i64) -> i64 {
+    timestamp_ms - timestamp_ms.rem_euclid(WINDOW_MS)
+}
+
+/// When a window is reconciled.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LedgerParams {
+    /// After the group caught up past a window, wait this long for the last
+    /// telemetry about it (SDKs flush every 10 s).
+    pub settle_ms: i64,
+    /// Reconcile a window this long after its end even if the group never
+    /// caught up past it.
+    pub grace_ms: i64,
+    /// Reconciled windows kept for the API, per group-partition.
+    pub keep_windows: usize,
+}
+
+impl Default for LedgerParams {
+    fn default() -> Self {
+        Self {
+            settle_ms: 30_000,
+            grace_ms: 300_000,
+            keep_windows: 60,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PartitionKey {
+    pub cluster: String,
+    pub topic: String,
+    /// `None` for sends that failed before a partition was assigned.
+    pub partition: Option<i32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Produced {
+    acked: u64,
+    first_offset: Option<i64>,
+    last_offset: Option<i64>,
+    failed: u64,
+    failed_trace_ids: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Consumed {
+    received: u64,
+    failed: u64,
+    dead_lettered: u64,
+    trace_ids: Vec<String>,
+}
+
+/// Why missing messages are missing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Causes {
+    pub never_reached_kafka: u64,
+    pub expired_by_retention: u64,
+    pub skipped: u64,
+    pub failed_in_processing: u64,
+    pub dead_lettered: u64,
+    pub unexplained: u64,
+}
+
+impl Causes {
+    pub const NAMES: [&'static str; 6] = [
+        "never_reached_kafka",
+        "expired_by_retention",
+        "skipped",
+        "failed_in_processing",
+        "dead_lettered",
+        "unexplained",
+    ];
+
+    pub fn values(&self) -> [u64; 6] {
+        [
+            self.never_reached_kafka,
+            self.expired_by_retention,
+            self.skipped,
+            self.failed_in_processing,
+            self.dead_lettered,
+            self.unexplained,
+        ]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.values().iter().sum()
+    }
+
+    fn add(&mut self, other: &Causes) {
+        self.never_reached_kafka += other.never_reached_kafka;
+        self.expired_by_retention += other.expired_by_retention;
+        self.skipped += other.skipped;
+        self.failed_in_processing += other.failed_in_processing;
+        self.dead_lettered += other.dead_lettered;
+        self.unexplained += other.unexplained;
+    }
+}
+
+/// One group's accounting of one partition's window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowReport {
+    pub cluster: String,
+    pub group: String,
+    pub topic: String,
+    pub partition: Option<i32>,
+    pub window_start_ms: i64,
+    /// Sends attempted: acknowledged plus failed.
+    pub sent: u64,
+    pub acked: u64,
+    pub received: u64,
+    /// Received and processed (neither failed nor dead-lettered).
+    pub delivered: u64,
+    pub missing: Causes,
+    pub duplicates: u64,
+    /// The offsets the window's acknowledged records landed at.
+    pub first_offset: Option<i64>,
+    pub last_offset: Option<i64>,
+    pub skipped_ranges: Vec<(i64, i64)>,
+    pub expired_ranges: Vec<(i64, i64)>,
+    pub trace_ids: Vec<String>,
+    /// `caught_up` or `grace`.
+    pub closed_by: &'static str,
+    #[serde(rename = "reconciled_at_ms")]
+    pub reconciled_at: Millis,
+}
+
+type GroupPartition = (String, String, String, i32);
+
+/// The accounting of every instrumented group.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    params: LedgerParams,
+    produced: BTreeMap<(PartitionKey, i64), Produced>,
+    /// (cluster, group, topic, partition or -1 for unassigned), window.
+    consumed: BTreeMap<(GroupPartition, i64), Consumed>,
+    /// Groups that report counts, by (cluster, topic): only they are reconciled.
+    groups: BTreeMap<(String, String), std::collections::BTreeSet<String>>,
+    skipped: BTreeMap<GroupPartition, Vec<(i64, i64)>>,
+    expired: BTreeMap<GroupPartition, Vec<(i64, i64)>>,
+    /// Windows already reconciled per group, with their reports.
+    reports: BTreeMap<GroupPartition, Vec<WindowReport>>,
+    done: std::collections::BTreeSet<(GroupPartition, i64)>,
+    totals: BTreeMap<(String, String, String), Totals>,
+}
+
+/// Cumulative counts per (cluster, group, topic), for counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub sent: u64,
+    pub received: u64,
+    pub delivered: u64,
+    pub missing: Causes,
+    pub duplicates: u64,
+}
+
+fn overlap(ranges: &[(i64, i64)], first: i64, last: i64) -> (u64, Vec<(i64, i64)>) {
+    let mut n = 0u64;
+    let mut hit = Vec::new();
+    for &(a, b) in ranges {
+        let (lo, hi) = (a.max(first), b.min(last));
+        if lo <= hi {
+            n += u64::try_from(hi - lo + 1).unwrap_or(0);
+            hit.push((lo, hi));
+        }
+    }
+    (n, hit)
+}
+
+fn keep_sample(ids: &mut Vec<String>, id: Option<&str>) {
+    if let Some(id) = id.filter(|s| !s.is_empty())
+        && ids.len() < TRACE_IDS_KEPT
+        && !ids.iter().any(|x| x == id)
+    {
+        ids.push(id.to_owned());
+    }
+}
+
+impl Ledger {
+    pub fn new(params: LedgerParams) -> Self {
+        Self {
+            params,
+            ..Self::default()
+        }
+    }
+
+    /// `acked` records landed on the partition in the window, between these offsets.
+    pub fn produced(&mut self, key: PartitionKey, window: i64, acked: u64, first: i64, last: i64) {
+        let p = self.produced.entry((key, window_of(window))).or_default();
+        p.acked += acked;
+        p.first_offset = Some(p.first_offset.map_or(first, |f| f.min(first)));
+        p.last_offset = Some(p.last_offset.map_or(last, |l| l.max(last)));
+    }
+
+    /// Sends that failed, in the window of their record timestamps.
+    pub fn failed_sends(&mut self, key: PartitionKey, window: i64, count: u64, trace_ids: &[String]) {
+        let p = self.produced.entry((key, window_of(window))).or_default();
+        p.failed += count;
+        for id in trace_ids {
+            keep_sample(&mut p.failed_trace_ids, Some(id));
+        }
+    }
+
+    /// What a group's consumers did with the partition's records of the window.
+    #[allow(clippy::too_many_arguments)]
+    pub fn consumed(
+        &mut self,
+        cluster: &str,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        window: i64,
+        received: u64,
+        failed: u64,
+        dead_lettered: u64,
+        trace_ids: &[String],
+    ) {
+        self.instrumented(cluster, group, topic);
+        let key = (gp(cluster, group, topic, partition), window_of(window));
+        let c = self.consumed.entry(key).or_default();
+        c.received += received;
+        c.failed += failed;
+        c.dead_lettered += dead_lettered;
+        for id in trace_ids {
+            keep_sample(&mut c.trace_ids, Some(id));
+        }
+    }
+
+    fn instrumented(&mut self, cluster: &str, group: &str, topic: &str) {
+        let groups = self.groups.entry((cluster.to_owned(), topic.to_owned())).or_default();
+        if !groups.contains(group) {
+            groups.insert(group.to_owned());
+        }
+    }
+
+    /// The consumer jumped over `first..=last` (a reset, a seek).
+    pub fn skipped(&mut self, cluster: &str, group: &str, topic: &str, partition: i32, first: i64, last: i64) {
+        if first <= last {
+            self.instrumented(cluster, group, topic);
+            self.skipped
+                .entry(gp(cluster, group, topic, partition))
+                .or_default()
+                .push((first, last));
+        }
+    }
+
+    /// A consumer started reading the partition at `first` while the group had
+    /// committed `committed`: anything between was skipped.
+    pub fn started(
+        &mut self,
+        cluster: &str,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        first: i64,
+        committed: Option<i64>,
+    ) {
+        self.instrumented(cluster, group, topic);
+        if let Some(c) = committed
+            && first > c
+        {
+            self.skipped(cluster, group, topic, partition, c, first - 1);
+        }
+    }
+
+    /// Retention deleted `first..=last` before the group read them (the engine's
+    /// data-loss evidence).
+    pub fn expired(&mut self, cluster: &str, group: &str, topic: &str, partition: i32, first: i64, last: i64) {
+        if first <= last {
+            self.expired
+                .entry(gp(cluster, group, topic, partition))
+                .or_default()
+                .push((first, last));
+        }
+    }
+
+    /// Reconciles every window that is due at `now`. `committed` gives a group's
+    /// committed offset on a partition (the next it will read), if known.
+    pub fn reconcile(
+        &mut self,
+        now: Millis,
+        committed: impl Fn(&str, &str, &str, i32) -> Option<i64>,
+    ) -> Vec<WindowReport> {
+        let mut out = Vec::new();
+        let due: Vec<(PartitionKey, i64)> = self
+            .produced
+            .keys()
+            .filter(|(_, w)| now.0 >= w + WINDOW_MS)
+            .cloned()
+            .collect();
+        for (key, window) in due {
+            let Some(groups) = self.groups.get(&(key.cluster.clone(), key.topic.clone())).cloned() else {
+                continue;
+            };
+            let produced = self.produced[&(key.clone(), window)].clone();
+            let partition = key.partition.unwrap_or(-1);
+            for group in groups {
+                let id = gp(&key.cluster, &group, &key.topic, partition);
+                if self.done.contains(&(id.clone(), window)) {
+                    continue;
+                }
+                let end = window + WINDOW_MS;
+                let caught_up = match (produced.last_offset, key.partition) {
+                    (Some(last), Some(p)) => committed(&key.cluster, &group, &key.topic, p).is_some_and(|c| c > last),
+                    // Nothing landed: nothing to wait for.
+                    (None, _) => true,
+                    (Some(_), None) => true,
+                };
+                let closed_by = if caught_up && now.0 >= end + self.params.settle_ms {
+                    "caught_up"
+                } else if now.0 >= end + self.params.grace_ms {
+                    "grace"
+                } else {
+                    continue;
+                };
+                let consumed = self.consumed.get(&(id.clone(), window)).cloned().unwrap_or_default();
+                let report = self.attribute(&key, &group, window, &produced, &consumed, closed_by, now);
+                let t = self
+                    .totals
+                    .entry((key.cluster.clone(), group.clone(), key.topic.clone()))
+                    .or_default();
+                t.sent += report.sent;
+                t.received += report.received;
+                t.delivered += report.delivered;
+                t.missing.add(&report.missing);
+                t.duplicates += report.duplicates;
+                let kept = self.reports.entry(id.clone()).or_default();
+                kept.push(report.clone());
+                if kept.len() > self.params.keep_windows {
+                    kept.remove(0);
+                }
+                self.done.insert((id, window));
+                out.push(report);
+            }
+        }
+        self.forget_settled(now);
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attribute(
+        &self,
+        key: &PartitionKey,
+        group: &str,
+        window: i64,
+        produced: &Produced,
+        consumed: &Consumed,
+        closed_by: &'static str,
+        now: Millis,
+    ) -> WindowReport {
+        let id = gp(&key.cluster, group, &key.topic, key.partition.unwrap_or(-1));
+        let in_kafka_missing = produced.acked.saturating_sub(consumed.received);
+        let (mut skipped, mut skipped_ranges, mut expired, mut expired_ranges) = (0, Vec::new(), 0, Vec::new());
+        if let (Some(first), Some(last)) = (produced.first_offset, produced.last_offset) {
+            let none = Vec::new();
+            (skipped, skipped_ranges) = overlap(self.skipped.get(&id).unwrap_or(&none), first, last);
+            (expired, expired_ranges) = overlap(self.expired.get(&id).unwrap_or(&none), first, last);
+        }
+        let skipped = skipped.min(in_kafka_missing);
+        let expired = expired.min(in_kafka_missing - skipped);
+        let processed_out = consumed.failed + consumed.dead_lettered;
+        let mut trace_ids = produced.failed_trace_ids.clone();
+        for id in &consumed.trace_ids {
+            keep_sample(&mut trace_ids, Some(id));
+        }
+        WindowReport {
+            cluster: key.cluster.clone(),
+            group: group.to_owned(),
+            topic: key.topic.clone(),
+            partition: key.partition,
+            window_start_ms: window,
+            sent: produced.acked + produced.failed,
+            acked: produced.acked,
+            received: consumed.received,
+            delivered: consumed.received.saturating_sub(processed_out),
+            missing: Causes {
+                never_reached_kafka: produced.failed,
+                expired_by_retention: expired,
+                skipped,
+                failed_in_processing: consumed.failed,
+                dead_lettered: consumed.dead_lettered,
+                unexplained: in_kafka_missing - skipped - expired,
+            },
+            duplicates: consumed.received.saturating_sub(produced.acked),
+            first_offset: produced.first_offset,
+            last_offset: produced.last_offset,
+            skipped_ranges,
+            expired_ranges,
+            trace_ids,
+            closed_by,
+            reconciled_at: now,
+        }
+    }
+
+    /// Windows every group has reconciled, and old enough that no telemetry can
+    /// still arrive for them, are dropped: memory stays bounded.
+    fn forget_settled(&mut self, now: Millis) {
+        let horizon = now.0 - 2 * (WINDOW_MS + self.params.grace_ms);
+        self.produced.retain(|(_, w), _| *w >= horizon);
+        self.consumed.retain(|(_, w), _| *w >= horizon);
+        self.done.retain(|(_, w)| *w >= horizon);
+    }
+
+    /// Reconciled windows of the group-partitions `keep` accepts, newest last.
+    pub fn reports(&self, keep: impl Fn(&str, &str, &str) -> bool) -> Vec<&WindowReport> {
+        self.reports
+            .iter()
+            .filter(|((c, g, t, _), _)| keep(c, g, t))
+            .flat_map(|(_, r)| r.iter())
+            .collect()
+    }
+
+    /// Cumulative counts per (cluster, group, topic).
+    pub fn totals(&self) -> &BTreeMap<(String, String, String), Totals> {
+        &self.totals
+    }
+}
+
+fn gp(cluster: &str, group: &str, topic: &str, partition: i32) -> GroupPartition {
+    (cluster.to_owned(), group.to_owned(), topic.to_owned(), partition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: i64 = 600_000;
+
+    fn key(partition: Option<i32>) -> PartitionKey {
+        PartitionKey {
+            cluster: "c".into(),
+            topic: "orders".into(),
+            partition,
+        }
+    }
+
+    fn ledger() -> Ledger {
+        Ledger::new(LedgerParams::default())
+    }
+
+    fn consumed(l: &mut Ledger, received: u64, failed: u64, dlq: u64) {
+        l.consumed("c", "g", "orders", 0, W + 5, received, failed, dlq, &[]);
+    }
+
+    #[test]
+    fn every_missing_message_is_attributed_to_its_cause() {
+        let mut l = ledger();
+        // 100 acked at offsets 0..=99, 3 sends failed.
+        l.produced(key(Some(0)), W + 1, 100, 0, 99);
+        l.failed_sends(key(Some(0)), W + 2, 3, &["abc".into()]);
+        consumed(&mut l, 80, 4, 2);
+        l.skipped("c", "g", "orders", 0, 10, 19); // 10 skipped
+        l.expired("c", "g", "orders", 0, 0, 4); // 5 expired
+        // Not due before the window ends.
+        assert!(
+            l.reconcile(Millis(W + WINDOW_MS - 1), |_, _, _, _| Some(100))
+                .is_empty()
+        );
+        // Caught up, but telemetry may still be on its way.
+        assert!(
+            l.reconcile(Millis(W + WINDOW_MS + 1), |_, _, _, _| Some(100))
+                .is_empty()
+        );
+        let r = l.reconcile(Millis(W + WINDOW_MS + 30_000), |_, _, _, _| Some(100));
+        assert_eq!(r.len(), 1);
+        let r = &r[0];
+        assert_eq!(
+            (r.sent, r.acked, r.received, r.delivered, r.duplicates),
+            (103, 100, 80, 74, 0)
+        );
+        assert_eq!(
+            r.missing,
+            Causes {
+                never_reached_kafka: 3,
+                expired_by_retention: 5,
+                skipped: 10,
+                failed_in_processing: 4,
+                dead_lettered: 2,
+                unexplained: 5,
+            }
+        );
+        assert_eq!(r.skipped_ranges, vec![(10, 19)]);
+        assert_eq!(r.trace_ids, vec!["abc".to_owned()]);
+        assert_eq!(r.closed_by, "caught_up");
+        // Once only.
+        assert!(
+            l.reconcile(Millis(W + 10 * WINDOW_MS), |_, _, _, _| Some(100))
+                .is_empty()
+        );
+        assert_eq!(
+            l.totals()[&("c".into(), "g".into(), "orders".into())].missing.total(),
+            29
+        );
+    }
+
+    #[test]
+    fn a_group_that_never_caught_up_is_reconciled_after_the_grace_period() {
+        let mut l = ledger();
+        l.produced(key(Some(0)), W, 10, 0, 9);
+        consumed(&mut l, 4, 0, 0);
+        let end = W + WINDOW_MS;
+        assert!(l.reconcile(Millis(end + 100_000), |_, _, _, _| Some(4)).is_empty());
+        let r = l.reconcile(Millis(end + 300_000), |_, _, _, _| Some(4));
+        assert_eq!((r[0].missing.unexplained, r[0].closed_by), (6, "grace"));
+    }
+
+    #[test]
+    fn duplicates_are_counted_and_silent_groups_are_not_reconciled() {
+        let mut l = ledger();
+        l.produced(key(Some(0)), W, 10, 0, 9);
+        consumed(&mut l, 13, 0, 0);
+        let r = l.reconcile(Millis(W + WINDOW_MS + 60_000), |_, _, _, _| Some(10));
+        assert_eq!((r[0].duplicates, r[0].missing.total()), (3, 0));
+        let mut silent = ledger();
+        silent.produced(key(Some(0)), W, 10, 0, 9);
+        assert!(
+            silent
+                .reconcile(Millis(W + 100 * WINDOW_MS), |_, _, _, _| Some(10))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_consumer_starting_past_the_committed_offset_skipped_the_gap() {
+        let mut l = ledger();
+        l.produced(key(Some(0)), W, 10, 0, 9);
+        l.started("c", "g", "orders", 0, 7, Some(2));
+        consumed(&mut l, 3, 0, 0);
+        let r = l.reconcile(Millis(W + WINDOW_MS + 60_000), |_, _, _, _| Some(10));
+        // Offsets 0 and 1 were never received either: unexplained. 7, 8, 9 were read.
+        assert_eq!(r[0].missing.skipped, 5);
+        assert_eq!(r[0].missing.unexplained, 2);
+    }
+
+    #[test]
+    fn unassigned_failed_sends_count_for_every_reporting_group() {
+        let mut l = ledger();
+        l.failed_sends(key(None), W, 4, &[]);
+        consumed(&mut l, 0, 0, 0);
+        let r = l.reconcile(Millis(W + WINDOW_MS + 60_000), |_, _, _, _| None);
+        assert_eq!((r[0].partition, r[0].missing.never_reached_kafka), (None, 4));
+    }
+}
