@@ -6,8 +6,9 @@
 
 use crate::checkpoint::checkpoint;
 use crate::context::{MessageContext, TraceContext, extract};
+use crate::delivery::Outcome;
 use crate::telemetry::{Telemetry, now_ms};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::util::Timeout;
@@ -21,23 +22,24 @@ type CommitHook = Box<dyn Fn(&KafkaResult<()>, &TopicPartitionList) + Send + Syn
 /// wrapped; its commit callback can be given as a hook.
 pub struct TracingConsumerContext {
     telemetry: Telemetry,
-    group: String,
+    group: Arc<str>,
     on_commit: Option<CommitHook>,
 }
 
 impl std::fmt::Debug for TracingConsumerContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TracingConsumerContext")
-            .field("group", &self.group)
+            .field("group", &&*self.group)
             .finish_non_exhaustive()
     }
 }
 
 impl TracingConsumerContext {
     pub fn new(telemetry: Telemetry, group: impl Into<String>) -> Self {
+        let group: String = group.into();
         Self {
             telemetry,
-            group: group.into(),
+            group: Arc::from(group),
             on_commit: None,
         }
     }
@@ -51,9 +53,13 @@ impl TracingConsumerContext {
         self
     }
 
-    /// Extracts the message's contexts and records the consume checkpoint.
+    /// Extracts the message's contexts, records the consume checkpoint and counts
+    /// the record for drop accounting.
     pub fn on_message(&self, msg: &BorrowedMessage<'_>) -> MessageContext {
         self.telemetry.consumed();
+        let timestamp = msg.timestamp().to_millis().unwrap_or_else(now_ms);
+        self.telemetry
+            .received(&self.group, msg.topic(), msg.partition(), msg.offset(), timestamp);
         let (trace, path) = extract(msg.headers());
         let tags: [&[&str]; 4] = [
             &["direction:in"],
@@ -71,6 +77,18 @@ impl TracingConsumerContext {
 }
 
 impl TracingConsumerContext {
+    /// Records what the application did with `msg`: a record never marked counts
+    /// as processed. A failed or dead-lettered record's trace id is kept.
+    pub fn mark(&self, msg: &BorrowedMessage<'_>, outcome: Outcome) {
+        if outcome == Outcome::Processed {
+            return;
+        }
+        let timestamp = msg.timestamp().to_millis().unwrap_or_else(now_ms);
+        let trace_id = extract(msg.headers()).0.map(|t| format!("{:032x}", t.trace_id));
+        self.telemetry
+            .outcome(&self.group, msg.topic(), msg.partition(), timestamp, outcome, trace_id);
+    }
+
     /// Tracks the offsets of a commit that succeeded.
     fn track(&self, offsets: &TopicPartitionList) {
         for e in offsets.elements() {
@@ -151,6 +169,16 @@ fn offsets_after(msg: &BorrowedMessage<'_>) -> KafkaResult<TopicPartitionList> {
 impl ClientContext for TracingConsumerContext {}
 
 impl ConsumerContext for TracingConsumerContext {
+    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(partitions) = rebalance {
+            let revoked = partitions
+                .elements()
+                .into_iter()
+                .map(|e| (e.topic().to_owned(), e.partition()));
+            self.telemetry.revoked(&self.group, revoked);
+        }
+    }
+
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         if result.is_ok() {
             self.track(offsets);
@@ -173,6 +201,11 @@ impl std::fmt::Debug for TracedStreamConsumer {
 }
 
 impl TracedStreamConsumer {
+    /// Records what the application did with `msg` (unmarked = processed).
+    pub fn mark(&self, msg: &BorrowedMessage<'_>, outcome: Outcome) {
+        self.inner.consumer.context().mark(msg, outcome);
+    }
+
     /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
     pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
         self.inner.commit(&offsets_after(msg)?, mode)
@@ -214,6 +247,11 @@ impl std::fmt::Debug for TracedBaseConsumer {
 }
 
 impl TracedBaseConsumer {
+    /// Records what the application did with `msg` (unmarked = processed).
+    pub fn mark(&self, msg: &BorrowedMessage<'_>, outcome: Outcome) {
+        self.inner.consumer.context().mark(msg, outcome);
+    }
+
     /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
     pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
         self.inner.commit(&offsets_after(msg)?, mode)

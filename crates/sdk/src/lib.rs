@@ -22,6 +22,7 @@ mod checkpoint;
 pub mod config;
 pub mod consumer;
 pub mod context;
+pub mod delivery;
 mod http;
 pub mod producer;
 pub mod telemetry;
@@ -29,6 +30,7 @@ pub mod telemetry;
 pub use config::SdkConfig;
 pub use consumer::{TracedBaseConsumer, TracedStreamConsumer, TracingConsumerContext};
 pub use context::{MessageContext, TraceContext};
+pub use delivery::Outcome;
 pub use producer::{TracedBaseProducer, TracedFutureProducer, TracingProducerContext};
 pub use telemetry::Telemetry;
 

@@ -9,7 +9,7 @@ use crate::telemetry::{Telemetry, now_ms};
 use rdkafka::ClientContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::ToBytes;
-use rdkafka::message::{Message, OwnedHeaders};
+use rdkafka::message::{Headers, Message, OwnedHeaders};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{
     BaseProducer, BaseRecord, DeliveryResult, FutureProducer, FutureRecord, NoCustomPartitioner, ProducerContext,
@@ -40,14 +40,26 @@ fn outgoing(
     inject(headers, &trace, &path)
 }
 
-/// Counts a delivery report: progress only for a real success.
-fn track(telemetry: &Telemetry, topic: &str, result: Result<(i32, i64), (i32, &KafkaError)>) {
+/// Counts a delivery report: progress only for a real success. The record's
+/// timestamp places it in its accounting window; a failed one's trace id is kept
+/// to follow it.
+fn track<H: Headers>(
+    telemetry: &Telemetry,
+    topic: &str,
+    timestamp: Option<i64>,
+    result: Result<(i32, i64), (i32, &KafkaError)>,
+    headers: Option<&H>,
+) {
+    let at = timestamp.unwrap_or_else(now_ms);
+    let trace_id = || extract(headers).0.map(|t| format!("{:032x}", t.trace_id));
     match result {
-        Ok((partition, offset)) if partition >= 0 && offset >= 0 => telemetry.produced(topic, partition, offset),
-        Ok((partition, _)) => telemetry.failed(topic, partition, "invalid_position"),
-        Err((partition, e)) => telemetry.failed(topic, partition, &error_label(e)),
+        Ok((partition, offset)) if partition >= 0 && offset >= 0 => telemetry.produced(topic, partition, offset, at),
+        Ok((partition, _)) => telemetry.failed(topic, partition, "invalid_position", at, trace_id()),
+        Err((partition, e)) => telemetry.failed(topic, partition, &error_label(e), at, trace_id()),
     }
 }
+
+const NO_HEADERS: Option<&OwnedHeaders> = None;
 
 /// A [`FutureProducer`] whose sends are traced and tracked.
 pub struct TracedFutureProducer {
@@ -88,8 +100,20 @@ impl TracedFutureProducer {
         let headers = outgoing(&self.telemetry, topic, record.headers.as_ref(), size, parent);
         let result = self.inner.send(record.headers(headers), queue_timeout).await;
         match &result {
-            Ok(d) => track(&self.telemetry, topic, Ok((d.partition, d.offset))),
-            Err((e, msg)) => track(&self.telemetry, topic, Err((msg.partition(), e))),
+            Ok(d) => track(
+                &self.telemetry,
+                topic,
+                d.timestamp.to_millis(),
+                Ok((d.partition, d.offset)),
+                NO_HEADERS,
+            ),
+            Err((e, msg)) => track(
+                &self.telemetry,
+                topic,
+                msg.timestamp().to_millis(),
+                Err((msg.partition(), e)),
+                msg.headers(),
+            ),
         }
         result
     }
@@ -128,8 +152,20 @@ impl<C: ProducerContext<NoCustomPartitioner>> ProducerContext for TracingProduce
 
     fn delivery(&self, result: &DeliveryResult<'_>, opaque: Self::DeliveryOpaque) {
         match result {
-            Ok(m) => track(&self.telemetry, m.topic(), Ok((m.partition(), m.offset()))),
-            Err((e, m)) => track(&self.telemetry, m.topic(), Err((m.partition(), e))),
+            Ok(m) => track(
+                &self.telemetry,
+                m.topic(),
+                m.timestamp().to_millis(),
+                Ok((m.partition(), m.offset())),
+                NO_HEADERS,
+            ),
+            Err((e, m)) => track(
+                &self.telemetry,
+                m.topic(),
+                m.timestamp().to_millis(),
+                Err((m.partition(), e)),
+                m.headers(),
+            ),
         }
         self.inner.delivery(result, opaque);
     }
@@ -176,7 +212,13 @@ impl<C: ProducerContext<NoCustomPartitioner>> TracedBaseProducer<C> {
         let record = record.headers(headers);
         let result = self.inner.send(record);
         if let Err((e, r)) = &result {
-            track(&self.telemetry, r.topic, Err((r.partition.unwrap_or(-1), e)));
+            track(
+                &self.telemetry,
+                r.topic,
+                r.timestamp,
+                Err((r.partition.unwrap_or(-1), e)),
+                r.headers.as_ref(),
+            );
         }
         result
     }

@@ -11,10 +11,13 @@ use std::collections::HashMap as StdHashMap;
 
 /// Hot-path maps: foldhash, several times faster than SipHash on short keys.
 type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
+use crate::delivery::{ConsumedCounters, Outcome};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-use streamsight_wire::dsm::payload::{Backlog, Bucket, FailedSends, Payload, StatsPoint, encode};
+use streamsight_wire::dsm::payload::{
+    Backlog, Bucket, Delivery, FailedSends, Payload, ProducedCount, StatsPoint, encode,
+};
 use streamsight_wire::dsm::sketch::SketchBuilder;
 
 /// Counters of the SDK's own health.
@@ -62,8 +65,28 @@ struct Aggregate {
     produced: HashMap<String, HashMap<i32, i64>>,
     /// group -> topic -> partition -> highest committed offset.
     committed: HashMap<String, HashMap<String, HashMap<i32, i64>>>,
-    /// topic -> (partition or -1, error) -> count.
-    failed: HashMap<String, HashMap<(i32, String), u64>>,
+    /// topic -> (partition or -1, error, window) -> count and a few trace ids.
+    failed: HashMap<String, HashMap<FailureKey, (u64, Vec<String>)>>,
+    /// topic -> (partition, window of record timestamps) -> acked records.
+    produced_windows: HashMap<String, HashMap<(i32, i64), WindowCount>>,
+}
+
+/// Partition (or -1), error label, window.
+type FailureKey = (i32, String, i64);
+
+/// Acknowledged records of one partition in one window, and where they landed.
+#[derive(Copy, Clone, Debug)]
+struct WindowCount {
+    count: u64,
+    first: i64,
+    last: i64,
+}
+
+const WINDOW_MS: i64 = 60_000;
+const FAILED_TRACE_IDS_KEPT: usize = 5;
+
+fn window_of(ms: i64) -> i64 {
+    ms - ms.rem_euclid(WINDOW_MS)
 }
 
 /// One period's pathway sketches: (bucket start ms, pathway hash) -> sketches.
@@ -79,6 +102,7 @@ struct Inner {
     aggregate: Mutex<Aggregate>,
     pathways: Mutex<Pathways>,
     stats: SdkStats,
+    consumed: ConsumedCounters,
     stop: Mutex<bool>,
     wake: Condvar,
     last_error: Mutex<Option<String>>,
@@ -134,6 +158,7 @@ impl Telemetry {
                 aggregate: Mutex::new(Aggregate::default()),
                 pathways: Mutex::new(Pathways::default()),
                 stats: SdkStats::default(),
+                consumed: ConsumedCounters::new(),
                 stop: Mutex::new(false),
                 wake: Condvar::new(),
                 last_error: Mutex::new(None),
@@ -149,12 +174,37 @@ impl Telemetry {
         &self.inner.stats
     }
 
-    /// A send the broker acknowledged at a real position.
-    pub(crate) fn produced(&self, topic: &str, partition: i32, offset: i64) {
+    /// A send the broker acknowledged at a real position; `timestamp_ms` is the
+    /// record's, which places it in its accounting window.
+    pub(crate) fn produced(&self, topic: &str, partition: i32, offset: i64, timestamp_ms: i64) {
         let i = &self.inner;
         i.stats.messages_produced.fetch_add(1, Relaxed);
         let mut agg = lock(&i.aggregate);
         let agg = &mut *agg;
+        let window = window_of(timestamp_ms);
+        match agg
+            .produced_windows
+            .get_mut(topic)
+            .and_then(|w| w.get_mut(&(partition, window)))
+        {
+            Some(w) => {
+                w.count += 1;
+                w.first = w.first.min(offset);
+                w.last = w.last.max(offset);
+            }
+            None => {
+                if (agg.produced_windows.contains_key(topic) || room(&mut agg.keys, i.config.max_keys, &i.stats))
+                    && room(&mut agg.keys, i.config.max_keys, &i.stats)
+                {
+                    let count = WindowCount {
+                        count: 1,
+                        first: offset,
+                        last: offset,
+                    };
+                    agg.produced_windows.entry_ref(topic).insert((partition, window), count);
+                }
+            }
+        }
         // The common case, a partition already seen this period: one lookup each.
         if let Some(o) = agg.produced.get_mut(topic).and_then(|p| p.get_mut(&partition)) {
             *o = (*o).max(offset);
@@ -171,7 +221,7 @@ impl Telemetry {
     }
 
     /// A send that failed; `partition` is -1 when none was assigned.
-    pub(crate) fn failed(&self, topic: &str, partition: i32, error: &str) {
+    pub(crate) fn failed(&self, topic: &str, partition: i32, error: &str, timestamp_ms: i64, trace_id: Option<String>) {
         let i = &self.inner;
         i.stats.sends_failed.fetch_add(1, Relaxed);
         let mut agg = lock(&i.aggregate);
@@ -180,11 +230,43 @@ impl Telemetry {
             return;
         }
         let errors = agg.failed.entry_ref(topic);
-        let key = (partition.max(-1), error.to_owned());
+        let key = (partition.max(-1), error.to_owned(), window_of(timestamp_ms));
         if !errors.contains_key(&key) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
             return;
         }
-        *errors.entry(key).or_default() += 1;
+        let (count, ids) = errors.entry(key).or_default();
+        *count += 1;
+        if let Some(id) = trace_id
+            && ids.len() < FAILED_TRACE_IDS_KEPT
+        {
+            ids.push(id);
+        }
+    }
+
+    /// A record a consumer of `group` received (counted for drop accounting).
+    pub(crate) fn received(&self, group: &Arc<str>, topic: &str, partition: i32, offset: i64, timestamp_ms: i64) {
+        self.inner
+            .consumed
+            .received(group, topic, partition, offset, timestamp_ms, now_ms());
+    }
+
+    /// What the application did with a received record.
+    pub(crate) fn outcome(
+        &self,
+        group: &Arc<str>,
+        topic: &str,
+        partition: i32,
+        timestamp_ms: i64,
+        outcome: Outcome,
+        trace_id: Option<String>,
+    ) {
+        self.inner
+            .consumed
+            .outcome(group, topic, partition, timestamp_ms, outcome, trace_id);
+    }
+
+    pub(crate) fn revoked(&self, group: &Arc<str>, partitions: impl Iterator<Item = (String, i32)>) {
+        self.inner.consumed.revoked(group, partitions);
     }
 
     /// A commit the broker accepted: `offset` is the next offset to read.
@@ -275,15 +357,40 @@ impl Telemetry {
             .failed
             .iter()
             .flat_map(|(topic, errors)| {
-                errors.iter().map(move |((partition, error), count)| FailedSends {
-                    topic: topic.clone(),
-                    partition: *partition,
-                    error: error.clone(),
-                    count: *count,
-                    cluster: c.kafka_cluster_id.clone().unwrap_or_default(),
-                })
+                errors
+                    .iter()
+                    .map(move |((partition, error, window), (count, ids))| FailedSends {
+                        topic: topic.clone(),
+                        partition: *partition,
+                        error: error.clone(),
+                        count: *count,
+                        cluster: c.kafka_cluster_id.clone().unwrap_or_default(),
+                        window_ms: *window,
+                        trace_ids: ids.clone(),
+                    })
             })
             .collect();
+        let (consumed, skipped, started) = self.inner.consumed.take();
+        let delivery = Delivery {
+            cluster: c.kafka_cluster_id.clone().unwrap_or_default(),
+            produced: agg
+                .produced_windows
+                .iter()
+                .flat_map(|(topic, windows)| {
+                    windows.iter().map(move |(&(partition, window_ms), w)| ProducedCount {
+                        topic: topic.clone(),
+                        partition,
+                        window_ms,
+                        count: w.count,
+                        first_offset: w.first,
+                        last_offset: w.last,
+                    })
+                })
+                .collect(),
+            consumed,
+            skipped,
+            started,
+        };
         let mut buckets: HashMap<i64, Vec<StatsPoint>> = HashMap::default();
         for ((bucket, hash), acc) in pathways.stats {
             buckets.entry(bucket).or_default().push(StatsPoint {
@@ -296,7 +403,7 @@ impl Telemetry {
                 timestamp_type: "current".into(),
             });
         }
-        if backlogs.is_empty() && failed_sends.is_empty() && buckets.is_empty() {
+        if backlogs.is_empty() && failed_sends.is_empty() && buckets.is_empty() && delivery.is_empty() {
             return None;
         }
         let ns = |ms: i64| u64::try_from(ms).unwrap_or(0) * 1_000_000;
@@ -326,6 +433,7 @@ impl Telemetry {
             version: c.version.clone(),
             stats,
             failed_sends,
+            delivery,
             ..Default::default()
         })
     }

@@ -63,6 +63,9 @@ pub struct Payload {
     /// streamsight's SDK: failed sends, which tracers do not report.
     #[serde(rename = "StreamsightFailedSends", deserialize_with = "nullable")]
     pub failed_sends: Vec<FailedSends>,
+    /// streamsight's SDK: message counts for drop accounting.
+    #[serde(rename = "StreamsightDelivery", deserialize_with = "nullable")]
+    pub delivery: Delivery,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -138,6 +141,111 @@ pub struct FailedSends {
     pub count: u64,
     #[serde(rename = "KafkaClusterId", deserialize_with = "nullable")]
     pub cluster: String,
+    /// The one-minute window of the records' timestamps (unix ms); 0 when a
+    /// sender does not say, and the bucket's time is used.
+    #[serde(rename = "WindowMs", deserialize_with = "flexible_i64")]
+    pub window_ms: i64,
+    /// A few trace ids of the failed records, to follow them.
+    #[serde(rename = "TraceIds", deserialize_with = "nullable")]
+    pub trace_ids: Vec<String>,
+}
+
+/// What an SDK counted for drop accounting in one flush period.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Delivery {
+    #[serde(rename = "KafkaClusterId", deserialize_with = "nullable")]
+    pub cluster: String,
+    #[serde(rename = "Produced", deserialize_with = "nullable")]
+    pub produced: Vec<ProducedCount>,
+    #[serde(rename = "Consumed", deserialize_with = "nullable")]
+    pub consumed: Vec<ConsumedCount>,
+    #[serde(rename = "Skipped", deserialize_with = "nullable")]
+    pub skipped: Vec<SkippedRange>,
+    #[serde(rename = "Started", deserialize_with = "nullable")]
+    pub started: Vec<ConsumeStart>,
+}
+
+impl Delivery {
+    pub fn is_empty(&self) -> bool {
+        self.produced.is_empty() && self.consumed.is_empty() && self.skipped.is_empty() && self.started.is_empty()
+    }
+}
+
+/// Records the broker acknowledged, per (topic, partition, one-minute window of
+/// their timestamps).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProducedCount {
+    #[serde(rename = "Topic", deserialize_with = "nullable")]
+    pub topic: String,
+    #[serde(rename = "Partition")]
+    pub partition: i32,
+    #[serde(rename = "WindowMs", deserialize_with = "flexible_i64")]
+    pub window_ms: i64,
+    #[serde(rename = "Count", deserialize_with = "flexible_u64")]
+    pub count: u64,
+    #[serde(rename = "FirstOffset", deserialize_with = "flexible_i64")]
+    pub first_offset: i64,
+    #[serde(rename = "LastOffset", deserialize_with = "flexible_i64")]
+    pub last_offset: i64,
+}
+
+/// What a group's consumer did with records, per (topic, partition, window).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConsumedCount {
+    #[serde(rename = "Group", deserialize_with = "nullable")]
+    pub group: String,
+    #[serde(rename = "Topic", deserialize_with = "nullable")]
+    pub topic: String,
+    #[serde(rename = "Partition")]
+    pub partition: i32,
+    #[serde(rename = "WindowMs", deserialize_with = "flexible_i64")]
+    pub window_ms: i64,
+    #[serde(rename = "Received", deserialize_with = "flexible_u64")]
+    pub received: u64,
+    #[serde(rename = "Failed", deserialize_with = "flexible_u64")]
+    pub failed: u64,
+    #[serde(rename = "DeadLettered", deserialize_with = "flexible_u64")]
+    pub dead_lettered: u64,
+    #[serde(rename = "TraceIds", deserialize_with = "nullable")]
+    pub trace_ids: Vec<String>,
+}
+
+/// Offsets a consumer jumped over: the next record it got was past them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SkippedRange {
+    #[serde(rename = "Group", deserialize_with = "nullable")]
+    pub group: String,
+    #[serde(rename = "Topic", deserialize_with = "nullable")]
+    pub topic: String,
+    #[serde(rename = "Partition")]
+    pub partition: i32,
+    #[serde(rename = "FirstOffset", deserialize_with = "flexible_i64")]
+    pub first_offset: i64,
+    #[serde(rename = "LastOffset", deserialize_with = "flexible_i64")]
+    pub last_offset: i64,
+    #[serde(rename = "AtMs", deserialize_with = "flexible_i64")]
+    pub at_ms: i64,
+}
+
+/// The first record a consumer got from a partition after starting or being
+/// assigned it: compared with the group's committed offset by the collector.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConsumeStart {
+    #[serde(rename = "Group", deserialize_with = "nullable")]
+    pub group: String,
+    #[serde(rename = "Topic", deserialize_with = "nullable")]
+    pub topic: String,
+    #[serde(rename = "Partition")]
+    pub partition: i32,
+    #[serde(rename = "FirstOffset", deserialize_with = "flexible_i64")]
+    pub first_offset: i64,
+    #[serde(rename = "AtMs", deserialize_with = "flexible_i64")]
+    pub at_ms: i64,
 }
 
 /// Decodes a request body; `gzipped` from `Content-Encoding`, or sniffed.
@@ -371,7 +479,32 @@ mod tests {
                 error: "e".into(),
                 count: 3,
                 cluster: String::new(),
+                window_ms: 60_000,
+                trace_ids: vec!["0af7651916cd43dd8448eb211c80319c".into()],
             }],
+            delivery: Delivery {
+                cluster: "c".into(),
+                produced: vec![ProducedCount {
+                    topic: "t".into(),
+                    partition: 0,
+                    window_ms: 60_000,
+                    count: 5,
+                    first_offset: 10,
+                    last_offset: 14,
+                }],
+                consumed: vec![ConsumedCount {
+                    group: "g".into(),
+                    received: 4,
+                    failed: 1,
+                    ..Default::default()
+                }],
+                skipped: vec![SkippedRange {
+                    first_offset: 3,
+                    last_offset: 5,
+                    ..Default::default()
+                }],
+                started: vec![ConsumeStart::default()],
+            },
             ..Default::default()
         };
         assert_eq!(decode(&encode(&p), true, Limits::default()).unwrap(), p);
