@@ -28,6 +28,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/intake", get(intake))
         .route("/api/v1/events", get(events))
         .route("/api/v1/clusters", get(clusters))
+        .route("/api/v1/deliveries", get(deliveries))
         .merge(crate::burrow::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
@@ -337,4 +338,34 @@ async fn clusters(State(shared): State<Arc<Shared>>) -> Response {
         })
         .collect();
     axum::Json(json!({ "clusters": clusters })).into_response()
+}
+
+/// Drop accounting: reconciled windows with the cause of every missing message,
+/// cumulative totals per group and topic, and the recent problem windows.
+async fn deliveries(
+    State(shared): State<Arc<Shared>>,
+    filter: Result<Query<LagFilter>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(filter) = match filter {
+        Ok(f) => f,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+    };
+    let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    let keep =
+        |c: &str, g: &str, t: &str| wants(&filter.cluster, c) && wants(&filter.group, g) && wants(&filter.topic, t);
+    let d = lock(&shared.deliveries);
+    let windows = d.ledger.reports(keep);
+    let totals: Vec<_> = d
+        .ledger
+        .totals()
+        .iter()
+        .filter(|((c, g, t), _)| keep(c, g, t))
+        .map(|((c, g, t), totals)| json!({ "cluster": c, "group": g, "topic": t, "totals": totals }))
+        .collect();
+    let events: Vec<_> = d
+        .events
+        .iter()
+        .filter(|r| keep(&r.cluster, &r.group, &r.topic))
+        .collect();
+    axum::Json(json!({ "windows": windows, "totals": totals, "events": events })).into_response()
 }

@@ -263,6 +263,14 @@ pub fn translate(
             },
         });
     }
+    let cluster_of = |named: &str, topic: &str| {
+        if named.is_empty() {
+            resolve(topic).unwrap_or_else(|| default_cluster.to_owned())
+        } else {
+            named.to_owned()
+        }
+    };
+    out.records.extend(crate::deliveries::facts(p, received, &cluster_of));
     out
 }
 

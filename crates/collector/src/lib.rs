@@ -8,6 +8,7 @@ pub mod api;
 mod burrow;
 mod clock;
 pub mod config;
+pub mod deliveries;
 pub mod intake;
 pub mod metrics;
 pub mod pathways;
@@ -130,6 +131,7 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
         tick.tick().await;
         let now = clock::now();
         shared.sample_groups(now);
+        shared.reconcile_deliveries(now);
         let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
         lock(&shared.pathways).prune(now.0.saturating_sub(kept));
         // Cheap when nothing is due: the log is indexed by time.

@@ -35,7 +35,54 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     let graph = lock(&shared.pathways).graph(now.0 - window, now.0 + 1);
     render_pathways(&mut out, &graph);
     render_poller(&mut out, &lock(&shared.clusters));
+    render_deliveries(&mut out, &lock(&shared.deliveries));
     out
+}
+
+fn render_deliveries(out: &mut String, d: &crate::deliveries::Deliveries) {
+    let mut sent = Family::new(
+        "streamsight_messages_sent_total",
+        "counter",
+        "Records producers tried to send, in reconciled windows, per consuming group.",
+    );
+    let mut received = Family::new(
+        "streamsight_messages_received_total",
+        "counter",
+        "Records the group received, in reconciled windows.",
+    );
+    let mut delivered = Family::new(
+        "streamsight_messages_delivered_total",
+        "counter",
+        "Records the group received and processed.",
+    );
+    let mut missing = Family::new(
+        "streamsight_messages_missing_total",
+        "counter",
+        "Records sent but not delivered to the group, by cause.",
+    );
+    let mut duplicated = Family::new(
+        "streamsight_messages_duplicated_total",
+        "counter",
+        "Records the group received more often than they were acknowledged.",
+    );
+    for ((cluster, group, topic), t) in d.ledger.totals() {
+        let labels = format!(
+            "cluster_name=\"{}\",group=\"{}\",topic=\"{}\"",
+            esc(cluster),
+            esc(group),
+            esc(topic)
+        );
+        sent.sample(&labels, t.sent);
+        received.sample(&labels, t.received);
+        delivered.sample(&labels, t.delivered);
+        duplicated.sample(&labels, t.duplicates);
+        for (cause, n) in streamsight_core::delivery::Causes::NAMES.iter().zip(t.missing.values()) {
+            missing.sample(&format!("{labels},cause=\"{cause}\""), n);
+        }
+    }
+    for family in [&sent, &received, &delivered, &missing, &duplicated] {
+        family.write(out);
+    }
 }
 
 fn render_poller(out: &mut String, clusters: &std::collections::BTreeMap<String, crate::state::ClusterView>) {

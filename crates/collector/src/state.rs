@@ -40,6 +40,8 @@ pub struct Shared {
     pub ready: AtomicBool,
     /// What the poller last saw of each configured cluster.
     pub clusters: Mutex<BTreeMap<String, ClusterView>>,
+    /// Drop accounting.
+    pub deliveries: Mutex<crate::deliveries::Deliveries>,
 }
 
 /// A polled cluster: its last snapshot and the poller's own counters.
@@ -69,6 +71,7 @@ impl Shared {
             history: Mutex::new(HashMap::new()),
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
+            deliveries: Mutex::new(crate::deliveries::Deliveries::new()),
             clusters: Mutex::new(
                 config
                     .clusters
@@ -96,6 +99,21 @@ impl Shared {
                 r.apply(&mut engine);
             }
             new_events.extend(engine.drain_events());
+            let facts = records.iter().filter_map(|r| match r {
+                Record::Delivery { json, .. } => Some(json),
+                _ => None,
+            });
+            let mut deliveries = lock(&self.deliveries);
+            for json in facts {
+                // Written by this collector; a record that no longer parses is skipped.
+                match serde_json::from_str::<crate::deliveries::Fact>(json) {
+                    Ok(fact) => deliveries.apply(&fact, &engine),
+                    Err(e) => tracing::warn!(error = %e, "stored delivery fact unreadable"),
+                }
+            }
+            for e in &new_events {
+                deliveries.engine_event(e);
+            }
         }
         let mut pathways = lock(&self.pathways);
         for r in records {
@@ -118,6 +136,12 @@ impl Shared {
                 events.push_back(e);
             }
         }
+    }
+
+    /// Reconciles the drop-accounting windows that are due.
+    pub fn reconcile_deliveries(&self, now: Millis) {
+        let engine = lock(&self.engine);
+        lock(&self.deliveries).reconcile(now, &engine);
     }
 
     /// Records each group's lag now, for its recent history.

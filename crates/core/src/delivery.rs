@@ -386,8 +386,10 @@ impl Ledger {
             (skipped, skipped_ranges) = overlap(self.skipped.get(&id).unwrap_or(&none), first, last);
             (expired, expired_ranges) = overlap(self.expired.get(&id).unwrap_or(&none), first, last);
         }
-        let skipped = skipped.min(in_kafka_missing);
-        let expired = expired.min(in_kafka_missing - skipped);
+        // Retention first: a consumer that jumps past deleted records (an
+        // out-of-range reset) skipped what had already expired.
+        let expired = expired.min(in_kafka_missing);
+        let skipped = skipped.min(in_kafka_missing - expired);
         let processed_out = consumed.failed + consumed.dead_lettered;
         let mut trace_ids = produced.failed_trace_ids.clone();
         for id in &consumed.trace_ids {

@@ -9,7 +9,7 @@ use crate::telemetry::{Telemetry, now_ms};
 use rdkafka::ClientContext;
 use rdkafka::error::KafkaError;
 use rdkafka::message::ToBytes;
-use rdkafka::message::{Headers, Message, OwnedHeaders};
+use rdkafka::message::{Headers, Message, OwnedHeaders, Timestamp};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{
     BaseProducer, BaseRecord, DeliveryResult, FutureProducer, FutureRecord, NoCustomPartitioner, ProducerContext,
@@ -61,6 +61,19 @@ fn track<H: Headers>(
 
 const NO_HEADERS: Option<&OwnedHeaders> = None;
 
+/// The timestamp a record is accounted under: the one consumers will see. A
+/// broker that stamps records on append (LogAppendTime) reports its stamp; else
+/// the record keeps the one it was sent with. librdkafka's mock reports a fixed,
+/// implausible append time: then the sent one is used.
+fn accounted_timestamp(delivered: Timestamp, sent: Option<i64>) -> Option<i64> {
+    const PLAUSIBLE_MS: i64 = 1_000_000_000_000;
+    match delivered {
+        Timestamp::LogAppendTime(t) if t >= PLAUSIBLE_MS => Some(t),
+        Timestamp::CreateTime(t) if t >= 0 => Some(t),
+        _ => sent,
+    }
+}
+
 /// A [`FutureProducer`] whose sends are traced and tracked.
 pub struct TracedFutureProducer {
     inner: FutureProducer,
@@ -98,19 +111,24 @@ impl TracedFutureProducer {
         let topic = record.topic;
         let size = record.payload.map_or(0, |p| p.to_bytes().len());
         let headers = outgoing(&self.telemetry, topic, record.headers.as_ref(), size, parent);
-        let result = self.inner.send(record.headers(headers), queue_timeout).await;
+        // Stamped here (as librdkafka would) so that sender and receivers agree on it.
+        let sent_at = record.timestamp.unwrap_or_else(now_ms);
+        let result = self
+            .inner
+            .send(record.headers(headers).timestamp(sent_at), queue_timeout)
+            .await;
         match &result {
             Ok(d) => track(
                 &self.telemetry,
                 topic,
-                d.timestamp.to_millis(),
+                accounted_timestamp(d.timestamp, Some(sent_at)),
                 Ok((d.partition, d.offset)),
                 NO_HEADERS,
             ),
             Err((e, msg)) => track(
                 &self.telemetry,
                 topic,
-                msg.timestamp().to_millis(),
+                accounted_timestamp(msg.timestamp(), Some(sent_at)),
                 Err((msg.partition(), e)),
                 msg.headers(),
             ),
@@ -155,14 +173,14 @@ impl<C: ProducerContext<NoCustomPartitioner>> ProducerContext for TracingProduce
             Ok(m) => track(
                 &self.telemetry,
                 m.topic(),
-                m.timestamp().to_millis(),
+                accounted_timestamp(m.timestamp(), None),
                 Ok((m.partition(), m.offset())),
                 NO_HEADERS,
             ),
             Err((e, m)) => track(
                 &self.telemetry,
                 m.topic(),
-                m.timestamp().to_millis(),
+                accounted_timestamp(m.timestamp(), None),
                 Err((m.partition(), e)),
                 m.headers(),
             ),
@@ -209,7 +227,9 @@ impl<C: ProducerContext<NoCustomPartitioner>> TracedBaseProducer<C> {
     {
         let size = record.payload.map_or(0, |p| p.to_bytes().len());
         let headers = outgoing(&self.telemetry, record.topic, record.headers.as_ref(), size, parent);
-        let record = record.headers(headers);
+        // Stamped here (as librdkafka would) so that sender and receivers agree on it.
+        let sent_at = record.timestamp.unwrap_or_else(now_ms);
+        let record = record.headers(headers).timestamp(sent_at);
         let result = self.inner.send(record);
         if let Err((e, r)) = &result {
             track(

@@ -277,6 +277,11 @@ pub enum Record {
         at: Millis,
         json: String,
     },
+    /// A fact for drop accounting (counts sent, received, skipped), opaque to the store.
+    Delivery {
+        at: Millis,
+        json: String,
+    },
 }
 
 impl Record {
@@ -290,13 +295,16 @@ impl Record {
                 let _ = engine.observe(*at, &observation.as_observation());
             }
             Record::Rejected { reason, .. } => engine.reject(*reason),
-            Record::Pathway { .. } => {}
+            Record::Pathway { .. } | Record::Delivery { .. } => {}
         }
     }
 
     pub fn at(&self) -> Millis {
         match self {
-            Record::Observation { at, .. } | Record::Rejected { at, .. } | Record::Pathway { at, .. } => *at,
+            Record::Observation { at, .. }
+            | Record::Rejected { at, .. }
+            | Record::Pathway { at, .. }
+            | Record::Delivery { at, .. } => *at,
         }
     }
 }

@@ -1,0 +1,278 @@
+//! Drop accounting in the collector: the SDKs' counts become stored facts, the
+//! facts feed the core's [`Ledger`], and housekeeping reconciles closed windows.
+
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use streamsight_core::delivery::{Ledger, LedgerParams, PartitionKey, WindowReport};
+use streamsight_core::{Engine, EngineEvent, Millis};
+use streamsight_store::Record;
+use streamsight_wire::dsm::payload::Payload;
+
+/// Problem windows (something missing or duplicated) kept for the API.
+const EVENTS_KEPT: usize = 1_000;
+
+/// One fact as stored: the payload's counts with their cluster resolved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fact {
+    Produced {
+        cluster: String,
+        topic: String,
+        partition: i32,
+        window_ms: i64,
+        count: u64,
+        first_offset: i64,
+        last_offset: i64,
+    },
+    FailedSends {
+        cluster: String,
+        topic: String,
+        partition: Option<i32>,
+        window_ms: i64,
+        count: u64,
+        trace_ids: Vec<String>,
+    },
+    Consumed {
+        cluster: String,
+        group: String,
+        topic: String,
+        partition: i32,
+        window_ms: i64,
+        received: u64,
+        failed: u64,
+        dead_lettered: u64,
+        trace_ids: Vec<String>,
+    },
+    Skipped {
+        cluster: String,
+        group: String,
+        topic: String,
+        partition: i32,
+        first_offset: i64,
+        last_offset: i64,
+    },
+    Started {
+        cluster: String,
+        group: String,
+        topic: String,
+        partition: i32,
+        first_offset: i64,
+        #[serde(default)]
+        at_ms: i64,
+    },
+}
+
+/// The facts of a payload, as records. `cluster_of` places a topic whose sender
+/// named no cluster (as commits are placed).
+pub fn facts(p: &Payload, received: Millis, cluster_of: &dyn Fn(&str, &str) -> String) -> Vec<Record> {
+    let d = &p.delivery;
+    let mut facts = Vec::new();
+    for f in &p.failed_sends {
+        facts.push(Fact::FailedSends {
+            cluster: cluster_of(&f.cluster, &f.topic),
+            topic: f.topic.clone(),
+            partition: (f.partition >= 0).then_some(f.partition),
+            window_ms: if f.window_ms > 0 { f.window_ms } else { received.0 },
+            count: f.count,
+            trace_ids: f.trace_ids.clone(),
+        });
+    }
+    for c in d
+        .produced
+        .iter()
+        .filter(|c| c.partition >= 0 && c.first_offset >= 0 && c.count > 0)
+    {
+        facts.push(Fact::Produced {
+            cluster: cluster_of(&d.cluster, &c.topic),
+            topic: c.topic.clone(),
+            partition: c.partition,
+            window_ms: c.window_ms,
+            count: c.count,
+            first_offset: c.first_offset,
+            last_offset: c.last_offset.max(c.first_offset),
+        });
+    }
+    for c in d.consumed.iter().filter(|c| c.partition >= 0) {
+        facts.push(Fact::Consumed {
+            cluster: cluster_of(&d.cluster, &c.topic),
+            group: c.group.clone(),
+            topic: c.topic.clone(),
+            partition: c.partition,
+            window_ms: c.window_ms,
+            received: c.received,
+            failed: c.failed,
+            dead_lettered: c.dead_lettered,
+            trace_ids: c.trace_ids.clone(),
+        });
+    }
+    for s in d.skipped.iter().filter(|s| s.partition >= 0 && s.first_offset >= 0) {
+        facts.push(Fact::Skipped {
+            cluster: cluster_of(&d.cluster, &s.topic),
+            group: s.group.clone(),
+            topic: s.topic.clone(),
+            partition: s.partition,
+            first_offset: s.first_offset,
+            last_offset: s.last_offset,
+        });
+    }
+    for s in d.started.iter().filter(|s| s.partition >= 0 && s.first_offset >= 0) {
+        facts.push(Fact::Started {
+            cluster: cluster_of(&d.cluster, &s.topic),
+            group: s.group.clone(),
+            topic: s.topic.clone(),
+            partition: s.partition,
+            first_offset: s.first_offset,
+            at_ms: s.at_ms,
+        });
+    }
+    facts
+        .into_iter()
+        .filter_map(|f| serde_json::to_string(&f).ok())
+        .map(|json| Record::Delivery { at: received, json })
+        .collect()
+}
+
+/// The ledger and the recent problem windows.
+#[derive(Debug, Default)]
+pub struct Deliveries {
+    pub ledger: Ledger,
+    pub events: VecDeque<WindowReport>,
+}
+
+/// The group's committed offset on a partition, as the engine knows it.
+pub fn committed(engine: &Engine, cluster: &str, group: &str, topic: &str, partition: i32) -> Option<i64> {
+    let id = engine.find(cluster, group, topic, partition)?;
+    engine.commits(id).last().map(|c| c.offset)
+}
+
+impl Deliveries {
+    pub fn new() -> Self {
+        Self {
+            ledger: Ledger::new(LedgerParams::default()),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Applies a stored fact. A start is compared with the group's commit now.
+    pub fn apply(&mut self, fact: &Fact, engine: &Engine) {
+        let l = &mut self.ledger;
+        match fact {
+            Fact::Produced {
+                cluster,
+                topic,
+                partition,
+                window_ms,
+                count,
+                first_offset,
+                last_offset,
+            } => l.produced(
+                key(cluster, topic, Some(*partition)),
+                *window_ms,
+                *count,
+                *first_offset,
+                *last_offset,
+            ),
+            Fact::FailedSends {
+                cluster,
+                topic,
+                partition,
+                window_ms,
+                count,
+                trace_ids,
+            } => l.failed_sends(key(cluster, topic, *partition), *window_ms, *count, trace_ids),
+            Fact::Consumed {
+                cluster,
+                group,
+                topic,
+                partition,
+                window_ms,
+                received,
+                failed,
+                dead_lettered,
+                trace_ids,
+            } => l.consumed(
+                cluster,
+                group,
+                topic,
+                *partition,
+                *window_ms,
+                *received,
+                *failed,
+                *dead_lettered,
+                trace_ids,
+            ),
+            Fact::Skipped {
+                cluster,
+                group,
+                topic,
+                partition,
+                first_offset,
+                last_offset,
+            } => l.skipped(cluster, group, topic, *partition, *first_offset, *last_offset),
+            Fact::Started {
+                cluster,
+                group,
+                topic,
+                partition,
+                first_offset,
+                at_ms,
+            } => {
+                // The commit the consumer started from: the last one before it started,
+                // not one it made since (both may arrive in the same payload).
+                let c = engine
+                    .find(cluster, group, topic, *partition)
+                    .and_then(|id| engine.commits(id).filter(|c| c.at.0 <= *at_ms).last())
+                    .map(|c| c.offset);
+                l.started(cluster, group, topic, *partition, *first_offset, c);
+            }
+        }
+    }
+
+    /// Retention passing a group is the broker's evidence of expired records.
+    pub fn engine_event(&mut self, e: &EngineEvent) {
+        if let EngineEvent::DataLoss {
+            cluster,
+            group,
+            topic,
+            partition,
+            committed_offset,
+            log_start_offset,
+            ..
+        } = e
+        {
+            self.ledger.expired(
+                cluster,
+                group,
+                topic,
+                *partition,
+                *committed_offset,
+                log_start_offset - 1,
+            );
+        }
+    }
+
+    /// Reconciles what is due; problem windows become events.
+    pub fn reconcile(&mut self, now: Millis, engine: &Engine) -> Vec<WindowReport> {
+        let done = self.ledger.reconcile(now, |c, g, t, p| committed(engine, c, g, t, p));
+        for r in done.iter().filter(|r| r.missing.total() > 0 || r.duplicates > 0) {
+            tracing::warn!(
+                cluster = %r.cluster, group = %r.group, topic = %r.topic, partition = ?r.partition,
+                window_start_ms = r.window_start_ms, missing = ?r.missing, duplicates = r.duplicates,
+                "messages missing or duplicated"
+            );
+            if self.events.len() == EVENTS_KEPT {
+                self.events.pop_front();
+            }
+            self.events.push_back(r.clone());
+        }
+        done
+    }
+}
+
+fn key(cluster: &str, topic: &str, partition: Option<i32>) -> PartitionKey {
+    PartitionKey {
+        cluster: cluster.to_owned(),
+        topic: topic.to_owned(),
+        partition,
+    }
+}
