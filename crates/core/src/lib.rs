@@ -11,6 +11,7 @@ pub mod engine;
 pub mod health;
 pub mod history;
 pub mod model;
+pub mod probe;
 pub mod time;
 pub mod window;
 
