@@ -60,6 +60,30 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Run the end-to-end probe alone: sequenced records to every partition of a
+    /// probe topic, read back by the probe's own group; prints round-trip and
+    /// produce latency, losses, duplicates and errors per partition.
+    Probe {
+        #[arg(long)]
+        bootstrap_server: String,
+        #[arg(long, default_value = "streamsight-probe")]
+        topic: String,
+        #[arg(long, default_value = "streamsight-probe")]
+        group: String,
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+        interval: std::time::Duration,
+        /// A record not back within this is lost.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+        sla: std::time::Duration,
+        /// Print a report this often.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+        report_every: std::time::Duration,
+        /// Stop after this long (default: until interrupted), printing a last report.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        duration: Option<std::time::Duration>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// Feed a scenario (JSON Lines of timed events) through the engine on a
     /// simulated clock and print lag and health at sample times.
     Replay {
@@ -131,6 +155,68 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
+fn run_probe(
+    config: streamsight_probe::ProbeConfig,
+    every: std::time::Duration,
+    duration: Option<std::time::Duration>,
+    format: Format,
+) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let probe = streamsight_probe::Probe::start(config)?;
+        let deadline = duration.map(|d| tokio::time::Instant::now() + d);
+        let mut tick = tokio::time::interval(every);
+        tick.tick().await;
+        loop {
+            let last = tokio::select! {
+                _ = tick.tick() => false,
+                () = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => true,
+                _ = tokio::signal::ctrl_c() => true,
+            };
+            let report = probe.report();
+            let mut out = std::io::stdout().lock();
+            match format {
+                Format::Json => {
+                    serde_json::to_writer(&mut out, &report)?;
+                    writeln!(out)?;
+                }
+                Format::Table => {
+                    writeln!(
+                        out,
+                        "{:<10} {:<9} {:>7} {:>9} {:>6} {:>11} {:>12} {:>12} {:>12}",
+                        "PARTITION", "STATUS", "SENT", "RECEIVED", "LOST", "DUPLICATED", "PRODUCE-ERR", "RT-P50(s)", "RT-P99(s)"
+                    )?;
+                    for p in &report.partitions {
+                        let q = |f: fn(&streamsight_core::probe::LatencySummary) -> f64| {
+                            p.roundtrip_latency.as_ref().map_or("-".to_owned(), |s| format!("{:.3}", f(s)))
+                        };
+                        writeln!(
+                            out,
+                            "{:<10} {:<9} {:>7} {:>9} {:>6} {:>11} {:>12} {:>12} {:>12}",
+                            p.partition,
+                            p.status.to_uppercase(),
+                            p.sent,
+                            p.received,
+                            p.lost,
+                            p.duplicated,
+                            p.produce_errors,
+                            q(|s| s.p50_seconds),
+                            q(|s| s.p99_seconds)
+                        )?;
+                    }
+                    if let Some(e) = probe.last_error() {
+                        writeln!(out, "error: {e}")?;
+                    }
+                }
+            }
+            out.flush()?;
+            if last {
+                return anyhow::Ok(());
+            }
+        }
+    })
+}
+
 fn dev_kafka(topics: &[String], brokers: i32) -> anyhow::Result<()> {
     let cluster = rdkafka::mocking::MockCluster::new(brokers).context("cannot start the mock cluster")?;
     for spec in topics {
@@ -192,6 +278,25 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(config, args)?,
         Command::DevKafka { topics, brokers } => dev_kafka(&topics, brokers)?,
+        Command::Probe {
+            bootstrap_server,
+            topic,
+            group,
+            interval,
+            sla,
+            report_every,
+            duration,
+            format,
+        } => {
+            let config = streamsight_probe::ProbeConfig {
+                topic,
+                group,
+                interval,
+                sla,
+                ..streamsight_probe::ProbeConfig::new("probe", &bootstrap_server)
+            };
+            run_probe(config, report_every, duration, format)?;
+        }
         Command::Lag {
             collector,
             bootstrap_server,

@@ -29,6 +29,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/events", get(events))
         .route("/api/v1/clusters", get(clusters))
         .route("/api/v1/deliveries", get(deliveries))
+        .route("/api/v1/probes", get(probes))
         .merge(crate::burrow::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
@@ -368,4 +369,21 @@ async fn deliveries(
         .filter(|r| keep(&r.cluster, &r.group, &r.topic))
         .collect();
     axum::Json(json!({ "windows": windows, "totals": totals, "events": events })).into_response()
+}
+
+/// End-to-end probes: per partition of each probe topic.
+async fn probes(State(shared): State<Arc<Shared>>) -> Response {
+    let probes: Vec<_> = lock(&shared.probes)
+        .iter()
+        .map(|p| {
+            json!({
+                "cluster": p.config.name,
+                "topic": p.config.topic,
+                "sla_ms": crate::time_ms(p.config.sla),
+                "last_error": p.last_error(),
+                "report": p.report(),
+            })
+        })
+        .collect();
+    axum::Json(json!({ "probes": probes })).into_response()
 }

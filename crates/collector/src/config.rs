@@ -34,6 +34,8 @@ pub struct ServeConfig {
     /// Kafka clusters to poll (`[[serve.clusters]]`): lag and health for every
     /// group, instrumented or not. See `docs/poller.md`.
     pub clusters: Vec<ClusterConfig>,
+    /// End-to-end probes (`[[serve.probes]]`): see `docs/drops.md`.
+    pub probes: Vec<streamsight_probe::ProbeConfig>,
     /// Groups and topics of clusters nobody polls are forgotten after this long
     /// without a word about them (polled clusters expire their own, sooner).
     #[serde(with = "humantime_serde")]
@@ -54,6 +56,7 @@ impl Default for ServeConfig {
             history_interval: Duration::from_secs(10),
             history_samples: 360,
             clusters: Vec::new(),
+            probes: Vec::new(),
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
         }
     }

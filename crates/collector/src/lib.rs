@@ -46,6 +46,8 @@ pub enum ServeError {
     Startup(#[from] tokio::task::JoinError),
     #[error("poller: {0}")]
     Cluster(#[from] streamsight_poller::ClusterConfigError),
+    #[error("{0}")]
+    Probe(#[from] streamsight_probe::ProbeError),
 }
 
 /// A running collector.
@@ -91,6 +93,10 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         intake_listener,
         intake::router(shared.clone(), writer.clone()),
     )));
+    for probe in &shared.config.probes {
+        let running = streamsight_probe::Probe::start(probe.clone())?;
+        lock(&shared.probes).push(running);
+    }
     for cluster in shared.config.clusters.clone() {
         tasks.push(tokio::spawn(polling::poll_forever(
             shared.clone(),

@@ -36,7 +36,87 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     render_pathways(&mut out, &graph);
     render_poller(&mut out, &lock(&shared.clusters));
     render_deliveries(&mut out, &lock(&shared.deliveries));
+    render_probes(&mut out, &lock(&shared.probes));
     out
+}
+
+/// KMinion's end-to-end metrics, per probe and partition.
+fn render_probes(out: &mut String, probes: &[streamsight_probe::Probe]) {
+    let counter = |name, help| Family::new(name, "counter", help);
+    let mut sent = counter("streamsight_probe_messages_sent_total", "Probe records sent.");
+    let mut received = counter("streamsight_probe_messages_received_total", "Probe records read back.");
+    let mut lost = counter(
+        "streamsight_probe_messages_lost_total",
+        "Probe records not read back within the SLA, or jumped over.",
+    );
+    let mut duplicated = counter(
+        "streamsight_probe_messages_duplicated_total",
+        "Probe records read twice.",
+    );
+    let mut errors = counter("streamsight_probe_produce_errors_total", "Probe sends that failed.");
+    let mut roundtrip = Family::new(
+        "streamsight_probe_roundtrip_latency_seconds",
+        "gauge",
+        "Produce-to-consume latency of probe records (recent quantiles).",
+    );
+    let mut produce = Family::new(
+        "streamsight_probe_produce_latency_seconds",
+        "gauge",
+        "Produce-to-acknowledgement latency of probe records (recent quantiles).",
+    );
+    let mut commit = Family::new(
+        "streamsight_probe_commit_latency_seconds",
+        "gauge",
+        "Latency of the probe consumer's commits (recent quantiles).",
+    );
+    let mut up = Family::new(
+        "streamsight_probe_partition_up",
+        "gauge",
+        "1 when probe records round-trip within the SLA on the partition.",
+    );
+    for p in probes {
+        let r = p.report();
+        let base = format!(
+            "cluster_name=\"{}\",topic=\"{}\"",
+            esc(&p.config.name),
+            esc(&p.config.topic)
+        );
+        for q in &r.partitions {
+            let labels = format!("{base},partition=\"{}\"", q.partition);
+            sent.sample(&labels, q.sent);
+            received.sample(&labels, q.received);
+            lost.sample(&labels, q.lost);
+            duplicated.sample(&labels, q.duplicated);
+            errors.sample(&labels, q.produce_errors);
+            up.sample(&labels, u8::from(q.status == "ok"));
+            for (family, summary) in [
+                (&mut roundtrip, &q.roundtrip_latency),
+                (&mut produce, &q.produce_latency),
+            ] {
+                if let Some(s) = summary {
+                    family.sample(&format!("{labels},quantile=\"0.5\""), s.p50_seconds);
+                    family.sample(&format!("{labels},quantile=\"0.99\""), s.p99_seconds);
+                }
+            }
+        }
+        if let Some(s) = &r.commit_latency {
+            commit.sample(&format!("{base},quantile=\"0.5\""), s.p50_seconds);
+            commit.sample(&format!("{base},quantile=\"0.99\""), s.p99_seconds);
+        }
+    }
+    for family in [
+        &sent,
+        &received,
+        &lost,
+        &duplicated,
+        &errors,
+        &roundtrip,
+        &produce,
+        &commit,
+        &up,
+    ] {
+        family.write(out);
+    }
 }
 
 fn render_deliveries(out: &mut String, d: &crate::deliveries::Deliveries) {

@@ -42,6 +42,8 @@ pub struct Shared {
     pub clusters: Mutex<BTreeMap<String, ClusterView>>,
     /// Drop accounting.
     pub deliveries: Mutex<crate::deliveries::Deliveries>,
+    /// Running end-to-end probes.
+    pub probes: Mutex<Vec<streamsight_probe::Probe>>,
 }
 
 /// A polled cluster: its last snapshot and the poller's own counters.
@@ -72,6 +74,7 @@ impl Shared {
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
             deliveries: Mutex::new(crate::deliveries::Deliveries::new()),
+            probes: Mutex::new(Vec::new()),
             clusters: Mutex::new(
                 config
                     .clusters
