@@ -184,20 +184,29 @@ fn consume(cluster: &MockCluster<'static, DefaultProducerContext>) {
         tpl
     };
     let sdk = Sdk::with_telemetry(Telemetry::unshipped(SdkConfig::new("bench")));
-    let (mut b, mut t) = (Tally::default(), Tally::default());
+    // The same wrapper with drop accounting off: what counting costs on its own.
+    let uncounted = Sdk::with_telemetry(Telemetry::unshipped(SdkConfig {
+        count_deliveries: false,
+        ..SdkConfig::new("bench")
+    }));
+    let (mut b, mut t, mut u) = (Tally::default(), Tally::default(), Tally::default());
     for round in 0..ROUNDS {
         let bare: BaseConsumer = config(format!("bare-{round}")).create().unwrap();
         bare.assign(&assignment()).unwrap();
         let traced = sdk.base_consumer(&config(format!("traced-{round}"))).unwrap();
         traced.inner().assign(&assignment()).unwrap();
+        let plain = uncounted.base_consumer(&config(format!("uncounted-{round}"))).unwrap();
+        plain.inner().assign(&assignment()).unwrap();
         // Connecting and the first fetches are not what is measured.
         let mut warm = 0;
         while warm < WARMUP {
             warm += usize::from(matches!(bare.poll(Duration::from_millis(100)), Some(Ok(_))));
         }
-        let mut warm = 0;
-        while warm < WARMUP {
-            warm += usize::from(matches!(traced.poll(Duration::from_millis(100)), Some(Ok(_))));
+        for c in [&traced, &plain] {
+            let mut warm = 0;
+            while warm < WARMUP {
+                warm += usize::from(matches!(c.poll(Duration::from_millis(100)), Some(Ok(_))));
+            }
         }
         let run_bare = |tally: &mut Tally| {
             tally.run(|| {
@@ -209,25 +218,29 @@ fn consume(cluster: &MockCluster<'static, DefaultProducerContext>) {
                 }
             });
         };
-        let run_traced = |tally: &mut Tally| {
+        let run_traced = |c: &streamsight_sdk::TracedBaseConsumer, tally: &mut Tally| {
             tally.run(|| {
                 let mut n = 0;
                 while n < BATCH {
-                    if let Some(Ok(_)) = traced.poll(Duration::from_millis(100)) {
+                    if let Some(Ok(_)) = c.poll(Duration::from_millis(100)) {
                         n += 1;
                     }
                 }
             });
         };
-        if round % 2 == 0 {
-            run_bare(&mut b);
-            run_traced(&mut t);
-        } else {
-            run_traced(&mut t);
-            run_bare(&mut b);
+        // The order rotates every round.
+        for step in 0..3 {
+            match (round + step) % 3 {
+                0 => run_bare(&mut b),
+                1 => run_traced(&traced, &mut t),
+                _ => run_traced(&plain, &mut u),
+            }
         }
         sdk.telemetry().take_payload();
+        uncounted.telemetry().take_payload();
     }
+    report("consume", &b, &t);
+    report_as("consume (drop accounting)", "traced without counting", &u, &t);
     report("consume", &b, &t);
 }
 

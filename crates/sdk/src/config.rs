@@ -21,6 +21,8 @@ pub struct SdkConfig {
     pub max_keys: usize,
     /// Named on produce and commit points, so the collector needs no guessing.
     pub kafka_cluster_id: Option<String>,
+    /// Count records per window for drop accounting (`STREAMSIGHT_COUNT_DELIVERIES=false` turns it off).
+    pub count_deliveries: bool,
 }
 
 impl SdkConfig {
@@ -34,6 +36,7 @@ impl SdkConfig {
             flush_interval: Duration::from_secs(10),
             max_keys: 10_000,
             kafka_cluster_id: None,
+            count_deliveries: true,
         }
     }
 
@@ -42,6 +45,9 @@ impl SdkConfig {
     pub fn from_env(default_service: &str) -> Self {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let mut c = Self::new(var("DD_SERVICE").unwrap_or_else(|| default_service.to_owned()));
+        if var("STREAMSIGHT_COUNT_DELIVERIES").is_some_and(|v| v == "false" || v == "0") {
+            c.count_deliveries = false;
+        }
         if let Some(env) = var("DD_ENV") {
             c.env = env;
         }

@@ -245,6 +245,9 @@ impl Telemetry {
 
     /// A record a consumer of `group` received (counted for drop accounting).
     pub(crate) fn received(&self, group: &Arc<str>, topic: &str, partition: i32, offset: i64, timestamp_ms: i64) {
+        if !self.inner.config.count_deliveries {
+            return;
+        }
         self.inner
             .consumed
             .received(group, topic, partition, offset, timestamp_ms, now_ms());
