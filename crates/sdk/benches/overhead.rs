@@ -241,7 +241,6 @@ fn consume(cluster: &MockCluster<'static, DefaultProducerContext>) {
     }
     report("consume", &b, &t);
     report_as("consume (drop accounting)", "traced without counting", &u, &t);
-    report("consume", &b, &t);
 }
 
 fn main() {
