@@ -275,16 +275,24 @@ async fn run(
                 continue;
             };
             lock(&tracker).sent(p, record.seq, at);
-            let (producer, tracker, topic) = (producer.clone(), tracker.clone(), config.topic.clone());
-            tokio::spawn(async move {
-                let sent = FutureRecord::<(), _>::to(&topic).partition(p).payload(&payload);
-                let result = producer.send(sent, Duration::from_millis(0)).await;
-                let mut t = lock(&tracker);
-                match result {
-                    Ok(_) => t.acked(p, record.seq, now()),
-                    Err(_) => t.produce_failed(p, record.seq, now()),
+            // Enqueued here, in sequence order: the gap rule relies on a partition's
+            // records landing in the order they were numbered.
+            let sent = FutureRecord::<(), _>::to(&config.topic).partition(p).payload(&payload);
+            match producer.send_result(sent) {
+                Ok(delivery) => {
+                    let tracker = tracker.clone();
+                    tokio::spawn(async move {
+                        let acked = matches!(delivery.await, Ok(Ok(_)));
+                        let mut t = lock(&tracker);
+                        if acked {
+                            t.acked(p, record.seq, now());
+                        } else {
+                            t.produce_failed(p, record.seq, now());
+                        }
+                    });
                 }
-            });
+                Err(_) => lock(&tracker).produce_failed(p, record.seq, now()),
+            }
         }
         lock(&tracker).expire(now());
         if last_commit.elapsed() >= config.commit_interval && !assigned.is_empty() {

@@ -31,7 +31,7 @@ async fn round_trips_then_a_broker_outage_then_recovery() {
     cluster.create_topic("streamsight-probe", 3, 1).unwrap();
     let mut config = ProbeConfig::new("mock", &cluster.bootstrap_servers());
     config.interval = Duration::from_millis(50);
-    config.sla = Duration::from_millis(1_500);
+    config.sla = Duration::from_millis(3_000);
     config.commit_interval = Duration::from_millis(200);
     // Reconnect quickly after the outage (librdkafka backs off up to 10 s).
     for (k, v) in [("reconnect.backoff.ms", "50"), ("reconnect.backoff.max.ms", "200")] {
