@@ -22,7 +22,7 @@ fn the_probe_alone_and_inside_serve() {
             "--interval",
             "50ms",
             "--sla",
-            "2s",
+            "10s",
         ])
         .args(["--duration", "2s", "--report-every", "10s", "--format", "json"])
         .env("STREAMSIGHT_LOG", "warn")
