@@ -60,6 +60,13 @@ struct LagFilter {
     topic: Option<String>,
 }
 
+impl LagFilter {
+    fn keeps(&self, cluster: &str, group: &str, topic: &str) -> bool {
+        let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        wants(&self.cluster, cluster) && wants(&self.group, group) && wants(&self.topic, topic)
+    }
+}
+
 /// A lag row with the member that owns the partition, where the poller knows it.
 #[derive(Debug, Serialize)]
 struct LagRowOut {
@@ -83,11 +90,8 @@ fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRowOut> 
         .filter_map(|(name, v)| Some((name.clone(), v.last.clone()?)))
         .collect();
     let engine = lock(&shared.engine);
-    let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
     engine
-        .reports(now, |n| {
-            wants(&filter.cluster, n.cluster) && wants(&filter.group, n.group) && wants(&filter.topic, n.topic)
-        })
+        .reports(now, |n| filter.keeps(n.cluster, n.group, n.topic))
         .into_iter()
         .map(|(n, report)| {
             let group = snapshots.get(n.cluster).and_then(|s| s.group(n.group));
@@ -351,9 +355,7 @@ async fn deliveries(
         Ok(f) => f,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
     };
-    let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-    let keep =
-        |c: &str, g: &str, t: &str| wants(&filter.cluster, c) && wants(&filter.group, g) && wants(&filter.topic, t);
+    let keep = |c: &str, g: &str, t: &str| filter.keeps(c, g, t);
     let d = lock(&shared.deliveries);
     let windows = d.ledger.reports(keep);
     let totals: Vec<_> = d

@@ -72,6 +72,19 @@ struct PartitionProbe {
     roundtrip: Latencies,
 }
 
+impl PartitionProbe {
+    /// Counts these pending records lost at `at`.
+    fn lose(&mut self, seqs: &[u64], at: Millis) {
+        for s in seqs {
+            self.pending.remove(s);
+        }
+        if !seqs.is_empty() {
+            self.lost += seqs.len() as u64;
+            self.last_lost_at = Some(at);
+        }
+    }
+}
+
 /// How one partition of the probe topic is doing.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PartitionProbeReport {
@@ -174,13 +187,7 @@ impl ProbeTracker {
             .filter(|(_, x)| x.acked)
             .map(|(&s, _)| s)
             .collect();
-        for s in &jumped {
-            p.pending.remove(s);
-        }
-        if !jumped.is_empty() {
-            p.lost += jumped.len() as u64;
-            p.last_lost_at = Some(at);
-        }
+        p.lose(&jumped, at);
         p.highest_received = p.highest_received.max(Some(seq));
     }
 
@@ -202,13 +209,7 @@ impl ProbeTracker {
                 .filter(|(_, x)| now.since(x.created) > sla)
                 .map(|(&s, _)| s)
                 .collect();
-            for s in &overdue {
-                p.pending.remove(s);
-            }
-            if !overdue.is_empty() {
-                p.lost += overdue.len() as u64;
-                p.last_lost_at = Some(now);
-            }
+            p.lose(&overdue, now);
         }
     }
 
