@@ -26,6 +26,7 @@ pub mod delivery;
 mod http;
 pub mod producer;
 pub mod telemetry;
+pub mod validate;
 
 pub use config::SdkConfig;
 pub use consumer::{TracedBaseConsumer, TracedStreamConsumer, TracingConsumerContext};
