@@ -77,6 +77,11 @@ impl TracingConsumerContext {
 }
 
 impl TracingConsumerContext {
+    /// The consumer group this context counts for.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
     /// Records what the application did with `msg`: a record never marked counts
     /// as processed. A failed or dead-lettered record's trace id is kept.
     pub fn mark(&self, msg: &BorrowedMessage<'_>, outcome: Outcome) {

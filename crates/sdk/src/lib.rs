@@ -23,6 +23,7 @@ pub mod config;
 pub mod consumer;
 pub mod context;
 pub mod delivery;
+pub mod dlq;
 mod http;
 pub mod producer;
 pub mod telemetry;

@@ -32,6 +32,12 @@ pub struct SdkStats {
     pub sends_failed: AtomicU64,
     pub messages_consumed: AtomicU64,
     pub commits_tracked: AtomicU64,
+    /// Records routed to a dead-letter queue.
+    pub dead_lettered: AtomicU64,
+    /// Records that could not be dead-lettered even after retries: dropped.
+    pub dead_letter_failures: AtomicU64,
+    /// Records that failed schema validation.
+    pub schema_violations: AtomicU64,
 }
 
 /// One checkpoint of one message: latencies in seconds, payload size in bytes.
