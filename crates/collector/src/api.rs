@@ -30,6 +30,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/clusters", get(clusters))
         .route("/api/v1/deliveries", get(deliveries))
         .route("/api/v1/probes", get(probes))
+        .route("/api/v1/dlq", get(dlq))
         .merge(crate::burrow::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
@@ -388,4 +389,13 @@ async fn probes(State(shared): State<Arc<Shared>>) -> Response {
         })
         .collect();
     axum::Json(json!({ "probes": probes })).into_response()
+}
+
+/// Dead-letter queues: velocity, totals, reasons and recent records per DLQ topic.
+async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
+    let clusters: Vec<_> = lock(&shared.dlq)
+        .iter()
+        .map(|m| json!({ "cluster": m.config.name, "topics": m.report() }))
+        .collect();
+    axum::Json(json!({ "clusters": clusters })).into_response()
 }

@@ -36,6 +36,8 @@ pub struct ServeConfig {
     pub clusters: Vec<ClusterConfig>,
     /// End-to-end probes (`[[serve.probes]]`): see `docs/drops.md`.
     pub probes: Vec<streamsight_probe::ProbeConfig>,
+    /// Dead-letter queue monitors (`[[serve.dlq]]`): see `docs/dlq.md`.
+    pub dlq: Vec<streamsight_dlq::DlqConfig>,
     /// Groups and topics of clusters nobody polls are forgotten after this long
     /// without a word about them (polled clusters expire their own, sooner).
     #[serde(with = "humantime_serde")]
@@ -57,6 +59,7 @@ impl Default for ServeConfig {
             history_samples: 360,
             clusters: Vec::new(),
             probes: Vec::new(),
+            dlq: Vec::new(),
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
         }
     }

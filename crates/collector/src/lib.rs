@@ -48,6 +48,8 @@ pub enum ServeError {
     Cluster(#[from] streamsight_poller::ClusterConfigError),
     #[error("{0}")]
     Probe(#[from] streamsight_probe::ProbeError),
+    #[error("{0}")]
+    Dlq(#[from] streamsight_dlq::DlqError),
 }
 
 /// A running collector.
@@ -96,6 +98,10 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     for probe in &shared.config.probes {
         let running = streamsight_probe::Probe::start(probe.clone())?;
         lock(&shared.probes).push(running);
+    }
+    for dlq in &shared.config.dlq {
+        let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
+        lock(&shared.dlq).push(running);
     }
     for cluster in shared.config.clusters.clone() {
         tasks.push(tokio::spawn(polling::poll_forever(

@@ -37,7 +37,85 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     render_poller(&mut out, &lock(&shared.clusters));
     render_deliveries(&mut out, &lock(&shared.deliveries));
     render_probes(&mut out, &lock(&shared.probes));
+    render_dlq(&mut out, &lock(&shared.dlq));
     out
+}
+
+fn render_dlq(out: &mut String, monitors: &[streamsight_dlq::DlqMonitor]) {
+    let mut records = Family::new(
+        "streamsight_dlq_records",
+        "gauge",
+        "Records in a dead-letter topic, from the brokers' end offsets.",
+    );
+    let mut velocity = Family::new(
+        "streamsight_dlq_velocity_records_per_second",
+        "gauge",
+        "Records arriving in a dead-letter topic per second.",
+    );
+    let mut reasons = Family::new(
+        "streamsight_dlq_reasons_total",
+        "counter",
+        "Dead-lettered records read, by source topic, error class and stage.",
+    );
+    let mut violations = Family::new(
+        "streamsight_schema_violations_total",
+        "counter",
+        "Records dead-lettered at validation, by source topic, schema and error class.",
+    );
+    for m in monitors {
+        for t in m.report() {
+            let base = format!(
+                "cluster_name=\"{}\",dlq_topic=\"{}\"",
+                esc(&m.config.name),
+                esc(&t.dlq_topic)
+            );
+            if let Some(n) = t.records {
+                records.sample(&base, n);
+            }
+            if let Some(v) = t.velocity {
+                velocity.sample(&base, v);
+            }
+            // Reasons also differ by naming convention: summed to one series per label set.
+            let mut by_reason: std::collections::BTreeMap<(&str, &str, &str), u64> = Default::default();
+            let mut by_schema: std::collections::BTreeMap<(&str, &str, &str), u64> = Default::default();
+            for (r, n) in &t.reasons {
+                *by_reason
+                    .entry((&r.source_topic, &r.error_class, &r.stage))
+                    .or_default() += n;
+                if r.stage == "validation" {
+                    *by_schema
+                        .entry((&r.source_topic, &r.schema, &r.error_class))
+                        .or_default() += n;
+                }
+            }
+            for ((source, class, stage), n) in by_reason {
+                reasons.sample(
+                    &format!(
+                        "{base},source_topic=\"{}\",error_class=\"{}\",stage=\"{}\"",
+                        esc(source),
+                        esc(class),
+                        esc(stage)
+                    ),
+                    n,
+                );
+            }
+            for ((topic, schema, class), n) in by_schema {
+                violations.sample(
+                    &format!(
+                        "cluster_name=\"{}\",topic=\"{}\",schema=\"{}\",class=\"{}\"",
+                        esc(&m.config.name),
+                        esc(topic),
+                        esc(schema),
+                        esc(class)
+                    ),
+                    n,
+                );
+            }
+        }
+    }
+    for family in [&records, &velocity, &reasons, &violations] {
+        family.write(out);
+    }
 }
 
 /// KMinion's end-to-end metrics, per probe and partition.

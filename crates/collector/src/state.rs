@@ -44,6 +44,8 @@ pub struct Shared {
     pub deliveries: Mutex<crate::deliveries::Deliveries>,
     /// Running end-to-end probes.
     pub probes: Mutex<Vec<streamsight_probe::Probe>>,
+    /// Running dead-letter queue monitors.
+    pub dlq: Mutex<Vec<streamsight_dlq::DlqMonitor>>,
 }
 
 /// A polled cluster: its last snapshot and the poller's own counters.
@@ -75,6 +77,7 @@ impl Shared {
             ready: AtomicBool::new(false),
             deliveries: Mutex::new(crate::deliveries::Deliveries::new()),
             probes: Mutex::new(Vec::new()),
+            dlq: Mutex::new(Vec::new()),
             clusters: Mutex::new(
                 config
                     .clusters

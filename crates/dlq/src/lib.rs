@@ -1,0 +1,210 @@
+//! The dead-letter queue monitor: DLQ topics found by configuration and by
+//! naming convention (`.dlq`, `-dlq`, `.DLT`, `-dlt`), their velocity from the
+//! brokers' end offsets (no instrumentation needed), and their reasons from a
+//! read-only consumer that parses provenance headers in streamsight's, Spring's
+//! and Connect's namings. It never commits: it reads with its own group id and
+//! keeps its positions in memory. Payloads are previewed for browsing, never
+//! logged; headers other than provenance are not kept.
+
+pub mod stats;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use stats::{DlqStats, RecentRecord, TopicReport};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use streamsight_wire::dlq::{Provenance, source_of_dlq_name};
+
+/// `[[serve.dlq]]`: the DLQs of one cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DlqConfig {
+    pub name: String,
+    pub bootstrap: String,
+    /// DLQ topics besides those found by name.
+    #[serde(default)]
+    pub topics: Vec<String>,
+    /// Find DLQ topics by their names' suffixes.
+    #[serde(default = "yes")]
+    pub by_convention: bool,
+    #[serde(default = "default_group")]
+    pub group: String,
+    /// How often topics and end offsets are refreshed.
+    #[serde(default = "default_refresh", with = "humantime_serde")]
+    pub refresh: Duration,
+    /// librdkafka properties (security settings, for one).
+    #[serde(default)]
+    pub client: BTreeMap<String, String>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_group() -> String {
+    "streamsight-dlq-monitor".into()
+}
+fn default_refresh() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl DlqConfig {
+    pub fn new(name: &str, bootstrap: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            bootstrap: bootstrap.to_owned(),
+            topics: Vec::new(),
+            by_convention: true,
+            group: default_group(),
+            refresh: default_refresh(),
+            client: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("dlq monitor {name}: cannot create a kafka client: {source}")]
+pub struct DlqError {
+    name: String,
+    source: rdkafka::error::KafkaError,
+}
+
+fn lock(m: &Mutex<DlqStats>) -> MutexGuard<'_, DlqStats> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A running monitor; dropping it stops it.
+#[derive(Debug)]
+pub struct DlqMonitor {
+    pub config: DlqConfig,
+    stats: Arc<Mutex<DlqStats>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for DlqMonitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl DlqMonitor {
+    /// Starts the monitor on its own thread (librdkafka's consumer blocks).
+    pub fn start(config: DlqConfig) -> Result<Self, DlqError> {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &config.bootstrap)
+            .set("group.id", &config.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false");
+        for (k, v) in &config.client {
+            c.set(k, v);
+        }
+        let consumer: BaseConsumer = c.create().map_err(|source| DlqError {
+            name: config.name.clone(),
+            source,
+        })?;
+        let monitor = Self {
+            config,
+            stats: Arc::new(Mutex::new(DlqStats::default())),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (config, stats, stop) = (monitor.config.clone(), monitor.stats.clone(), monitor.stop.clone());
+        let spawned = std::thread::Builder::new()
+            .name("streamsight-dlq".into())
+            .spawn(move || watch(&config, &consumer, &stats, &stop));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the dlq monitor thread");
+        }
+        Ok(monitor)
+    }
+
+    pub fn report(&self) -> Vec<TopicReport> {
+        lock(&self.stats).report()
+    }
+}
+
+/// Topics that are DLQs: configured, or named like one.
+fn dlq_topics(config: &DlqConfig, all: &[(String, Vec<i32>)]) -> BTreeMap<String, Vec<i32>> {
+    let wanted: BTreeSet<&str> = config.topics.iter().map(String::as_str).collect();
+    all.iter()
+        .filter(|(t, _)| wanted.contains(t.as_str()) || (config.by_convention && source_of_dlq_name(t).is_some()))
+        .map(|(t, p)| (t.clone(), p.clone()))
+        .collect()
+}
+
+fn watch(config: &DlqConfig, consumer: &BaseConsumer, stats: &Mutex<DlqStats>, stop: &AtomicBool) {
+    let timeout = Duration::from_secs(5);
+    let mut assigned: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    let mut refreshed: Option<Instant> = None;
+    while !stop.load(Ordering::Relaxed) {
+        if refreshed.is_none_or(|t| t.elapsed() >= config.refresh) {
+            refreshed = Some(Instant::now());
+            match consumer.fetch_metadata(None, timeout) {
+                Ok(md) => {
+                    let all: Vec<(String, Vec<i32>)> = md
+                        .topics()
+                        .iter()
+                        .map(|t| (t.name().to_owned(), t.partitions().iter().map(|p| p.id()).collect()))
+                        .collect();
+                    let found = dlq_topics(config, &all);
+                    if found != assigned {
+                        // Read every DLQ from its beginning, positions kept in memory.
+                        let mut tpl = TopicPartitionList::new();
+                        for (t, parts) in &found {
+                            lock(stats).watch(t, source_of_dlq_name(t));
+                            for &p in parts {
+                                let start = consumer
+                                    .position()
+                                    .ok()
+                                    .and_then(|pos| pos.find_partition(t, p).map(|e| e.offset()))
+                                    .filter(|o| matches!(o, Offset::Offset(_)))
+                                    .unwrap_or(Offset::Beginning);
+                                let _ = tpl.add_partition_offset(t, p, start);
+                            }
+                        }
+                        if let Err(e) = consumer.assign(&tpl) {
+                            tracing::warn!(error = %e, "dlq monitor cannot assign");
+                        } else {
+                            assigned = found;
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(cluster = %config.name, error = %e, "dlq monitor has no metadata"),
+            }
+            // Velocity comes from the brokers' end offsets.
+            for (t, parts) in &assigned {
+                let sum: Option<i64> = parts
+                    .iter()
+                    .map(|&p| consumer.fetch_watermarks(t, p, timeout).ok().map(|(_, high)| high))
+                    .sum();
+                if let Some(sum) = sum {
+                    lock(stats).ends(t, now_ms(), sum);
+                }
+            }
+        }
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let provenance = m
+            .headers()
+            .and_then(|h| Provenance::parse(rdkafka::message::Headers::iter(h).map(|h| (h.key, h.value))));
+        let (preview, value_bytes) = stats::preview(m.payload());
+        let record = RecentRecord {
+            partition: m.partition(),
+            offset: m.offset(),
+            timestamp_ms: m.timestamp().to_millis(),
+            provenance,
+            preview,
+            value_bytes,
+        };
+        lock(stats).record(m.topic(), record);
+    }
+}
