@@ -1,5 +1,6 @@
 //! The `streamsight` binary's pieces, as a library so that tests drive them directly.
 
 pub mod config;
+pub mod dlq;
 pub mod lag;
 pub mod replay;

@@ -84,6 +84,10 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Dead-letter queues: list them with velocity and top reasons (from a
+    /// collector), or tail one with its provenance decoded (from the cluster).
+    #[command(subcommand)]
+    Dlq(DlqCommand),
     /// Feed a scenario (JSON Lines of timed events) through the engine on a
     /// simulated clock and print lag and health at sample times.
     Replay {
@@ -97,6 +101,28 @@ enum Command {
         /// Also print events (topic resets, data loss) when they are detected.
         #[arg(long)]
         events: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// DLQ topics the collector watches, with velocity and top reasons.
+    List {
+        #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
+        collector: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// The last records of a DLQ topic with their provenance (nothing is committed).
+    Tail {
+        topic: String,
+        #[arg(long)]
+        bootstrap_server: String,
+        /// Records per partition.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
     },
 }
 
@@ -278,6 +304,28 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(config, args)?,
         Command::DevKafka { topics, brokers } => dev_kafka(&topics, brokers)?,
+        Command::Dlq(DlqCommand::List { collector, format }) => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let body = runtime.block_on(streamsight::dlq::list(&collector))?;
+            let mut out = std::io::stdout().lock();
+            match format {
+                Format::Json => writeln!(out, "{body}")?,
+                Format::Table => streamsight::dlq::write_list(&mut out, &body)?,
+            }
+        }
+        Command::Dlq(DlqCommand::Tail {
+            topic,
+            bootstrap_server,
+            limit,
+            format,
+        }) => {
+            let records = streamsight::dlq::tail(&bootstrap_server, &topic, limit)?;
+            let mut out = std::io::stdout().lock();
+            match format {
+                Format::Json => writeln!(out, "{}", serde_json::to_string(&records)?)?,
+                Format::Table => streamsight::dlq::write_tail(&mut out, &records)?,
+            }
+        }
         Command::Probe {
             bootstrap_server,
             topic,
