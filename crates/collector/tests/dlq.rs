@@ -48,7 +48,7 @@ async fn send(producer: &FutureProducer, topic: &str, headers: Vec<(&'static str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dlq_velocity_reasons_and_recent_records() {
     let cluster = MockCluster::new(1).unwrap();
-    for t in ["orders", "orders.dlq", "payments-dlt", "sink.DLT"] {
+    for t in ["orders", "orders.dlq", "payments-dlt", "sink.DLT", "billing-failures"] {
         cluster.create_topic(t, 1, 1).unwrap();
     }
     let bootstrap = cluster.bootstrap_servers();
@@ -115,6 +115,15 @@ async fn dlq_velocity_reasons_and_recent_records() {
     )
     .await;
 
+    // A DLQ by any other name: found by the provenance its records carry.
+    send(
+        &producer,
+        "billing-failures",
+        provenance("schema_violation", 11).headers(Conventions::default()),
+    )
+    .await;
+    // An ordinary topic with an ordinary record stays out.
+    send(&producer, "orders", Vec::new()).await;
     let mut dlq = DlqConfig::new("mock", &bootstrap);
     dlq.refresh = Duration::from_millis(200);
     let config = ServeConfig {
@@ -137,14 +146,15 @@ async fn dlq_velocity_reasons_and_recent_records() {
             .unwrap();
         let topics = body["clusters"][0]["topics"].as_array().cloned().unwrap_or_default();
         let read: u64 = topics.iter().map(|t| t["read"].as_u64().unwrap_or(0)).sum();
-        if read == 7 && topics.iter().all(|t| !t["velocity"].is_null()) {
+        if read == 8 && topics.iter().all(|t| !t["velocity"].is_null()) {
             break topics;
         }
         assert!(Instant::now() < deadline, "the monitor never read the DLQs: {body:#}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let topic = |name: &str| topics.iter().find(|t| t["dlq_topic"] == name).unwrap().clone();
-    assert_eq!(topics.len(), 3, "found by name, orders itself left out");
+    assert_eq!(topics.len(), 4, "found by name or provenance, orders itself left out");
+    assert_eq!(topic("billing-failures")["source_topic"], "orders");
 
     let orders = topic("orders.dlq");
     assert_eq!(

@@ -111,6 +111,10 @@ impl DlqMonitor {
             name: config.name.clone(),
             source,
         })?;
+        let sniffer: BaseConsumer = c.create().map_err(|source| DlqError {
+            name: config.name.clone(),
+            source,
+        })?;
         let monitor = Self {
             config,
             stats: Arc::new(Mutex::new(DlqStats::default())),
@@ -119,7 +123,7 @@ impl DlqMonitor {
         let (config, stats, stop) = (monitor.config.clone(), monitor.stats.clone(), monitor.stop.clone());
         let spawned = std::thread::Builder::new()
             .name("streamsight-dlq".into())
-            .spawn(move || watch(&config, &consumer, &stats, &stop));
+            .spawn(move || watch(&config, &consumer, &sniffer, &stats, &stop));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the dlq monitor thread");
         }
@@ -131,18 +135,83 @@ impl DlqMonitor {
     }
 }
 
-/// Topics that are DLQs: configured, or named like one.
-fn dlq_topics(config: &DlqConfig, all: &[(String, Vec<i32>)]) -> BTreeMap<String, Vec<i32>> {
+/// Topics that are DLQs: configured, named like one, or found carrying
+/// provenance headers.
+fn dlq_topics(
+    config: &DlqConfig,
+    all: &[(String, Vec<i32>)],
+    carrying: &BTreeSet<String>,
+) -> BTreeMap<String, Vec<i32>> {
     let wanted: BTreeSet<&str> = config.topics.iter().map(String::as_str).collect();
     all.iter()
-        .filter(|(t, _)| wanted.contains(t.as_str()) || (config.by_convention && source_of_dlq_name(t).is_some()))
+        .filter(|(t, _)| {
+            wanted.contains(t.as_str())
+                || carrying.contains(t)
+                || (config.by_convention && source_of_dlq_name(t).is_some())
+        })
         .map(|(t, p)| (t.clone(), p.clone()))
         .collect()
 }
 
-fn watch(config: &DlqConfig, consumer: &BaseConsumer, stats: &Mutex<DlqStats>, stop: &AtomicBool) {
+/// Reads the newest record of every partition of the topics not yet looked at
+/// (and not empty), with a consumer of its own: the topics whose records carry
+/// provenance headers are DLQs whatever their names.
+fn sniff(consumer: &BaseConsumer, topics: &[(String, Vec<i32>)], looked: &mut BTreeSet<String>) -> BTreeSet<String> {
+    let timeout = Duration::from_secs(5);
+    let mut tpl = TopicPartitionList::new();
+    let mut expected = 0;
+    let fresh: Vec<&(String, Vec<i32>)> = topics
+        .iter()
+        .filter(|(t, _)| !looked.contains(t) && !t.starts_with("__"))
+        .collect();
+    for (t, parts) in fresh {
+        let mut any = false;
+        for &p in parts {
+            if let Ok((low, high)) = consumer.fetch_watermarks(t, p, timeout)
+                && high > low
+            {
+                let _ = tpl.add_partition_offset(t, p, Offset::Offset(high - 1));
+                expected += 1;
+                any = true;
+            }
+        }
+        // Empty topics are looked at again on a later refresh.
+        if any {
+            looked.insert(t.clone());
+        }
+    }
+    let mut found = BTreeSet::new();
+    if expected == 0 || consumer.assign(&tpl).is_err() {
+        return found;
+    }
+    let deadline = Instant::now() + timeout;
+    while expected > 0 && Instant::now() < deadline {
+        let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        expected -= 1;
+        let carries = m
+            .headers()
+            .and_then(|h| Provenance::parse(rdkafka::message::Headers::iter(h).map(|h| (h.key, h.value))))
+            .is_some();
+        if carries {
+            found.insert(m.topic().to_owned());
+        }
+    }
+    let _ = consumer.unassign();
+    found
+}
+
+fn watch(
+    config: &DlqConfig,
+    consumer: &BaseConsumer,
+    sniffer: &BaseConsumer,
+    stats: &Mutex<DlqStats>,
+    stop: &AtomicBool,
+) {
     let timeout = Duration::from_secs(5);
     let mut assigned: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    let (mut looked, mut carrying) = (BTreeSet::new(), BTreeSet::new());
     let mut refreshed: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         if refreshed.is_none_or(|t| t.elapsed() >= config.refresh) {
@@ -154,7 +223,10 @@ fn watch(config: &DlqConfig, consumer: &BaseConsumer, stats: &Mutex<DlqStats>, s
                         .iter()
                         .map(|t| (t.name().to_owned(), t.partitions().iter().map(|p| p.id()).collect()))
                         .collect();
-                    let found = dlq_topics(config, &all);
+                    if config.by_convention {
+                        carrying.extend(sniff(sniffer, &all, &mut looked));
+                    }
+                    let found = dlq_topics(config, &all, &carrying);
                     if found != assigned {
                         // Read every DLQ from its beginning, positions kept in memory.
                         let mut tpl = TopicPartitionList::new();
