@@ -3,12 +3,10 @@
 //! from the cluster; nothing is committed).
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Headers;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use serde::Serialize;
 use std::io::Write;
 use std::time::{Duration, Instant};
-use streamsight_wire::dlq::Provenance;
+use streamsight_dlq::stats::RecentRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DlqCliError {
@@ -75,19 +73,8 @@ pub fn write_list(out: &mut impl Write, body: &serde_json::Value) -> std::io::Re
     Ok(())
 }
 
-/// One DLQ record as `tail` prints it.
-#[derive(Debug, Serialize)]
-pub struct Tailed {
-    pub partition: i32,
-    pub offset: i64,
-    pub timestamp_ms: Option<i64>,
-    pub provenance: Option<Provenance>,
-    pub preview: String,
-    pub value_bytes: usize,
-}
-
 /// The last `limit` records of each partition of `topic`.
-pub fn tail(bootstrap: &str, topic: &str, limit: i64) -> Result<Vec<Tailed>, DlqCliError> {
+pub fn tail(bootstrap: &str, topic: &str, limit: i64) -> Result<Vec<RecentRecord>, DlqCliError> {
     let err = |reason: String| DlqCliError::Cluster {
         bootstrap: bootstrap.to_owned(),
         reason,
@@ -136,24 +123,13 @@ pub fn tail(bootstrap: &str, topic: &str, limit: i64) -> Result<Vec<Tailed>, Dlq
             continue;
         }
         remaining -= 1;
-        let provenance = m
-            .headers()
-            .and_then(|h| Provenance::parse(h.iter().map(|h| (h.key, h.value))));
-        let (preview, value_bytes) = streamsight_dlq::stats::preview(m.payload());
-        out.push(Tailed {
-            partition: m.partition(),
-            offset: m.offset(),
-            timestamp_ms: m.timestamp().to_millis(),
-            provenance,
-            preview,
-            value_bytes,
-        });
+        out.push(streamsight_dlq::read_record(&m));
     }
     out.sort_by_key(|t| (t.partition, t.offset));
     Ok(out)
 }
 
-pub fn write_tail(out: &mut impl Write, records: &[Tailed]) -> std::io::Result<()> {
+pub fn write_tail(out: &mut impl Write, records: &[RecentRecord]) -> std::io::Result<()> {
     for r in records {
         let p = r.provenance.clone().unwrap_or_default();
         let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());

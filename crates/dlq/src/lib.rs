@@ -135,6 +135,22 @@ impl DlqMonitor {
     }
 }
 
+/// A DLQ record as kept for browsing: position, provenance and a preview.
+pub fn read_record<M: Message>(m: &M) -> RecentRecord {
+    let provenance = m
+        .headers()
+        .and_then(|h| Provenance::parse(rdkafka::message::Headers::iter(h).map(|h| (h.key, h.value))));
+    let (preview, value_bytes) = stats::preview(m.payload());
+    RecentRecord {
+        partition: m.partition(),
+        offset: m.offset(),
+        timestamp_ms: m.timestamp().to_millis(),
+        provenance,
+        preview,
+        value_bytes,
+    }
+}
+
 /// Topics that are DLQs: configured, named like one, or found carrying
 /// provenance headers.
 fn dlq_topics(
@@ -265,18 +281,7 @@ fn watch(
         let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) else {
             continue;
         };
-        let provenance = m
-            .headers()
-            .and_then(|h| Provenance::parse(rdkafka::message::Headers::iter(h).map(|h| (h.key, h.value))));
-        let (preview, value_bytes) = stats::preview(m.payload());
-        let record = RecentRecord {
-            partition: m.partition(),
-            offset: m.offset(),
-            timestamp_ms: m.timestamp().to_millis(),
-            provenance,
-            preview,
-            value_bytes,
-        };
+        let record = read_record(&m);
         lock(stats).record(m.topic(), record);
     }
 }
