@@ -393,9 +393,27 @@ async fn probes(State(shared): State<Arc<Shared>>) -> Response {
 
 /// Dead-letter queues: velocity, totals, reasons and recent records per DLQ topic.
 async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
+    let template = &shared.config.trace_url;
     let clusters: Vec<_> = lock(&shared.dlq)
         .iter()
-        .map(|m| json!({ "cluster": m.config.name, "topics": m.report() }))
+        .map(|m| {
+            let mut topics = json!(m.report());
+            // Each recent record links to its trace where a trace UI is configured.
+            if !template.is_empty() {
+                for r in topics
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|t| t["recent"].as_array_mut())
+                    .flatten()
+                {
+                    if let Some(id) = r["provenance"]["trace_id"].as_str() {
+                        r["trace_url"] = json!(template.replace("{trace_id}", id));
+                    }
+                }
+            }
+            json!({ "cluster": m.config.name, "topics": topics })
+        })
         .collect();
     axum::Json(json!({ "clusters": clusters })).into_response()
 }

@@ -36,6 +36,9 @@ pub struct ServeConfig {
     pub clusters: Vec<ClusterConfig>,
     /// End-to-end probes (`[[serve.probes]]`): see `docs/drops.md`.
     pub probes: Vec<streamsight_probe::ProbeConfig>,
+    /// Where a trace is shown, `{trace_id}` replaced (e.g. your tracing UI's
+    /// trace page): DLQ records link to their trace. Empty: no links.
+    pub trace_url: String,
     /// Dead-letter queue monitors (`[[serve.dlq]]`): see `docs/dlq.md`.
     pub dlq: Vec<streamsight_dlq::DlqConfig>,
     /// Groups and topics of clusters nobody polls are forgotten after this long
@@ -60,6 +63,7 @@ impl Default for ServeConfig {
             clusters: Vec::new(),
             probes: Vec::new(),
             dlq: Vec::new(),
+            trace_url: String::new(),
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
         }
     }

@@ -131,6 +131,7 @@ async fn dlq_velocity_reasons_and_recent_records() {
         api_listen: "127.0.0.1:0".parse().unwrap(),
         storage: "memory://".into(),
         dlq: vec![dlq],
+        trace_url: "https://traces.example/trace/{trace_id}".into(),
         ..ServeConfig::default()
     };
     let running = serve(config, EngineConfig::default()).await.unwrap();
@@ -167,6 +168,10 @@ async fn dlq_velocity_reasons_and_recent_records() {
     let recent = &orders["recent"][0];
     assert_eq!(recent["provenance"]["source_offset"], 0);
     assert_eq!(recent["provenance"]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(
+        recent["trace_url"],
+        "https://traces.example/trace/0af7651916cd43dd8448eb211c80319c"
+    );
     assert_eq!(recent["preview"], "{\"id\":\"c\",\"total\":3}");
 
     let payments = topic("payments-dlt");

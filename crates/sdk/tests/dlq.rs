@@ -164,6 +164,47 @@ async fn drifting_records_are_dead_lettered_with_their_provenance() {
         }
     }
 
+    // The collector's DLQ monitor sees exactly these three, by reason.
+    let mut monitor = streamsight_dlq::DlqConfig::new("mock", &bootstrap);
+    monitor.refresh = Duration::from_millis(200);
+    let collector = streamsight_collector::serve(
+        streamsight_collector::ServeConfig {
+            intake_listen: "127.0.0.1:0".parse().unwrap(),
+            api_listen: "127.0.0.1:0".parse().unwrap(),
+            storage: "memory://".into(),
+            dlq: vec![monitor],
+            ..streamsight_collector::ServeConfig::default()
+        },
+        streamsight_core::EngineConfig::default(),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}/api/v1/dlq", collector.api_addr);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let seen = loop {
+        let body: serde_json::Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        let t = body["clusters"][0]["topics"][0].clone();
+        if t["read"] == 3 && !t["velocity"].is_null() {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "the collector never read the DLQ: {body:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (seen["dlq_topic"].as_str(), seen["records"].as_i64()),
+        (Some("orders.dlq"), Some(3))
+    );
+    let reasons: Vec<(String, u64)> = seen["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0]["error_class"].as_str().unwrap().to_owned(), r[1].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![("schema_violation".to_owned(), 2), ("deserialization".to_owned(), 1)]
+    );
+
     // A DLQ that cannot be written: retried, then a counted failure and an error.
     cluster.request_errors(
         RDKafkaApiKey::Produce,
