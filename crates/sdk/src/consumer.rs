@@ -5,7 +5,7 @@
 //! `commit` methods (see `Committer` for why).
 
 use crate::checkpoint::checkpoint;
-use crate::context::{MessageContext, TraceContext, extract};
+use crate::context::{MessageContext, TraceContext, extract, trace_id_of};
 use crate::delivery::Outcome;
 use crate::telemetry::{Telemetry, now_ms};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
@@ -89,7 +89,7 @@ impl TracingConsumerContext {
             return;
         }
         let timestamp = msg.timestamp().to_millis().unwrap_or_else(now_ms);
-        let trace_id = extract(msg.headers()).0.map(|t| format!("{:032x}", t.trace_id));
+        let trace_id = trace_id_of(msg.headers());
         self.telemetry
             .outcome(&self.group, msg.topic(), msg.partition(), timestamp, outcome, trace_id);
     }

@@ -101,6 +101,12 @@ pub struct MessageContext {
 }
 
 /// The trace and pathway contexts in a message's headers, when valid.
+/// The trace id carried in `headers`, as 32 hex digits: what is kept to follow
+/// a failed or dead-lettered record.
+pub(crate) fn trace_id_of(headers: Option<&impl Headers>) -> Option<String> {
+    extract(headers).0.map(|t| format!("{:032x}", t.trace_id))
+}
+
 pub fn extract(headers: Option<&impl Headers>) -> (Option<TraceContext>, Option<PathwayContext>) {
     let (mut trace, mut path) = (None, None);
     if let Some(headers) = headers {

@@ -18,6 +18,7 @@ use streamsight_wire::dsm::payload::{ConsumeStart, ConsumedCount, SkippedRange};
 
 type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
 
+/// One-minute accounting windows of record timestamps, as the collector's ledger keeps them.
 const WINDOW_MS: i64 = 60_000;
 /// Trace ids kept per window, for following a failed or dead-lettered record.
 const TRACE_IDS_KEPT: usize = 5;
@@ -35,7 +36,7 @@ pub enum Outcome {
     DeadLettered,
 }
 
-fn window_of(ms: i64) -> i64 {
+pub(crate) fn window_of(ms: i64) -> i64 {
     ms - ms.rem_euclid(WINDOW_MS)
 }
 

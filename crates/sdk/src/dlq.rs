@@ -6,7 +6,7 @@
 //! cause) and the error returned.
 
 use crate::consumer::TracingConsumerContext;
-use crate::context::extract;
+use crate::context::trace_id_of;
 use crate::delivery::Outcome;
 use crate::telemetry::Telemetry;
 use crate::validate::Violation;
@@ -121,7 +121,7 @@ impl DeadLetterQueue {
         if failure.stage == "validation" {
             self.telemetry.stats().schema_violations.fetch_add(1, Relaxed);
         }
-        let trace_id = extract(msg.headers()).0.map(|t| format!("{:032x}", t.trace_id));
+        let trace_id = trace_id_of(msg.headers());
         let provenance = Provenance {
             source_topic: Some(msg.topic().to_owned()),
             source_partition: Some(msg.partition()),

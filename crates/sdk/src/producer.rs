@@ -4,7 +4,7 @@
 //! failure, counted by topic, partition (-1 when unassigned) and error.
 
 use crate::checkpoint::checkpoint;
-use crate::context::{MessageContext, TraceContext, extract, inject};
+use crate::context::{MessageContext, TraceContext, extract, inject, trace_id_of};
 use crate::telemetry::{Telemetry, now_ms};
 use rdkafka::ClientContext;
 use rdkafka::error::KafkaError;
@@ -51,7 +51,7 @@ fn track<H: Headers>(
     headers: Option<&H>,
 ) {
     let at = timestamp.unwrap_or_else(now_ms);
-    let trace_id = || extract(headers).0.map(|t| format!("{:032x}", t.trace_id));
+    let trace_id = || trace_id_of(headers);
     match result {
         Ok((partition, offset)) if partition >= 0 && offset >= 0 => telemetry.produced(topic, partition, offset, at),
         Ok((partition, _)) => telemetry.failed(topic, partition, "invalid_position", at, trace_id()),

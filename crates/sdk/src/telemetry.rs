@@ -11,7 +11,7 @@ use std::collections::HashMap as StdHashMap;
 
 /// Hot-path maps: foldhash, several times faster than SipHash on short keys.
 type HashMap<K, V> = StdHashMap<K, V, foldhash::fast::RandomState>;
-use crate::delivery::{ConsumedCounters, Outcome};
+use crate::delivery::{ConsumedCounters, Outcome, window_of};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -88,12 +88,7 @@ struct WindowCount {
     last: i64,
 }
 
-const WINDOW_MS: i64 = 60_000;
 const FAILED_TRACE_IDS_KEPT: usize = 5;
-
-fn window_of(ms: i64) -> i64 {
-    ms - ms.rem_euclid(WINDOW_MS)
-}
 
 /// One period's pathway sketches: (bucket start ms, pathway hash) -> sketches.
 #[derive(Debug, Default)]
