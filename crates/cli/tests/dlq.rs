@@ -8,21 +8,8 @@ use rdkafka::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use std::process::Command;
 use std::time::{Duration, Instant};
 use streamsight_wire::dlq::{Conventions, Provenance};
-
-fn streamsight(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 #[test]
 fn tail_and_list() {
@@ -60,7 +47,7 @@ fn tail_and_list() {
     }
     producer.flush(Duration::from_secs(5)).unwrap();
 
-    let (ok, out, err) = streamsight(&[
+    let (ok, out, err) = support::run(&[
         "dlq",
         "tail",
         "orders.dlq",
@@ -75,24 +62,14 @@ fn tail_and_list() {
     assert!(lines[0].starts_with("0/1  from orders[0]@1"), "{out}");
     assert!(lines[1].contains("schema_violation: amount is required"), "{out}");
 
-    let (ok, _, err) = streamsight(&["dlq", "tail", "nope", "--bootstrap-server", &bootstrap]);
+    let (ok, _, err) = support::run(&["dlq", "tail", "nope", "--bootstrap-server", &bootstrap]);
     assert!(!ok && err.contains("nope"), "{err}");
 
-    let config = std::env::temp_dir().join(format!("streamsight-dlq-{}.toml", std::process::id()));
     let toml = format!("[[serve.dlq]]\nname = \"mock\"\nbootstrap = \"{bootstrap}\"\nrefresh = \"200ms\"\n");
-    std::fs::write(&config, toml).unwrap();
-    let (_guard, line) = support::start(
-        Command::new(env!("CARGO_BIN_EXE_streamsight"))
-            .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
-            .args(["--storage", "memory://", "--config"])
-            .arg(&config)
-            .env("STREAMSIGHT_LOG", "warn"),
-        "streamsight serving",
-    );
-    let api = support::field(&line, "api");
+    let (_guard, api) = support::serve_with_config("dlq", &toml);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (ok, out, err) = streamsight(&["dlq", "list", "--collector", &api]);
+        let (ok, out, err) = support::run(&["dlq", "list", "--collector", &api]);
         assert!(ok, "{err}");
         if out.contains("validation/schema_violation x3") {
             assert!(out.contains("orders.dlq") && out.contains("orders"), "{out}");

@@ -8,20 +8,10 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn lag(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-        .arg("lag")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    support::run(&[&["lag"], args].concat())
 }
 
 #[test]
@@ -87,20 +77,10 @@ fn lag_from_the_cluster_and_from_a_collector_polling_it() {
 
     // Through a collector polling the cluster, configured in TOML (the mock
     // cannot list groups, so the config names the group).
-    let config = std::env::temp_dir().join(format!("streamsight-lag-{}.toml", std::process::id()));
     let toml = format!(
         "[[serve.clusters]]\nname = \"mock\"\nbootstrap = [\"{bootstrap}\"]\ngroups = [\"billing\"]\npoll_interval = \"200ms\"\n"
     );
-    std::fs::write(&config, toml).unwrap();
-    let (_guard, line) = support::start(
-        Command::new(env!("CARGO_BIN_EXE_streamsight"))
-            .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
-            .args(["--storage", "memory://", "--config"])
-            .arg(&config)
-            .env("STREAMSIGHT_LOG", "warn"),
-        "streamsight serving",
-    );
-    let api = support::field(&line, "api");
+    let (_guard, api) = support::serve_with_config("lag", &toml);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (ok, out, err) = lag(&["--collector", &api, "--cluster", "mock", "--format", "json"]);

@@ -38,19 +38,9 @@ fn the_probe_alone_and_inside_serve() {
         assert_eq!(p["lost"].as_u64(), Some(0), "{p:#}");
     }
 
-    let config = std::env::temp_dir().join(format!("streamsight-probe-{}.toml", std::process::id()));
     let toml =
         format!("[[serve.probes]]\nname = \"mock\"\nbootstrap = \"{bootstrap}\"\ninterval = \"50ms\"\nsla = \"2s\"\n");
-    std::fs::write(&config, toml).unwrap();
-    let (_guard, line) = support::start(
-        Command::new(env!("CARGO_BIN_EXE_streamsight"))
-            .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
-            .args(["--storage", "memory://", "--config"])
-            .arg(&config)
-            .env("STREAMSIGHT_LOG", "warn"),
-        "streamsight serving",
-    );
-    let api = support::field(&line, "api");
+    let (_guard, api) = support::serve_with_config("probe", &toml);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let metrics = get(&format!("{api}/metrics"));

@@ -67,3 +67,32 @@ pub fn serve(storage: &str) -> (Guard, String, String) {
     );
     (guard, field(&line, "intake"), field(&line, "api"))
 }
+
+/// Runs `streamsight ARGS` to completion: (success, stdout, stderr).
+pub fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// `streamsight serve` with `toml` as its config file, in memory, on free
+/// loopback ports: (guard, API URL).
+pub fn serve_with_config(name: &str, toml: &str) -> (Guard, String) {
+    let config = std::env::temp_dir().join(format!("streamsight-{name}-{}.toml", std::process::id()));
+    std::fs::write(&config, toml).unwrap();
+    let (guard, line) = start(
+        Command::new(env!("CARGO_BIN_EXE_streamsight"))
+            .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
+            .args(["--storage", "memory://", "--config"])
+            .arg(&config)
+            .env("STREAMSIGHT_LOG", "warn"),
+        "streamsight serving",
+    );
+    (guard, field(&line, "api"))
+}
