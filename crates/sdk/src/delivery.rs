@@ -112,22 +112,31 @@ impl ConsumedCounters {
         }
     }
 
-    fn cell(&self, group: &Arc<str>, topic: &str, partition: i32, window: i64) -> Arc<Cell> {
+    /// Runs `f` on the key's cell, found in this thread's cache without touching
+    /// its reference count (no write to a line other threads share).
+    fn with_cell<R>(
+        &self,
+        group: &Arc<str>,
+        topic: &str,
+        partition: i32,
+        window: i64,
+        mut f: impl FnMut(&Cell) -> R,
+    ) -> R {
         let hash = key_hash(group, topic, partition, window);
-        let found = CELLS.with_borrow(|cache| {
-            cache.get(&(self.id, hash)).and_then(|entries| {
-                entries
-                    .iter()
-                    .find(|(k, _)| {
+        let hit = CELLS.with_borrow(|cache| {
+            cache
+                .get(&(self.id, hash))
+                .and_then(|entries| {
+                    entries.iter().find(|(k, _)| {
                         k.window == window && k.partition == partition && k.topic == topic && *k.group == **group
                     })
-                    .map(|(_, c)| Arc::clone(c))
-            })
+                })
+                .map(|(_, c)| f(c))
         });
-        if let Some(cell) = found {
-            return cell;
+        match hit {
+            Some(r) => r,
+            None => f(&self.cell_slow(group, topic, partition, window, hash)),
         }
-        self.cell_slow(group, topic, partition, window, hash)
     }
 
     /// Once per key and thread: through the registry, then cached.
@@ -156,19 +165,31 @@ impl ConsumedCounters {
         cell
     }
 
-    fn position(&self, group: &Arc<str>, topic: &str, partition: i32) -> Arc<Position> {
+    /// Moves the partition's last received offset to `offset`; returns the one before.
+    fn swap_position(&self, group: &Arc<str>, topic: &str, partition: i32, offset: i64) -> i64 {
         let hash = key_hash(group, topic, partition, 0);
-        let found = POSITIONS.with_borrow(|cache| {
-            cache.get(&(self.id, hash)).and_then(|entries| {
-                entries
-                    .iter()
-                    .find(|(k, _)| k.partition == partition && k.topic == topic && *k.group == **group)
-                    .map(|(_, p)| Arc::clone(p))
-            })
+        let hit = POSITIONS.with_borrow(|cache| {
+            cache
+                .get(&(self.id, hash))
+                .and_then(|entries| {
+                    entries
+                        .iter()
+                        .find(|(k, _)| k.partition == partition && k.topic == topic && *k.group == **group)
+                })
+                .map(|(_, p)| p.last.swap(offset, Relaxed))
         });
-        if let Some(p) = found {
-            return p;
+        match hit {
+            Some(previous) => previous,
+            None => self
+                .position_slow(group, topic, partition, hash)
+                .last
+                .swap(offset, Relaxed),
         }
+    }
+
+    /// Once per partition and thread: through the registry, then cached.
+    #[cold]
+    fn position_slow(&self, group: &Arc<str>, topic: &str, partition: i32, hash: u64) -> Arc<Position> {
         let key = PartitionKey {
             group: Arc::clone(group),
             topic: topic.to_owned(),
@@ -202,10 +223,10 @@ impl ConsumedCounters {
         timestamp_ms: i64,
         now_ms: i64,
     ) {
-        self.cell(group, topic, partition, window_of(timestamp_ms))
-            .received
-            .fetch_add(1, Relaxed);
-        let previous = self.position(group, topic, partition).last.swap(offset, Relaxed);
+        self.with_cell(group, topic, partition, window_of(timestamp_ms), |c| {
+            c.received.fetch_add(1, Relaxed)
+        });
+        let previous = self.swap_position(group, topic, partition, offset);
         if previous < 0 {
             self.started
                 .lock()
@@ -243,19 +264,24 @@ impl ConsumedCounters {
         outcome: Outcome,
         trace_id: Option<String>,
     ) {
-        let cell = self.cell(group, topic, partition, window_of(timestamp_ms));
-        let counter = match outcome {
-            Outcome::Processed => return,
-            Outcome::Failed => &cell.failed,
-            Outcome::DeadLettered => &cell.dead_lettered,
-        };
-        counter.fetch_add(1, Relaxed);
-        if let Some(id) = trace_id {
-            let mut ids = cell.trace_ids.lock().unwrap_or_else(|p| p.into_inner());
-            if ids.len() < TRACE_IDS_KEPT {
-                ids.push(id);
-            }
+        if outcome == Outcome::Processed {
+            return;
         }
+        let mut trace_id = trace_id;
+        self.with_cell(group, topic, partition, window_of(timestamp_ms), |cell| {
+            let counter = if outcome == Outcome::Failed {
+                &cell.failed
+            } else {
+                &cell.dead_lettered
+            };
+            counter.fetch_add(1, Relaxed);
+            if let Some(id) = trace_id.take() {
+                let mut ids = cell.trace_ids.lock().unwrap_or_else(|p| p.into_inner());
+                if ids.len() < TRACE_IDS_KEPT {
+                    ids.push(id);
+                }
+            }
+        });
     }
 
     /// The partitions were taken away (rebalance): whoever reads them next starts
