@@ -4,3 +4,4 @@ pub mod config;
 pub mod dlq;
 pub mod lag;
 pub mod replay;
+pub mod scenario;

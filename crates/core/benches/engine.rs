@@ -6,6 +6,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use std::time::Duration;
+use streamsight_core::history::Compaction;
 use streamsight_core::{
     EndOffsetSource, Engine, EngineConfig, GroupPartitionId, Millis, Observation, PartitionId, PartitionRef,
 };
@@ -37,19 +38,53 @@ fn ingest(c: &mut Criterion) {
 
     // Produce acks by partition id: the path the collector takes after resolving
     // a payload's partitions once. Offsets and time advance every point, so the
-    // histories fill and compact as they would in production.
-    group.bench_function(BenchmarkId::new("produced_by_id", PARTITIONS), |b| {
-        let mut engine = Engine::new(EngineConfig::default()).unwrap();
-        let (ids, _) = partitions(&mut engine, PARTITIONS);
-        let mut n: i64 = 0;
-        b.iter(|| {
-            for i in 0..BATCH {
-                let offset = n / PARTITIONS as i64;
-                engine.produced(ids[i % PARTITIONS], offset, Millis(n)).unwrap();
-                n += 1;
-            }
+    // histories fill and compact as they would in production. Both compactions in
+    // the same run, on steady and on bursty producers.
+    for compaction in [Compaction::ByError, Compaction::ByAge] {
+        let name = match compaction {
+            Compaction::ByError => "by_error",
+            Compaction::ByAge => "by_age",
+        };
+        let config = EngineConfig {
+            history_compaction: compaction,
+            ..EngineConfig::default()
+        };
+        group.bench_function(BenchmarkId::new(format!("produced_by_id/{name}"), PARTITIONS), |b| {
+            let mut engine = Engine::new(config.clone()).unwrap();
+            let (ids, _) = partitions(&mut engine, PARTITIONS);
+            let mut n: i64 = 0;
+            b.iter(|| {
+                for i in 0..BATCH {
+                    let offset = n / PARTITIONS as i64;
+                    engine.produced(ids[i % PARTITIONS], offset, Millis(n)).unwrap();
+                    n += 1;
+                }
+            });
         });
-    });
+        // Every partition acks once a second, each with its own rate that changes
+        // every few minutes (0 to 1,000 records a second), with noise on every ack:
+        // no two segments are collinear, so compaction does real work.
+        group.bench_function(BenchmarkId::new(format!("produced_bursty/{name}"), PARTITIONS), |b| {
+            let mut engine = Engine::new(config.clone()).unwrap();
+            let (ids, _) = partitions(&mut engine, PARTITIONS);
+            let mut ends = vec![0i64; PARTITIONS];
+            let mut rates = vec![0i64; PARTITIONS];
+            let mut x: u64 = 7;
+            let mut n: i64 = 0;
+            b.iter(|| {
+                for i in 0..BATCH {
+                    let p = i % PARTITIONS;
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    if (x >> 33) % 240 == 0 {
+                        rates[p] = [0, 1, 20, 300, 1_000][(x >> 50) as usize % 5];
+                    }
+                    ends[p] += rates[p] + (x >> 59) as i64 * rates[p] / 16;
+                    engine.produced(ids[p], ends[p], Millis(n)).unwrap();
+                    n += 1;
+                }
+            });
+        });
+    }
 
     group.bench_function(BenchmarkId::new("broker_end_by_id", PARTITIONS), |b| {
         let mut engine = Engine::new(EngineConfig::default()).unwrap();

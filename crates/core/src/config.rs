@@ -1,6 +1,6 @@
 //! Tunables of the engine, with the defaults documented in `docs/engine.md`.
 
-use crate::history::{HistoryParams, OffsetHistory};
+use crate::history::{Compaction, HistoryParams, OffsetHistory};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -14,6 +14,9 @@ pub struct EngineConfig {
     pub min_resolution: Duration,
     /// Relative error of lag seconds the downsampling starts from (0.01 = 1 %).
     pub history_precision: f32,
+    /// Which points a full history drops: `by_error` (least change to produce
+    /// times first) or `by_age` (older points thinner).
+    pub history_compaction: Compaction,
     /// A commit closer than this to the previous one replaces it in the window.
     #[serde(with = "humantime_serde")]
     pub min_commit_distance: Duration,
@@ -36,6 +39,7 @@ impl Default for EngineConfig {
             history_bytes: 4096,
             min_resolution: Duration::from_secs(1),
             history_precision: 0.01,
+            history_compaction: Compaction::ByError,
             min_commit_distance: Duration::from_secs(1),
             stale_after: Duration::from_secs(300),
             stop_grace: Duration::from_secs(60),
@@ -62,13 +66,14 @@ pub enum ConfigError {
 
 impl EngineConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let points = history_capacity(self.history_bytes);
+        let points = history_capacity(self.history_bytes, self.history_compaction);
         if points < HistoryParams::MIN_CAPACITY {
             return Err(ConfigError::HistoryTooSmall {
                 given: self.history_bytes,
                 points,
                 min: HistoryParams::MIN_CAPACITY,
-                needed: crate::engine::PARTITION_FIXED_BYTES + HistoryParams::MIN_CAPACITY * OffsetHistory::POINT_BYTES,
+                needed: crate::engine::PARTITION_FIXED_BYTES
+                    + HistoryParams::MIN_CAPACITY * OffsetHistory::point_bytes(self.history_compaction),
             });
         }
         if !(self.history_precision.is_finite() && self.history_precision > 0.0) {
@@ -82,16 +87,17 @@ impl EngineConfig {
 
     pub(crate) fn history_params(&self) -> HistoryParams {
         HistoryParams {
-            capacity: history_capacity(self.history_bytes),
+            capacity: history_capacity(self.history_bytes, self.history_compaction),
             min_resolution_ms: crate::time::duration_ms(self.min_resolution),
             initial_precision: self.history_precision,
+            compaction: self.history_compaction,
         }
     }
 }
 
 /// Points that fit in the budget once the partition's fixed state is paid for.
-fn history_capacity(history_bytes: usize) -> usize {
-    history_bytes.saturating_sub(crate::engine::PARTITION_FIXED_BYTES) / OffsetHistory::POINT_BYTES
+fn history_capacity(history_bytes: usize, compaction: Compaction) -> usize {
+    history_bytes.saturating_sub(crate::engine::PARTITION_FIXED_BYTES) / OffsetHistory::point_bytes(compaction)
 }
 
 #[cfg(test)]
@@ -103,7 +109,12 @@ mod tests {
         let c = EngineConfig::default();
         c.validate().unwrap();
         let p = c.history_params();
-        assert!(p.capacity >= 200, "only {} points", p.capacity);
+        assert!(p.capacity >= 180, "only {} points", p.capacity);
+        let by_age = EngineConfig {
+            history_compaction: Compaction::ByAge,
+            ..c
+        };
+        assert!(by_age.history_params().capacity >= 230);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
 use proptest::prelude::*;
-use streamsight_core::history::{HistoryParams, OffsetHistory, ProduceTime, Sighting};
+use streamsight_core::history::{Compaction, HistoryParams, OffsetHistory, ProduceTime, Sighting};
 use streamsight_core::{EndOffsetSource, Engine, EngineConfig, LagReport, Millis, Observation, PartitionRef};
 
 /// An observation with owned data, so that proptest can generate and shrink it.
@@ -184,30 +184,35 @@ proptest! {
         // Bursty production: interpolation across a merged gap is then far off, so
         // only the bound itself keeps the answers close.
         steps in prop::collection::vec(
-            (1..30_000i64, prop_oneof![3 => Just(0i64), 1 => 1..5_000i64], any::<bool>()),
+            (1..30_000i64, prop_oneof![3 => Just(0i64), 1 => 1..5_000i64], any::<bool>(), prop_oneof![9 => Just(0i64), 1 => 1..60_000i64]),
             2..3_000,
         ),
         queries in prop::collection::vec((any::<prop::sample::Index>(), 0..10_000_000i64), 1..20),
         capacity in 8..64usize,
+        by_age in any::<bool>(),
     ) {
-        let full_params = HistoryParams { capacity: 1 << 20, min_resolution_ms: 1_000, initial_precision: 0.01 };
+        let compaction = if by_age { Compaction::ByAge } else { Compaction::ByError };
+        let full_params = HistoryParams { capacity: 1 << 20, min_resolution_ms: 1_000, initial_precision: 0.01, compaction };
         let small_params = HistoryParams { capacity, ..full_params };
         let mut full = OffsetHistory::new(&full_params);
         let mut small = OffsetHistory::new(&small_params);
         let (mut t, mut end) = (0i64, 0i64);
-        for (dt, de, exact) in steps {
+        for (dt, de, exact, late) in steps {
             t += dt;
             end += de;
             let sighting = if exact { Sighting::Exact } else { Sighting::AtLeast };
-            full.insert(end, Millis(t), sighting, &full_params);
-            small.insert(end, Millis(t), sighting, &small_params);
+            // Some sightings arrive late, after newer ones (delayed buckets).
+            let at = (t - late).max(0);
+            full.insert(end, Millis(at), sighting, &full_params);
+            small.insert(end, Millis(at), sighting, &small_params);
             prop_assert!(small.len() <= capacity);
         }
         prop_assert_eq!(full.end(), small.end());
         prop_assert_eq!(full.oldest(), small.oldest());
+        let newest = small.newest().unwrap().at.0;
         for (index, later) in queries {
             let offset = index.index(end.max(1) as usize) as i64;
-            let now = t + later;
+            let now = newest + later;
             match (full.produce_time(offset), small.produce_time(offset)) {
                 (Some(ProduceTime::Interpolated(f)), Some(ProduceTime::Interpolated(s))) => {
                     let lag_full = (now as f64 - f) / 1000.0;
@@ -215,6 +220,9 @@ proptest! {
                     let err = (f - s).abs() / 1000.0;
                     prop_assert!(err <= bound + 1e-6,
                         "offset {offset}: full {f} ms, downsampled {s} ms, error {err} s > bound {bound} s");
+                    let tracked = small.error_bound_ms(offset).unwrap() / 1000.0;
+                    prop_assert!(err <= tracked + 1e-6,
+                        "offset {offset}: error {err} s > tracked bound {tracked} s");
                 }
                 (a, b) => prop_assert_eq!(a, b),
             }
