@@ -182,8 +182,18 @@ impl Producer {
     }
 }
 
-/// Writes the scenario and keeps the truth.
+/// Generates the scenario in memory, with its truth.
 pub fn bursty(options: &BurstyOptions) -> Generated {
+    let mut scenario = Vec::new();
+    let truth = bursty_to(options, &mut scenario).expect("writing to memory cannot fail");
+    Generated {
+        scenario: String::from_utf8(scenario).expect("the scenario is ASCII"),
+        truth,
+    }
+}
+
+/// Writes the scenario to `out` as it is generated, and returns its truth.
+pub fn bursty_to(options: &BurstyOptions, out: &mut impl std::io::Write) -> std::io::Result<Truth> {
     let mut rng = Rng(options.seed);
     let partitions = options.partitions as usize;
     let seconds = (options.hours * 3600.0) as i64;
@@ -231,11 +241,10 @@ pub fn bursty(options: &BurstyOptions) -> Generated {
                 line(&mut scenario, to, "high_watermark", None, p, producer.end);
             }
         }
+        out.write_all(scenario.as_bytes())?;
+        scenario.clear();
     }
-    Generated {
-        scenario,
-        truth: Truth { partitions: truth },
-    }
+    Ok(Truth { partitions: truth })
 }
 
 fn line(out: &mut String, at_ms: i64, event: &str, group: Option<&str>, partition: usize, offset: i64) {

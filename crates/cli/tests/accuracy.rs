@@ -185,3 +185,60 @@ fn compaction_adds_next_to_nothing_to_what_the_data_allows() {
     );
     assert!(by_error.quantile(1.0) <= full.quantile(1.0) + 5.0);
 }
+
+/// `streamsight scenario bursty` writes what `replay` reads, and the compaction is
+/// a config key.
+#[test]
+fn the_binary_generates_and_replays_with_either_compaction() {
+    let bin = env!("CARGO_BIN_EXE_streamsight");
+    let dir = std::env::temp_dir().join(format!("streamsight-accuracy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bursty.jsonl");
+    let out = std::process::Command::new(bin)
+        .args([
+            "scenario",
+            "bursty",
+            "--hours",
+            "0.5",
+            "--partitions",
+            "2",
+            "--seed",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let expected = scenario::bursty(&BurstyOptions {
+        seed: 3,
+        hours: 0.5,
+        partitions: 2,
+        ..BurstyOptions::default()
+    });
+    assert_eq!(String::from_utf8(out.stdout.clone()).unwrap(), expected.scenario);
+    std::fs::write(&file, &out.stdout).unwrap();
+    for compaction in ["by_error", "by_age"] {
+        let config = dir.join(format!("{compaction}.toml"));
+        std::fs::write(&config, format!("[engine]\nhistory_compaction = \"{compaction}\"\n")).unwrap();
+        let out = std::process::Command::new(bin)
+            .arg("--config")
+            .arg(&config)
+            .arg("replay")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let rows: Vec<Row> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows.len(), 2 * scenario::GROUPS.len(), "{compaction}");
+    }
+    let out = std::process::Command::new(bin)
+        .args(["scenario", "bursty", "--hours", "100", "--partitions", "100"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 2000"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

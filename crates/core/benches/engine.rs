@@ -134,7 +134,10 @@ fn big_engine() -> (Engine, Vec<GroupPartitionId>, Millis) {
     let (ids, _) = partitions(&mut engine, P);
     for step in 0..60i64 {
         for &pid in &ids {
-            engine.produced(pid, step * 100, Millis(step * 10_000)).unwrap();
+            // Off any line, so that every point stays in the history.
+            engine
+                .produced(pid, step * 100 + (step * step) % 7 * 10, Millis(step * 10_000))
+                .unwrap();
         }
     }
     let groups: Vec<_> = (0..G).map(|g| engine.group_id("c", &format!("group-{g}"))).collect();
@@ -159,8 +162,18 @@ fn big_engine() -> (Engine, Vec<GroupPartitionId>, Millis) {
 }
 
 fn evaluate(c: &mut Criterion) {
-    let (engine, gps, now) = big_engine();
+    let (mut engine, gps, now) = big_engine();
+    let first = engine
+        .partition_id(PartitionRef {
+            cluster: "c",
+            topic: "topic-0",
+            partition: 0,
+        })
+        .unwrap();
+    let engine = engine;
     let memory = engine.memory();
+    let points = engine.evaluate_partition(first, now).history_points;
+    eprintln!("history points per partition: {points}");
     eprintln!(
         "memory: {} partitions, {} bytes each; {} group-partitions, {} bytes each",
         memory.partitions,

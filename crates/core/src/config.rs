@@ -9,7 +9,8 @@ use std::time::Duration;
 pub struct EngineConfig {
     /// Memory budget of one partition's state, history included, in bytes.
     pub history_bytes: usize,
-    /// Gaps this short are always merged when the history is downsampled.
+    /// Errors of lag seconds this small are always allowed when the history is
+    /// compacted; a quarter of it is the tolerance of merging as sightings arrive.
     #[serde(with = "humantime_serde")]
     pub min_resolution: Duration,
     /// Relative error of lag seconds the downsampling starts from (0.01 = 1 %).

@@ -33,13 +33,15 @@ fn bytes_per_partition_and_per_group_partition() {
             partition: (i % 10) as i32,
         };
         let pid = engine.partition_id(p).unwrap();
-        // Enough points, far enough apart, to fill the history to its capacity.
+        // Enough points, far enough apart and off any line, to fill the history to
+        // its capacity.
         for k in 0..2_000i64 {
-            engine.produced(pid, k * 10, Millis(k * 5_000)).unwrap();
+            engine.produced(pid, k * 10 + (k * k) % 7, Millis(k * 5_000)).unwrap();
         }
         pids.push(pid);
     }
     let per_partition = (net_bytes(&region) - pids.capacity() * 4) / PARTITIONS;
+    let points = engine.evaluate_partition(pids[0], Millis(10_000_000)).history_points;
 
     let gids: Vec<_> = group_names.iter().map(|g| engine.group_id("c", g)).collect();
     let region = Region::new(GLOBAL);
@@ -54,9 +56,14 @@ fn bytes_per_partition_and_per_group_partition() {
     }
     let per_group_partition = net_bytes(&region) / (PARTITIONS * GROUPS);
 
+    let capacity = (4096 - streamsight_core::engine::PARTITION_FIXED_BYTES)
+        / streamsight_core::history::OffsetHistory::point_bytes(Default::default());
+    println!("history capacity: {capacity} points");
     println!(
-        "measured: {per_partition} bytes per partition (full history), {per_group_partition} bytes per group-partition"
+        "measured: {per_partition} bytes per partition (history of {points} points), \
+         {per_group_partition} bytes per group-partition"
     );
+    assert!(points > 150, "the history is full: {points} points");
     let estimate = engine.memory();
     println!(
         "estimated by Engine::memory: {} and {}",

@@ -51,20 +51,55 @@ fn allowed_ms(precision: f32, min_resolution_ms: i64, now: Millis, right: Millis
 /// that line by at most `dev(i)`, and each differs from the full history by at most
 /// its own bound.
 pub(super) fn by_error(h: &mut OffsetHistory, target: usize, min_resolution_ms: i64) {
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        by_error_with(h, target, min_resolution_ms, &mut scratch);
+    });
+}
+
+/// Buffers a compaction needs, kept per thread so that compacting allocates nothing.
+#[derive(Debug, Default)]
+struct Scratch {
+    nodes: Vec<Node>,
+    heap: Vec<Reverse<u64>>,
+    deferred: Vec<u32>,
+}
+
+/// A point in the linked list of those still kept.
+#[derive(Copy, Clone, Debug)]
+struct Node {
+    prev: u32,
+    next: u32,
+    /// Priority of dropping it; entries in the heap with another value are stale.
+    cost: u32,
+    removed: bool,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+fn by_error_with(h: &mut OffsetHistory, target: usize, min_resolution_ms: i64, scratch: &mut Scratch) {
     let n = h.points.len();
     let now = h.points[n - 1].at;
-    let mut prev: Vec<u32> = (0..n as u32).map(|i| i.saturating_sub(1)).collect();
-    let mut next: Vec<u32> = (1..=n as u32).collect();
-    let mut removed = vec![false; n];
-    let mut cost = vec![UNBOUNDED; n];
-    let mut heap = BinaryHeap::with_capacity(n);
     let key = |c: u32, i: usize| Reverse((u64::from(c) << 32) | i as u64);
-    for (i, c) in cost.iter_mut().enumerate().take(n - 1).skip(1) {
-        *c = removal(&h.points, &h.errs, i - 1, i, i + 1).0;
-        heap.push(key(*c, i));
+    let nodes = &mut scratch.nodes;
+    nodes.clear();
+    nodes.extend((0..n).map(|i| Node {
+        prev: (i as u32).saturating_sub(1),
+        next: i as u32 + 1,
+        cost: UNBOUNDED,
+        removed: false,
+    }));
+    let mut entries = std::mem::take(&mut scratch.heap);
+    entries.clear();
+    for (i, node) in nodes.iter_mut().enumerate().take(n - 1).skip(1) {
+        node.cost = removal(&h.points, &h.errs, i - 1, i, i + 1).0;
+        entries.push(key(node.cost, i));
     }
+    let mut heap = BinaryHeap::from(entries);
     let mut to_remove = n - target;
-    let mut deferred = Vec::new();
+    scratch.deferred.clear();
     for round in 0..=MAX_ROUNDS {
         // Past the last round every merge is taken, cheapest first: the bounds stay
         // true, only the precision no longer holds (times years apart, not seen yet).
@@ -72,25 +107,32 @@ pub(super) fn by_error(h: &mut OffsetHistory, target: usize, min_resolution_ms: 
         while to_remove > 0 {
             let Some(Reverse(k)) = heap.pop() else { break };
             let (c, i) = ((k >> 32) as u32, (k & 0xFFFF_FFFF) as usize);
-            if removed[i] || cost[i] != c {
+            let Node {
+                prev,
+                next,
+                cost,
+                removed,
+            } = nodes[i];
+            if removed || cost != c {
                 continue; // superseded by a later entry
             }
-            let (l, r) = (prev[i] as usize, next[i] as usize);
+            let (l, r) = (prev as usize, next as usize);
             let bound = removal(&h.points, &h.errs, l, i, r).1;
             let allowed = allowed_ms(h.precision, min_resolution_ms, now, h.points[r].at);
             if !force && (bound == UNBOUNDED || f64::from(bound) > allowed) {
-                deferred.push(i);
+                scratch.deferred.push(i as u32);
                 continue;
             }
-            removed[i] = true;
-            next[l] = r as u32;
-            prev[r] = l as u32;
+            nodes[i].removed = true;
+            nodes[l].next = r as u32;
+            nodes[r].prev = l as u32;
             h.errs[r] = bound;
             to_remove -= 1;
             for j in [l, r] {
                 if j != 0 && j != n - 1 {
-                    cost[j] = removal(&h.points, &h.errs, prev[j] as usize, j, next[j] as usize).0;
-                    heap.push(key(cost[j], j));
+                    let (p, q) = (nodes[j].prev as usize, nodes[j].next as usize);
+                    nodes[j].cost = removal(&h.points, &h.errs, p, j, q).0;
+                    heap.push(key(nodes[j].cost, j));
                 }
             }
         }
@@ -98,15 +140,16 @@ pub(super) fn by_error(h: &mut OffsetHistory, target: usize, min_resolution_ms: 
             break;
         }
         h.precision *= 1.5;
-        for i in deferred.drain(..) {
-            if !removed[i] {
-                heap.push(key(cost[i], i));
+        for i in scratch.deferred.drain(..) {
+            let node = nodes[i as usize];
+            if !node.removed {
+                heap.push(key(node.cost, i as usize));
             }
         }
     }
     let mut out = 0;
-    for (i, &gone) in removed.iter().enumerate() {
-        if !gone {
+    for (i, node) in nodes.iter().enumerate() {
+        if !node.removed {
             h.points[out] = h.points[i];
             h.errs[out] = h.errs[i];
             out += 1;
@@ -114,30 +157,32 @@ pub(super) fn by_error(h: &mut OffsetHistory, target: usize, min_resolution_ms: 
     }
     h.points.truncate(out);
     h.errs.truncate(out);
+    scratch.heap = heap.into_vec();
 }
 
 /// What dropping `i` between `l` and `r` costs, in whole ms: how far `i` lies from
 /// the line `l`-`r` (the greedy's priority), and the bound the merged segment then
 /// has against the full history.
+///
+/// Queries are whole offsets, and the two lines `i` joins differ from the line
+/// `l`-`r` most at the last offset left of `i` (by `i`'s distance `d` from the line)
+/// or the first right of it (by `d` scaled down). Only when no offset lies left of
+/// `i` (the last sighting of a plateau) is the right one the larger: dropping it
+/// costs nothing when a single record follows.
 fn removal(points: &[Point], errs: &[u32], l: usize, i: usize, r: usize) -> (u32, u32) {
     let (pl, pi, pr) = (points[l], points[i], points[r]);
     let span = pr.at.since(pl.at) as f64;
-    // Queries are whole offsets: the two lines `i` joins and the line `l`-`r` differ
-    // most at the last offset left of `i` and the first right of it.
     let dev = if pr.end == pl.end {
         span
     } else {
-        let slope = span / (pr.end - pl.end) as f64;
-        let line = |e: i64| pl.at.0 as f64 + (e - pl.end) as f64 * slope;
-        let mut dev: f64 = 0.0;
-        if pi.end > pl.end {
-            dev = (pi.at.0 as f64 - line(pi.end)).abs();
+        let offsets = (pr.end - pl.end) as f64;
+        let d = (pi.at.since(pl.at) as f64 * offsets - (pi.end - pl.end) as f64 * span).abs() / offsets;
+        if pi.end == pl.end {
+            let right = (pr.end - pi.end) as f64;
+            d * (right - 1.0) / right
+        } else {
+            d
         }
-        if pi.end < pr.end {
-            let joined = pi.at.0 as f64 + pr.at.since(pi.at) as f64 / (pr.end - pi.end) as f64;
-            dev = dev.max((joined - line(pi.end + 1)).abs());
-        }
-        dev
     };
     let segment = |k: usize| match errs[k] {
         UNBOUNDED => points[k].at.since(points[k - 1].at) as f64,
