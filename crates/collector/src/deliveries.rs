@@ -1,66 +1,14 @@
 //! Drop accounting in the collector: the SDKs' counts become stored facts, the
 //! facts feed the core's [`Ledger`], and housekeeping reconciles closed windows.
 
-use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-use streamsight_core::delivery::{Ledger, LedgerParams, PartitionKey, WindowReport};
+use streamsight_core::Record;
+use streamsight_core::delivery::{Fact, Ledger, LedgerParams, PartitionKey, WindowReport};
 use streamsight_core::{Engine, EngineEvent, Millis};
-use streamsight_store::Record;
 use streamsight_wire::dsm::payload::Payload;
 
 /// Problem windows (something missing or duplicated) kept for the API.
 const EVENTS_KEPT: usize = 1_000;
-
-/// One fact as stored: the payload's counts with their cluster resolved.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Fact {
-    Produced {
-        cluster: String,
-        topic: String,
-        partition: i32,
-        window_ms: i64,
-        count: u64,
-        first_offset: i64,
-        last_offset: i64,
-    },
-    FailedSends {
-        cluster: String,
-        topic: String,
-        partition: Option<i32>,
-        window_ms: i64,
-        count: u64,
-        trace_ids: Vec<String>,
-    },
-    Consumed {
-        cluster: String,
-        group: String,
-        topic: String,
-        partition: i32,
-        window_ms: i64,
-        received: u64,
-        failed: u64,
-        dead_lettered: u64,
-        trace_ids: Vec<String>,
-    },
-    Skipped {
-        cluster: String,
-        group: String,
-        topic: String,
-        partition: i32,
-        first_offset: i64,
-        last_offset: i64,
-    },
-    Started {
-        cluster: String,
-        group: String,
-        topic: String,
-        partition: i32,
-        first_offset: i64,
-        #[serde(default)]
-        at_ms: i64,
-    },
-}
 
 /// The facts of a payload, as records. `cluster_of` places a topic whose sender
 /// named no cluster (as commits are placed).
@@ -127,8 +75,7 @@ pub fn facts(p: &Payload, received: Millis, cluster_of: &dyn Fn(&str, &str) -> S
     }
     facts
         .into_iter()
-        .filter_map(|f| serde_json::to_string(&f).ok())
-        .map(|json| Record::Delivery { at: received, json })
+        .map(|fact| Record::Delivery { at: received, fact })
         .collect()
 }
 

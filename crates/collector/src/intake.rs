@@ -2,7 +2,6 @@
 //! enabled send to `DD_TRACE_AGENT_URL`.
 
 use crate::clock;
-use crate::pathways::PathwayPoint;
 use crate::state::{Shared, Writer};
 use crate::telemetry::{DroppedEndpoint, IntakeError, IntakeEvent};
 use axum::Router;
@@ -14,10 +13,11 @@ use axum::routing::{any, get, post};
 use serde_json::json;
 use std::sync::Arc;
 use streamsight_core::Millis;
-use streamsight_store::{Record, StoredObservation};
+use streamsight_core::pathway::PathwayPoint;
+use streamsight_core::{Observation, PartitionRef, Record};
 use streamsight_wire::dsm::backlog;
 use streamsight_wire::dsm::payload::{self, Limits, Payload, PayloadError};
-use streamsight_wire::dsm::sketch::Sketch;
+use streamsight_wire::dsm::sketch;
 
 /// Endpoints listed in `/info`: the ones this intake answers.
 pub const ENDPOINTS: [&str; 7] = [
@@ -211,14 +211,14 @@ pub fn translate(
             out.records.push(match backlog::parse(&b.tags, b.value, cluster) {
                 Ok(observation) => Record::Observation {
                     at,
-                    observation: StoredObservation::from_observation(&observation),
+                    observation: observation.to_owned(),
                 },
                 Err(e) => Record::Rejected { at, reason: e.reason() },
             });
         }
         for (i, s) in bucket.stats.iter().enumerate() {
             let sketch = |bytes: &[u8], what: &str| {
-                Sketch::decode(bytes).map_err(|e| format!("bucket {start_ms} point {i}: {what}: {e}"))
+                sketch::decode(bytes).map_err(|e| format!("bucket {start_ms} point {i}: {what}: {e}"))
             };
             let point = (|| {
                 Ok::<_, String>(PathwayPoint {
@@ -234,12 +234,12 @@ pub fn translate(
                     payload_size: sketch(&s.payload_size, "PayloadSize")?,
                 })
             })();
-            match point.and_then(|pt| serde_json::to_string(&pt).map_err(|e| e.to_string())) {
-                Ok(json) => {
+            match point {
+                Ok(point) => {
                     out.pathway_points += 1;
                     out.records.push(Record::Pathway {
                         at: Millis(start_ms.min(received.0)),
-                        json,
+                        point,
                     });
                 }
                 Err(e) => out.dropped.push(e),
@@ -253,14 +253,17 @@ pub fn translate(
         } else {
             &f.cluster
         };
+        let failed = Observation::ProduceFailed {
+            partition: PartitionRef {
+                cluster,
+                topic: &f.topic,
+                partition: f.partition,
+            },
+            error: &f.error,
+        };
         out.records.push(Record::Observation {
             at: received,
-            observation: StoredObservation::ProduceFailed {
-                cluster: cluster.to_owned(),
-                topic: f.topic.clone(),
-                partition: f.partition,
-                error: f.error.clone(),
-            },
+            observation: failed.to_owned(),
         });
     }
     let cluster_of = |named: &str, topic: &str| {

@@ -160,23 +160,24 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
 
 /// Groups and topics of unpolled clusters nothing was heard of for
 /// `forget_idle_after`: no ghost series. Polled clusters expire their own.
-fn idle_records(shared: &Shared, now: Millis) -> Vec<streamsight_store::Record> {
-    use streamsight_store::{Record, StoredObservation};
+fn idle_records(shared: &Shared, now: Millis) -> Vec<streamsight_core::Record> {
+    use streamsight_core::{Observation, Record};
     let polled: std::collections::BTreeSet<&str> = shared.config.clusters.iter().map(|c| c.name.as_str()).collect();
     let engine = lock(&shared.engine);
     let idle = engine.idle(now, shared.config.forget_idle_after);
-    let record = |observation| Record::Observation { at: now, observation };
-    let groups = idle.groups.iter().filter(|(c, _)| !polled.contains(c)).map(|&(c, g)| {
-        record(StoredObservation::GroupDeleted {
-            cluster: c.to_owned(),
-            group: g.to_owned(),
-        })
-    });
-    let topics = idle.topics.iter().filter(|(c, _)| !polled.contains(c)).map(|&(c, t)| {
-        record(StoredObservation::TopicDeleted {
-            cluster: c.to_owned(),
-            topic: t.to_owned(),
-        })
-    });
+    let record = |observation: Observation<'_>| Record::Observation {
+        at: now,
+        observation: observation.to_owned(),
+    };
+    let groups = idle
+        .groups
+        .iter()
+        .filter(|(c, _)| !polled.contains(c))
+        .map(|&(cluster, group)| record(Observation::GroupDeleted { cluster, group }));
+    let topics = idle
+        .topics
+        .iter()
+        .filter(|(c, _)| !polled.contains(c))
+        .map(|&(cluster, topic)| record(Observation::TopicDeleted { cluster, topic }));
     groups.chain(topics).collect()
 }

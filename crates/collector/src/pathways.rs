@@ -1,37 +1,10 @@
 //! Pathway statistics: per 10 s bucket and pathway hash, the merged sketches of
 //! every service instance that reported it, and the graph they draw.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use streamsight_wire::dsm::sketch::Sketch;
-
-/// One stats point of one bucket, as stored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PathwayPoint {
-    pub bucket_start_ms: i64,
-    pub bucket_ms: i64,
-    pub hash: u64,
-    pub parent_hash: u64,
-    pub service: String,
-    pub env: String,
-    pub edge_tags: Vec<String>,
-    pub edge_latency: Sketch,
-    pub pathway_latency: Sketch,
-    pub payload_size: Sketch,
-}
-
-impl PathwayPoint {
-    fn tag(&self, key: &str) -> Option<&str> {
-        self.edge_tags
-            .iter()
-            .find_map(|t| t.strip_prefix(key)?.strip_prefix(':'))
-    }
-
-    /// Checkpoints counted in this bucket.
-    pub fn count(&self) -> f64 {
-        self.pathway_latency.count().max(self.edge_latency.count())
-    }
-}
+use streamsight_core::pathway::PathwayPoint;
+use streamsight_core::sketch::Sketch;
 
 #[derive(Debug, Default)]
 pub struct Pathways {
@@ -196,7 +169,7 @@ mod tests {
     use streamsight_wire::dsm::sketch::Mapping;
 
     fn point(start: i64, hash: u64, service: &str, tags: &[&str], latencies: &[f64]) -> PathwayPoint {
-        let sketch = Sketch::decode(&Mapping::default().encode(latencies)).unwrap();
+        let sketch = streamsight_wire::dsm::sketch::decode(&Mapping::default().encode(latencies)).unwrap();
         PathwayPoint {
             bucket_start_ms: start,
             bucket_ms: 10_000,

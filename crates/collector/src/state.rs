@@ -7,14 +7,15 @@
 //! does not, and a 2xx means "on disk".
 
 use crate::config::ServeConfig;
-use crate::pathways::{PathwayPoint, Pathways};
+use crate::pathways::Pathways;
 use crate::telemetry::IntakeTelemetry;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use streamsight_core::Record;
 use streamsight_core::{Engine, EngineConfig, EngineEvent, GroupId, Millis, Status};
-use streamsight_store::{Record, Store, StoreError};
+use streamsight_store::{Store, StoreError};
 use tokio::sync::oneshot;
 
 /// Events kept for the API.
@@ -105,16 +106,10 @@ impl Shared {
                 r.apply(&mut engine);
             }
             new_events.extend(engine.drain_events());
-            let facts = records.iter().filter_map(|r| match r {
-                Record::Delivery { json, .. } => Some(json),
-                _ => None,
-            });
             let mut deliveries = lock(&self.deliveries);
-            for json in facts {
-                // Written by this collector; a record that no longer parses is skipped.
-                match serde_json::from_str::<crate::deliveries::Fact>(json) {
-                    Ok(fact) => deliveries.apply(&fact, &engine),
-                    Err(e) => tracing::warn!(error = %e, "stored delivery fact unreadable"),
+            for r in records {
+                if let Record::Delivery { fact, .. } = r {
+                    deliveries.apply(fact, &engine);
                 }
             }
             for e in &new_events {
@@ -123,12 +118,8 @@ impl Shared {
         }
         let mut pathways = lock(&self.pathways);
         for r in records {
-            if let Record::Pathway { json, .. } = r {
-                // Written by this collector; a record that no longer parses is skipped.
-                match serde_json::from_str::<PathwayPoint>(json) {
-                    Ok(point) => pathways.add(point),
-                    Err(e) => tracing::warn!(error = %e, "stored pathway point unreadable"),
-                }
+            if let Record::Pathway { point, .. } = r {
+                pathways.add(point.clone());
             }
         }
         drop(pathways);

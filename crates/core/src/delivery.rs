@@ -33,6 +33,58 @@ pub fn window_of(timestamp_ms: i64) -> i64 {
     timestamp_ms - timestamp_ms.rem_euclid(WINDOW_MS)
 }
 
+/// One drop-accounting fact, as the log keeps it: an SDK's counts with their
+/// cluster resolved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fact {
+    Produced {
+        cluster: String,
+        topic: String,
+        partition: i32,
+        window_ms: i64,
+        count: u64,
+        first_offset: i64,
+        last_offset: i64,
+    },
+    FailedSends {
+        cluster: String,
+        topic: String,
+        partition: Option<i32>,
+        window_ms: i64,
+        count: u64,
+        trace_ids: Vec<String>,
+    },
+    Consumed {
+        cluster: String,
+        group: String,
+        topic: String,
+        partition: i32,
+        window_ms: i64,
+        received: u64,
+        failed: u64,
+        dead_lettered: u64,
+        trace_ids: Vec<String>,
+    },
+    Skipped {
+        cluster: String,
+        group: String,
+        topic: String,
+        partition: i32,
+        first_offset: i64,
+        last_offset: i64,
+    },
+    Started {
+        cluster: String,
+        group: String,
+        topic: String,
+        partition: i32,
+        first_offset: i64,
+        #[serde(default)]
+        at_ms: i64,
+    },
+}
+
 /// When a window is reconciled.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct LedgerParams {

@@ -11,7 +11,10 @@ pub mod engine;
 pub mod health;
 pub mod history;
 pub mod model;
+pub mod pathway;
 pub mod probe;
+pub mod record;
+pub mod sketch;
 pub mod time;
 pub mod window;
 
@@ -21,7 +24,8 @@ pub use engine::{
     PartitionReport,
 };
 pub use model::{
-    EndOffsetSource, EngineEvent, LagReport, LagRow, Observation, PartitionRef, RejectCounts, RejectReason,
-    ResetEvidence, Status,
+    EndOffsetSource, EngineEvent, LagReport, LagRow, Observation, ObservationOf, OwnedObservation, Partition,
+    PartitionRef, RejectCounts, RejectReason, ResetEvidence, Status,
 };
+pub use record::Record;
 pub use time::Millis;

@@ -4,13 +4,17 @@ use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
 /// A partition as named by whoever reports on it. `partition` may be anything a
-/// client sent, -1 included: the engine decides what is valid.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PartitionRef<'a> {
-    pub cluster: &'a str,
-    pub topic: &'a str,
+/// client sent, -1 included: the engine decides what is valid. Generic over how
+/// names are held: borrowed on the hot path ([`PartitionRef`]), owned in the log.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Partition<S> {
+    pub cluster: S,
+    pub topic: S,
     pub partition: i32,
 }
+
+/// A partition named by borrowed strings.
+pub type PartitionRef<'a> = Partition<&'a str>;
 
 /// Who said what the end offset is. Only the broker's own answer can prove a reset.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,40 +27,151 @@ pub enum EndOffsetSource {
 }
 
 /// One fact about the pipeline, at the time it is handed to the engine with.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum Observation<'a> {
+///
+/// Generic over how names are held: [`Observation`] borrows them (intake and
+/// poller hand the engine what they decoded without copying), [`OwnedObservation`]
+/// owns them (the log). The serialized shape is the log's: `kind` and flat names.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ObservationOf<S> {
     /// A produce the broker acknowledged: `offset` is the acked record's offset.
-    Produced { partition: PartitionRef<'a>, offset: i64 },
+    Produced {
+        #[serde(flatten)]
+        partition: Partition<S>,
+        offset: i64,
+    },
     /// A send that failed; `partition` is -1 when none had been assigned.
     ProduceFailed {
-        partition: PartitionRef<'a>,
-        error: &'a str,
+        #[serde(flatten)]
+        partition: Partition<S>,
+        error: S,
     },
     /// A group committed `offset`, the next offset it will read.
     Committed {
-        group: &'a str,
-        partition: PartitionRef<'a>,
+        group: S,
+        #[serde(flatten)]
+        partition: Partition<S>,
         offset: i64,
     },
     /// The partition's end offset (high watermark).
     EndOffset {
-        partition: PartitionRef<'a>,
+        #[serde(flatten)]
+        partition: Partition<S>,
         offset: i64,
         source: EndOffsetSource,
     },
     /// The partition's log start offset (earliest offset still readable).
-    LogStart { partition: PartitionRef<'a>, offset: i64 },
+    LogStart {
+        #[serde(flatten)]
+        partition: Partition<S>,
+        offset: i64,
+    },
     /// `offset` holds a transaction control marker, not a data record.
-    ControlMarker { partition: PartitionRef<'a>, offset: i64 },
+    ControlMarker {
+        #[serde(flatten)]
+        partition: Partition<S>,
+        offset: i64,
+    },
     /// The broker reports the topic deleted and created again (a new topic id).
-    TopicRecreated { cluster: &'a str, topic: &'a str },
+    TopicRecreated { cluster: S, topic: S },
     /// The partition's leader could not be asked: what is known of it is no
     /// longer confirmed, until the broker answers again.
-    Unreachable { partition: PartitionRef<'a> },
+    Unreachable {
+        #[serde(flatten)]
+        partition: Partition<S>,
+    },
     /// The group is gone (deleted, or absent longer than the expiry): forget it.
-    GroupDeleted { cluster: &'a str, group: &'a str },
+    GroupDeleted { cluster: S, group: S },
     /// The topic is gone: forget its partitions and every group's lag on them.
-    TopicDeleted { cluster: &'a str, topic: &'a str },
+    TopicDeleted { cluster: S, topic: S },
+}
+
+/// An observation borrowing its names: what the engine is handed.
+pub type Observation<'a> = ObservationOf<&'a str>;
+
+/// An observation owning its names: what the log keeps.
+pub type OwnedObservation = ObservationOf<Box<str>>;
+
+impl<S> Partition<S> {
+    pub fn map<'a, T>(&'a self, f: &impl Fn(&'a S) -> T) -> Partition<T> {
+        Partition {
+            cluster: f(&self.cluster),
+            topic: f(&self.topic),
+            partition: self.partition,
+        }
+    }
+}
+
+impl<S> ObservationOf<S> {
+    /// The same observation with every name passed through `f`.
+    pub fn map<'a, T>(&'a self, f: impl Fn(&'a S) -> T) -> ObservationOf<T> {
+        use ObservationOf as O;
+        match self {
+            O::Produced { partition, offset } => O::Produced {
+                partition: partition.map(&f),
+                offset: *offset,
+            },
+            O::ProduceFailed { partition, error } => O::ProduceFailed {
+                partition: partition.map(&f),
+                error: f(error),
+            },
+            O::Committed {
+                group,
+                partition,
+                offset,
+            } => O::Committed {
+                group: f(group),
+                partition: partition.map(&f),
+                offset: *offset,
+            },
+            O::EndOffset {
+                partition,
+                offset,
+                source,
+            } => O::EndOffset {
+                partition: partition.map(&f),
+                offset: *offset,
+                source: *source,
+            },
+            O::LogStart { partition, offset } => O::LogStart {
+                partition: partition.map(&f),
+                offset: *offset,
+            },
+            O::ControlMarker { partition, offset } => O::ControlMarker {
+                partition: partition.map(&f),
+                offset: *offset,
+            },
+            O::TopicRecreated { cluster, topic } => O::TopicRecreated {
+                cluster: f(cluster),
+                topic: f(topic),
+            },
+            O::Unreachable { partition } => O::Unreachable {
+                partition: partition.map(&f),
+            },
+            O::GroupDeleted { cluster, group } => O::GroupDeleted {
+                cluster: f(cluster),
+                group: f(group),
+            },
+            O::TopicDeleted { cluster, topic } => O::TopicDeleted {
+                cluster: f(cluster),
+                topic: f(topic),
+            },
+        }
+    }
+}
+
+impl<S: AsRef<str>> ObservationOf<S> {
+    /// A borrowed view, for the engine.
+    pub fn borrowed(&self) -> Observation<'_> {
+        self.map(|s| s.as_ref())
+    }
+}
+
+impl Observation<'_> {
+    /// An owned copy, for the log.
+    pub fn to_owned(&self) -> OwnedObservation {
+        self.map(|s| Box::from(*s))
+    }
 }
 
 /// Why a point was not let near the offset history. Counted per reason.

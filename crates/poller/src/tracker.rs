@@ -11,7 +11,7 @@ use crate::snapshot::Snapshot;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use streamsight_core::{EndOffsetSource, Millis};
-use streamsight_store::{Record, StoredObservation};
+use streamsight_core::{Observation, PartitionRef, Record};
 
 /// What one snapshot changes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -78,7 +78,7 @@ impl Tracker {
             // Nothing answered: everything known is unconfirmed from now on.
             for (topic, t) in &self.topics {
                 for &partition in t.partitions.keys() {
-                    u.transient.push(self.record(at, self.unreachable(topic, partition)));
+                    u.transient.push(unreachable(at, &self.cluster, topic, partition));
                 }
             }
         }
@@ -98,9 +98,9 @@ impl Tracker {
             {
                 out.durable.push(record(
                     at,
-                    StoredObservation::TopicRecreated {
-                        cluster: cluster.clone(),
-                        topic: t.name.clone(),
+                    Observation::TopicRecreated {
+                        cluster: &cluster,
+                        topic: &t.name,
                     },
                 ));
                 seen.partitions.clear();
@@ -111,8 +111,7 @@ impl Tracker {
             for p in &t.partitions {
                 let ps = seen.partitions.entry(p.partition).or_default();
                 let Some(end) = p.end else {
-                    out.transient
-                        .push(record(at, unreachable(&cluster, &t.name, p.partition)));
+                    out.transient.push(unreachable(at, &cluster, &t.name, p.partition));
                     continue;
                 };
                 if let Some(start) = p.log_start
@@ -121,10 +120,8 @@ impl Tracker {
                     ps.log_start = Some(start);
                     out.durable.push(record(
                         at,
-                        StoredObservation::LogStart {
-                            cluster: cluster.clone(),
-                            topic: t.name.clone(),
-                            partition: p.partition,
+                        Observation::LogStart {
+                            partition: part(&cluster, &t.name, p.partition),
                             offset: start,
                         },
                     ));
@@ -132,10 +129,8 @@ impl Tracker {
                 let end_record = |offset: i64, at: Millis| {
                     record(
                         at,
-                        StoredObservation::EndOffset {
-                            cluster: cluster.clone(),
-                            topic: t.name.clone(),
-                            partition: p.partition,
+                        Observation::EndOffset {
+                            partition: part(&cluster, &t.name, p.partition),
                             offset,
                             source: EndOffsetSource::Broker,
                         },
@@ -171,15 +166,15 @@ impl Tracker {
                 forgotten.push(name.clone());
                 out.durable.push(record(
                     at,
-                    StoredObservation::TopicDeleted {
-                        cluster: cluster.clone(),
-                        topic: name.clone(),
+                    Observation::TopicDeleted {
+                        cluster: &cluster,
+                        topic: name,
                     },
                 ));
             } else {
                 // Gone from the cluster but not yet forgotten: never healthy.
                 for &partition in t.partitions.keys() {
-                    out.transient.push(record(at, unreachable(&cluster, name, partition)));
+                    out.transient.push(unreachable(at, &cluster, name, partition));
                 }
             }
         }
@@ -217,11 +212,9 @@ impl Tracker {
                 seen.offsets.insert(key, o.offset);
                 u.durable.push(record(
                     at,
-                    StoredObservation::Committed {
-                        cluster: self.cluster.clone(),
-                        group: g.name.clone(),
-                        topic: o.topic.clone(),
-                        partition: o.partition,
+                    Observation::Committed {
+                        group: &g.name,
+                        partition: part(&self.cluster, &o.topic, o.partition),
                         offset: o.offset,
                     },
                 ));
@@ -247,33 +240,37 @@ impl Tracker {
             self.groups.remove(&name);
             u.durable.push(record(
                 at,
-                StoredObservation::GroupDeleted {
-                    cluster: self.cluster.clone(),
-                    group: name,
+                Observation::GroupDeleted {
+                    cluster: &self.cluster,
+                    group: &name,
                 },
             ));
         }
     }
-
-    fn unreachable(&self, topic: &str, partition: i32) -> StoredObservation {
-        unreachable(&self.cluster, topic, partition)
-    }
-
-    fn record(&self, at: Millis, o: StoredObservation) -> Record {
-        record(at, o)
-    }
 }
 
-fn unreachable(cluster: &str, topic: &str, partition: i32) -> StoredObservation {
-    StoredObservation::Unreachable {
-        cluster: cluster.to_owned(),
-        topic: topic.to_owned(),
+fn part<'a>(cluster: &'a str, topic: &'a str, partition: i32) -> PartitionRef<'a> {
+    PartitionRef {
+        cluster,
+        topic,
         partition,
     }
 }
 
-fn record(at: Millis, observation: StoredObservation) -> Record {
-    Record::Observation { at, observation }
+fn unreachable(at: Millis, cluster: &str, topic: &str, partition: i32) -> Record {
+    record(
+        at,
+        Observation::Unreachable {
+            partition: part(cluster, topic, partition),
+        },
+    )
+}
+
+fn record(at: Millis, observation: Observation<'_>) -> Record {
+    Record::Observation {
+        at,
+        observation: observation.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -384,7 +381,7 @@ mod tests {
         assert!(matches!(
             gone.durable.as_slice(),
             [Record::Observation {
-                observation: StoredObservation::GroupDeleted { .. },
+                observation: streamsight_core::ObservationOf::GroupDeleted { .. },
                 ..
             }]
         ));
@@ -398,7 +395,7 @@ mod tests {
         assert!(!u.durable.iter().any(|r| matches!(
             r,
             Record::Observation {
-                observation: StoredObservation::Committed { .. },
+                observation: streamsight_core::ObservationOf::Committed { .. },
                 ..
             }
         )));

@@ -18,8 +18,8 @@ use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use streamsight_collector::{Running, ServeConfig, serve};
 use streamsight_core::{EndOffsetSource, EngineConfig, Millis};
+use streamsight_core::{Observation, PartitionRef, Record};
 use streamsight_sdk::{Outcome, Sdk, SdkConfig, TracedBaseConsumer, TracedFutureProducer};
-use streamsight_store::{Record, StoredObservation};
 
 const TOPIC: &str = "orders";
 
@@ -250,24 +250,22 @@ async fn retention_passing_the_group_is_expiry_not_a_skip() {
         assert!(Instant::now() < deadline, "commit 4 never reached the collector");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let evidence = |kind| Record::Observation {
+    let evidence = |kind: Observation<'_>| Record::Observation {
         at: Millis(now_ms()),
-        observation: kind,
+        observation: kind.to_owned(),
+    };
+    let partition = PartitionRef {
+        cluster: "mock",
+        topic: TOPIC,
+        partition: 0,
     };
     shared.apply(&[
-        evidence(StoredObservation::EndOffset {
-            cluster: "mock".into(),
-            topic: TOPIC.into(),
-            partition: 0,
+        evidence(Observation::EndOffset {
+            partition,
             offset: 10,
             source: EndOffsetSource::Broker,
         }),
-        evidence(StoredObservation::LogStart {
-            cluster: "mock".into(),
-            topic: TOPIC.into(),
-            partition: 0,
-            offset: 8,
-        }),
+        evidence(Observation::LogStart { partition, offset: 8 }),
     ]);
     // The consumer's reset after OFFSET_OUT_OF_RANGE lands on the new log start.
     p.seek(8);

@@ -1,15 +1,18 @@
 //! Durable storage of what the collector accepted.
 //!
-//! The store is a log: every observation handed to the engine, every rejection it
-//! counted and every pathway bucket, in arrival order. The engine's state is a
-//! function of that log, so a restart replays it (within retention) into a fresh
-//! engine and lag continues where it was. One trait, two implementations picked
-//! by URL scheme: `sqlite://PATH` (the default, durable) and `memory://` (tests).
+//! The store keeps the log ([`Record`], a core type) in arrival order: every
+//! observation handed to the engine, every rejection, every pathway point and
+//! delivery fact. The collector's state is a function of that log, so a restart
+//! replays it (within retention). A store only serializes and reads batches: what
+//! one writer batch accepted is appended as one unit. One trait, two
+//! implementations picked by URL scheme: `sqlite://PATH` (the default, durable) and
+//! `memory://` (tests).
 
-use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use streamsight_core::{EndOffsetSource, Engine, Millis, Observation, PartitionRef, RejectReason};
+use streamsight_core::Millis;
+pub use streamsight_core::Record;
 
+pub mod codec;
 mod sqlite;
 
 pub use sqlite::SqliteStore;
@@ -22,300 +25,26 @@ pub enum StoreError {
     CreateDir { path: PathBuf, source: std::io::Error },
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("stored record {id} is corrupt: {why}")]
+    #[error("stored batch {id} is corrupt: {why}")]
     Corrupt { id: i64, why: String },
 }
 
-/// An observation with owned names, as stored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum StoredObservation {
-    Produced {
-        cluster: String,
-        topic: String,
-        partition: i32,
-        offset: i64,
-    },
-    ProduceFailed {
-        cluster: String,
-        topic: String,
-        partition: i32,
-        error: String,
-    },
-    Committed {
-        cluster: String,
-        group: String,
-        topic: String,
-        partition: i32,
-        offset: i64,
-    },
-    EndOffset {
-        cluster: String,
-        topic: String,
-        partition: i32,
-        offset: i64,
-        source: EndOffsetSource,
-    },
-    LogStart {
-        cluster: String,
-        topic: String,
-        partition: i32,
-        offset: i64,
-    },
-    ControlMarker {
-        cluster: String,
-        topic: String,
-        partition: i32,
-        offset: i64,
-    },
-    TopicRecreated {
-        cluster: String,
-        topic: String,
-    },
-    Unreachable {
-        cluster: String,
-        topic: String,
-        partition: i32,
-    },
-    GroupDeleted {
-        cluster: String,
-        group: String,
-    },
-    TopicDeleted {
-        cluster: String,
-        topic: String,
-    },
-}
-
-impl StoredObservation {
-    pub fn from_observation(o: &Observation<'_>) -> Self {
-        let own = |p: &PartitionRef<'_>| (p.cluster.to_owned(), p.topic.to_owned(), p.partition);
-        match *o {
-            Observation::Produced { partition, offset } => {
-                let (cluster, topic, partition) = own(&partition);
-                Self::Produced {
-                    cluster,
-                    topic,
-                    partition,
-                    offset,
-                }
-            }
-            Observation::ProduceFailed { partition, error } => {
-                let (cluster, topic, partition) = own(&partition);
-                Self::ProduceFailed {
-                    cluster,
-                    topic,
-                    partition,
-                    error: error.to_owned(),
-                }
-            }
-            Observation::Committed {
-                group,
-                partition,
-                offset,
-            } => {
-                let (cluster, topic, partition) = own(&partition);
-                Self::Committed {
-                    cluster,
-                    group: group.to_owned(),
-                    topic,
-                    partition,
-                    offset,
-                }
-            }
-            Observation::EndOffset {
-                partition,
-                offset,
-                source,
-            } => {
-                let (cluster, topic, partition) = own(&partition);
-                Self::EndOffset {
-                    cluster,
-                    topic,
-                    partition,
-                    offset,
-                    source,
-                }
-            }
-            Observation::LogStart { partition, offset } => {
-                let (cluster, topic, partition) = own(&partition);
-                Self::LogStart {
-                    cluster,
-                    topic,
-                    partition,
-                    offset,
-                }
-            }
-            Observation::ControlMarker { partition, offset } => {
-                let (cluster, topic, partition) = own(&partition);
-                Self::ControlMarker {
-                    cluster,
-                    topic,
-                    partition,
-                    offset,
-                }
-            }
-            Observation::TopicRecreated { cluster, topic } => Self::TopicRecreated {
-                cluster: cluster.to_owned(),
-                topic: topic.to_owned(),
-            },
-            Observation::Unreachable { partition } => {
-                let (cluster, topic, partition) = own(&partition);
-                Self::Unreachable {
-                    cluster,
-                    topic,
-                    partition,
-                }
-            }
-            Observation::GroupDeleted { cluster, group } => Self::GroupDeleted {
-                cluster: cluster.to_owned(),
-                group: group.to_owned(),
-            },
-            Observation::TopicDeleted { cluster, topic } => Self::TopicDeleted {
-                cluster: cluster.to_owned(),
-                topic: topic.to_owned(),
-            },
-        }
-    }
-
-    pub fn as_observation(&self) -> Observation<'_> {
-        fn p<'a>(cluster: &'a str, topic: &'a str, partition: i32) -> PartitionRef<'a> {
-            PartitionRef {
-                cluster,
-                topic,
-                partition,
-            }
-        }
-        match self {
-            Self::Produced {
-                cluster,
-                topic,
-                partition,
-                offset,
-            } => Observation::Produced {
-                partition: p(cluster, topic, *partition),
-                offset: *offset,
-            },
-            Self::ProduceFailed {
-                cluster,
-                topic,
-                partition,
-                error,
-            } => Observation::ProduceFailed {
-                partition: p(cluster, topic, *partition),
-                error,
-            },
-            Self::Committed {
-                cluster,
-                group,
-                topic,
-                partition,
-                offset,
-            } => Observation::Committed {
-                group,
-                partition: p(cluster, topic, *partition),
-                offset: *offset,
-            },
-            Self::EndOffset {
-                cluster,
-                topic,
-                partition,
-                offset,
-                source,
-            } => Observation::EndOffset {
-                partition: p(cluster, topic, *partition),
-                offset: *offset,
-                source: *source,
-            },
-            Self::LogStart {
-                cluster,
-                topic,
-                partition,
-                offset,
-            } => Observation::LogStart {
-                partition: p(cluster, topic, *partition),
-                offset: *offset,
-            },
-            Self::ControlMarker {
-                cluster,
-                topic,
-                partition,
-                offset,
-            } => Observation::ControlMarker {
-                partition: p(cluster, topic, *partition),
-                offset: *offset,
-            },
-            Self::TopicRecreated { cluster, topic } => Observation::TopicRecreated { cluster, topic },
-            Self::Unreachable {
-                cluster,
-                topic,
-                partition,
-            } => Observation::Unreachable {
-                partition: p(cluster, topic, *partition),
-            },
-            Self::GroupDeleted { cluster, group } => Observation::GroupDeleted { cluster, group },
-            Self::TopicDeleted { cluster, topic } => Observation::TopicDeleted { cluster, topic },
-        }
-    }
-}
-
-/// One entry of the log.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "record", rename_all = "snake_case")]
-pub enum Record {
-    Observation {
-        at: Millis,
-        observation: StoredObservation,
-    },
-    /// A point an adapter refused before it reached the engine.
-    Rejected {
-        at: Millis,
-        reason: RejectReason,
-    },
-    /// Pathway statistics of one bucket, opaque to the store.
-    Pathway {
-        at: Millis,
-        json: String,
-    },
-    /// A fact for drop accounting (counts sent, received, skipped), opaque to the store.
-    Delivery {
-        at: Millis,
-        json: String,
-    },
-}
-
-impl Record {
-    /// Replays the record into the engine: exactly what accepting it did, so that
-    /// the engine's state is a function of the log. Pathway records are not the
-    /// engine's.
-    pub fn apply(&self, engine: &mut Engine) {
-        match self {
-            Record::Observation { at, observation } => {
-                // Rejections are counted by the engine itself.
-                let _ = engine.observe(*at, &observation.as_observation());
-            }
-            Record::Rejected { reason, .. } => engine.reject(*reason),
-            Record::Pathway { .. } | Record::Delivery { .. } => {}
-        }
-    }
-
-    pub fn at(&self) -> Millis {
-        match self {
-            Record::Observation { at, .. }
-            | Record::Rejected { at, .. }
-            | Record::Pathway { at, .. }
-            | Record::Delivery { at, .. } => *at,
-        }
-    }
-}
-
 pub trait Store: Send {
-    /// Appends records durably: when this returns Ok they survive a crash.
+    /// Appends records as one batch, durably: when this returns Ok they survive a
+    /// crash.
     fn append(&mut self, records: &[Record]) -> Result<(), StoreError>;
-    /// Every record at or after `since`, in the order they were appended.
-    fn load(&mut self, since: Millis) -> Result<Vec<Record>, StoreError>;
+    /// Hands every record at or after `since` to `each`, a batch at a time, in the
+    /// order they were appended; memory holds one batch, not the whole log.
+    fn scan(&mut self, since: Millis, each: &mut dyn FnMut(Vec<Record>)) -> Result<(), StoreError>;
     /// Deletes records older than `before`; returns how many.
     fn delete_before(&mut self, before: Millis) -> Result<u64, StoreError>;
+
+    /// Every record at or after `since`, in one vector.
+    fn load(&mut self, since: Millis) -> Result<Vec<Record>, StoreError> {
+        let mut all = Vec::new();
+        self.scan(since, &mut |batch| all.extend(batch))?;
+        Ok(all)
+    }
 }
 
 /// Keeps records in memory: for tests, and for users who want no disk at all.
@@ -330,8 +59,9 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn load(&mut self, since: Millis) -> Result<Vec<Record>, StoreError> {
-        Ok(self.records.iter().filter(|r| r.at() >= since).cloned().collect())
+    fn scan(&mut self, since: Millis, each: &mut dyn FnMut(Vec<Record>)) -> Result<(), StoreError> {
+        each(self.records.iter().filter(|r| r.at() >= since).cloned().collect());
+        Ok(())
     }
 
     fn delete_before(&mut self, before: Millis) -> Result<u64, StoreError> {
@@ -358,35 +88,140 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use streamsight_core::delivery::Fact;
+    use streamsight_core::pathway::PathwayPoint;
+    use streamsight_core::sketch::Sketch;
+    use streamsight_core::{EndOffsetSource, Observation, OwnedObservation, PartitionRef, RejectReason};
+
+    fn p(partition: i32) -> PartitionRef<'static> {
+        PartitionRef {
+            cluster: "c",
+            topic: "t",
+            partition,
+        }
+    }
+
+    fn observation(at: i64, o: Observation<'_>) -> Record {
+        Record::Observation {
+            at: Millis(at),
+            observation: o.to_owned(),
+        }
+    }
 
     fn records() -> Vec<Record> {
-        let produced = Observation::Produced {
-            partition: PartitionRef {
-                cluster: "c",
-                topic: "t",
-                partition: 0,
-            },
-            offset: 9,
-        };
         vec![
-            Record::Observation {
-                at: Millis(1),
-                observation: StoredObservation::from_observation(&produced),
-            },
+            observation(
+                1,
+                Observation::Produced {
+                    partition: p(0),
+                    offset: 9,
+                },
+            ),
             Record::Rejected {
                 at: Millis(2),
                 reason: RejectReason::NegativePartition,
             },
             Record::Pathway {
                 at: Millis(3),
-                json: "{}".into(),
+                point: PathwayPoint {
+                    bucket_start_ms: 0,
+                    bucket_ms: 10_000,
+                    hash: u64::MAX,
+                    parent_hash: 7,
+                    service: "svc".into(),
+                    env: "prod".into(),
+                    edge_tags: vec!["topic:t".into()],
+                    edge_latency: Sketch::from_bins(vec![(0.5, 2.0)]),
+                    pathway_latency: Sketch::default(),
+                    payload_size: Sketch::default(),
+                },
             },
         ]
     }
 
+    /// One of every kind, for the codec.
+    fn every_kind() -> Vec<Record> {
+        let mut all = records();
+        let g = "g";
+        all.extend([
+            observation(
+                -5,
+                Observation::ProduceFailed {
+                    partition: p(-1),
+                    error: "MSG_SIZE_TOO_LARGE",
+                },
+            ),
+            observation(
+                4,
+                Observation::Committed {
+                    group: g,
+                    partition: p(2),
+                    offset: i64::MAX,
+                },
+            ),
+            observation(
+                4,
+                Observation::EndOffset {
+                    partition: p(2),
+                    offset: 0,
+                    source: EndOffsetSource::ClientHighWatermark,
+                },
+            ),
+            observation(
+                i64::MAX,
+                Observation::LogStart {
+                    partition: p(3),
+                    offset: -1,
+                },
+            ),
+            observation(
+                i64::MIN,
+                Observation::ControlMarker {
+                    partition: p(i32::MAX),
+                    offset: 5,
+                },
+            ),
+            observation(
+                6,
+                Observation::TopicRecreated {
+                    cluster: "c",
+                    topic: "t",
+                },
+            ),
+            observation(6, Observation::Unreachable { partition: p(i32::MIN) }),
+            observation(
+                6,
+                Observation::GroupDeleted {
+                    cluster: "c",
+                    group: "ü",
+                },
+            ),
+            observation(
+                6,
+                Observation::TopicDeleted {
+                    cluster: "",
+                    topic: "t",
+                },
+            ),
+            Record::Delivery {
+                at: Millis(7),
+                fact: Fact::Skipped {
+                    cluster: "c".into(),
+                    group: "g".into(),
+                    topic: "t".into(),
+                    partition: 0,
+                    first_offset: 3,
+                    last_offset: 9,
+                },
+            },
+        ]);
+        all
+    }
+
     /// The same body for every implementation.
     fn exercise(store: &mut dyn Store) {
-        store.append(&records()).unwrap();
+        store.append(&records()[..2]).unwrap();
+        store.append(&records()[2..]).unwrap();
         assert_eq!(store.load(Millis(0)).unwrap(), records());
         assert_eq!(store.load(Millis(2)).unwrap(), records()[1..].to_vec());
         assert_eq!(store.delete_before(Millis(3)).unwrap(), 2);
@@ -410,15 +245,53 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_survives_the_codec() {
+        let all = every_kind();
+        let mut bytes = Vec::new();
+        codec::encode(&all, &mut bytes);
+        assert_eq!(codec::decode(&bytes).unwrap(), all);
+        // Names are stored once a batch: a thousand commits cost a few bytes each.
+        let commits: Vec<Record> = (0..1_000)
+            .map(|i| {
+                observation(
+                    1_000 + i,
+                    Observation::Committed {
+                        group: "billing",
+                        partition: p((i % 6) as i32),
+                        offset: 5_000 + i,
+                    },
+                )
+            })
+            .collect();
+        let mut bytes = Vec::new();
+        codec::encode(&commits, &mut bytes);
+        assert!(bytes.len() < 10 * commits.len(), "{} bytes", bytes.len());
+    }
+
+    #[test]
+    fn a_corrupt_batch_is_an_error_not_a_panic() {
+        let mut bytes = Vec::new();
+        codec::encode(&every_kind(), &mut bytes);
+        for cut in 0..bytes.len() {
+            assert!(codec::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for i in 0..bytes.len() {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= 0xff;
+            let _ = codec::decode(&flipped);
+        }
+        assert_eq!(codec::decode(&[9]), Err(codec::CodecError::Version(9)));
+    }
+
+    #[test]
     fn observations_round_trip() {
-        let o = StoredObservation::Committed {
-            cluster: "c".into(),
-            group: "g".into(),
-            topic: "t".into(),
-            partition: 3,
+        let o = Observation::Committed {
+            group: "g",
+            partition: p(3),
             offset: 7,
         };
-        assert_eq!(StoredObservation::from_observation(&o.as_observation()), o);
+        let owned: OwnedObservation = o.to_owned();
+        assert_eq!(owned.borrowed(), o);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! with a logarithmic index mapping (Datadog's default `gamma = 1.015625`).
 
 use std::collections::HashMap;
+pub use streamsight_core::sketch::Sketch;
 
 /// The mapping tracers use when the sketch does not carry one.
 pub const DEFAULT_GAMMA: f64 = 1.015_625;
@@ -52,114 +53,48 @@ pub enum SketchError {
     BadCount,
 }
 
-/// A decoded sketch: (representative value, count) per bin, ascending.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Sketch {
-    bins: Vec<(f64, f64)>,
-    count: f64,
+/// Decodes a tracer's protobuf DDSketch.
+pub fn decode(bytes: &[u8]) -> Result<Sketch, SketchError> {
+    use prost::Message;
+    let proto = DdSketch::decode(bytes).map_err(|e| SketchError::Protobuf(e.to_string()))?;
+    from_proto(&proto)
 }
 
-impl Sketch {
-    pub fn decode(bytes: &[u8]) -> Result<Self, SketchError> {
-        use prost::Message;
-        let proto = DdSketch::decode(bytes).map_err(|e| SketchError::Protobuf(e.to_string()))?;
-        Self::from_proto(&proto)
-    }
-
-    pub fn from_proto(proto: &DdSketch) -> Result<Self, SketchError> {
-        let (gamma, offset) = match &proto.mapping {
-            Some(m) if m.interpolation != 0 => {
-                return Err(SketchError::UnsupportedInterpolation(m.interpolation));
-            }
-            Some(m) if m.gamma == 0.0 && m.index_offset == 0.0 => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
-            Some(m) => (m.gamma, m.index_offset),
-            None => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
-        };
-        if !(gamma.is_finite() && gamma > 1.0 && offset.is_finite()) {
-            return Err(SketchError::BadGamma(gamma));
+pub fn from_proto(proto: &DdSketch) -> Result<Sketch, SketchError> {
+    let (gamma, offset) = match &proto.mapping {
+        Some(m) if m.interpolation != 0 => {
+            return Err(SketchError::UnsupportedInterpolation(m.interpolation));
         }
-        let mapping = Mapping::new(gamma, offset);
-        let mut bins = Vec::new();
-        let mut push = |value: f64, count: f64| -> Result<(), SketchError> {
-            if !(count.is_finite() && count >= 0.0) {
-                return Err(SketchError::BadCount);
-            }
-            if count > 0.0 {
-                bins.push((value, count));
-            }
-            Ok(())
-        };
-        if let Some(store) = &proto.negative_values {
-            for (index, count) in store_bins(store) {
-                push(-mapping.value(index), count)?;
-            }
-        }
-        push(0.0, proto.zero_count)?;
-        if let Some(store) = &proto.positive_values {
-            for (index, count) in store_bins(store) {
-                push(mapping.value(index), count)?;
-            }
-        }
-        bins.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let count = bins.iter().map(|b| b.1).sum();
-        Ok(Self { bins, count })
+        Some(m) if m.gamma == 0.0 && m.index_offset == 0.0 => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
+        Some(m) => (m.gamma, m.index_offset),
+        None => (DEFAULT_GAMMA, DEFAULT_INDEX_OFFSET),
+    };
+    if !(gamma.is_finite() && gamma > 1.0 && offset.is_finite()) {
+        return Err(SketchError::BadGamma(gamma));
     }
-
-    pub fn count(&self) -> f64 {
-        self.count
-    }
-
-    /// Adds another sketch's bins (same mapping: equal values are one bin).
-    pub fn merge(&mut self, other: &Sketch) {
-        let mut merged = Vec::with_capacity(self.bins.len() + other.bins.len());
-        let (mut i, mut j) = (0, 0);
-        while i < self.bins.len() || j < other.bins.len() {
-            let bin = match (self.bins.get(i), other.bins.get(j)) {
-                (Some(x), Some(y)) if x.0 == y.0 => {
-                    i += 1;
-                    j += 1;
-                    (x.0, x.1 + y.1)
-                }
-                (Some(x), Some(y)) if x.0 < y.0 => {
-                    i += 1;
-                    *x
-                }
-                (Some(x), None) => {
-                    i += 1;
-                    *x
-                }
-                (_, Some(y)) => {
-                    j += 1;
-                    *y
-                }
-                (None, None) => break,
-            };
-            merged.push(bin);
+    let mapping = Mapping::new(gamma, offset);
+    let mut bins = Vec::new();
+    let mut push = |value: f64, count: f64| -> Result<(), SketchError> {
+        if !(count.is_finite() && count >= 0.0) {
+            return Err(SketchError::BadCount);
         }
-        self.bins = merged;
-        self.count += other.count;
-    }
-
-    /// The value at quantile `q` (0..=1), within the sketch's relative accuracy.
-    pub fn quantile(&self, q: f64) -> Option<f64> {
-        if self.count <= 0.0 || !(0.0..=1.0).contains(&q) {
-            return None;
+        if count > 0.0 {
+            bins.push((value, count));
         }
-        let rank = q * (self.count - 1.0);
-        let mut seen = 0.0;
-        for &(value, count) in &self.bins {
-            seen += count;
-            if seen > rank {
-                return Some(value);
-            }
+        Ok(())
+    };
+    if let Some(store) = &proto.negative_values {
+        for (index, count) in store_bins(store) {
+            push(-mapping.value(index), count)?;
         }
-        self.bins.last().map(|b| b.0)
     }
-
-    /// The approximate sum of the values.
-    pub fn sum(&self) -> f64 {
-        self.bins.iter().map(|(v, c)| v * c).sum()
+    push(0.0, proto.zero_count)?;
+    if let Some(store) = &proto.positive_values {
+        for (index, count) in store_bins(store) {
+            push(mapping.value(index), count)?;
+        }
     }
+    Ok(Sketch::from_bins(bins))
 }
 
 fn store_bins(store: &Store) -> impl Iterator<Item = (i32, f64)> + '_ {
@@ -279,7 +214,7 @@ mod tests {
     fn quantiles_within_relative_accuracy() {
         let values: Vec<f64> = (1..=1000).map(|i| f64::from(i) / 100.0).collect();
         let bytes = Mapping::default().encode(&values);
-        let s = Sketch::decode(&bytes).unwrap();
+        let s = decode(&bytes).unwrap();
         assert_eq!(s.count(), 1000.0);
         for (q, expected) in [(0.5, 5.0), (0.95, 9.5), (0.99, 9.9)] {
             let got = s.quantile(q).unwrap();
@@ -290,29 +225,26 @@ mod tests {
     #[test]
     fn merging_adds_counts() {
         let m = Mapping::default();
-        let mut a = Sketch::decode(&m.encode(&[1.0, 2.0])).unwrap();
-        let b = Sketch::decode(&m.encode(&[2.0, 3.0, 3.0])).unwrap();
+        let mut a = decode(&m.encode(&[1.0, 2.0])).unwrap();
+        let b = decode(&m.encode(&[2.0, 3.0, 3.0])).unwrap();
         a.merge(&b);
         assert_eq!(a.count(), 5.0);
-        assert_eq!(a.bins.len(), 3);
+        assert_eq!(a.bins().len(), 3);
         let median = a.quantile(0.5).unwrap();
         assert!((median - 2.0).abs() < 0.05, "{median}");
     }
 
     #[test]
     fn empty_and_zero_sketches() {
-        let s = Sketch::decode(&[]).unwrap();
+        let s = decode(&[]).unwrap();
         assert_eq!(s.quantile(0.5), None);
-        let s = Sketch::decode(&Mapping::default().encode(&[0.0, 0.0])).unwrap();
+        let s = decode(&Mapping::default().encode(&[0.0, 0.0])).unwrap();
         assert_eq!(s.quantile(0.99), Some(0.0));
     }
 
     #[test]
     fn bad_sketches_say_why() {
-        assert!(matches!(
-            Sketch::decode(&[0xff, 0xff, 0xff]),
-            Err(SketchError::Protobuf(_))
-        ));
+        assert!(matches!(decode(&[0xff, 0xff, 0xff]), Err(SketchError::Protobuf(_))));
         use prost::Message;
         let bad = DdSketch {
             mapping: Some(IndexMapping {
@@ -322,11 +254,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(Sketch::decode(&bad.encode_to_vec()), Err(SketchError::BadGamma(0.5)));
+        assert_eq!(decode(&bad.encode_to_vec()), Err(SketchError::BadGamma(0.5)));
         let nan = DdSketch {
             zero_count: f64::NAN,
             ..Default::default()
         };
-        assert_eq!(Sketch::decode(&nan.encode_to_vec()), Err(SketchError::BadCount));
+        assert_eq!(decode(&nan.encode_to_vec()), Err(SketchError::BadCount));
     }
 }

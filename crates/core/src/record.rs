@@ -1,0 +1,59 @@
+//! The log: everything the collector accepted, in the order it was accepted. The
+//! collector's state is a function of it, so a restart (or another node) replays it
+//! into a fresh engine, ledger and pathway map. Stores only serialize it.
+
+use crate::delivery::Fact;
+use crate::engine::Engine;
+use crate::model::{OwnedObservation, RejectReason};
+use crate::pathway::PathwayPoint;
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// One entry of the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub enum Record {
+    Observation {
+        at: Millis,
+        observation: OwnedObservation,
+    },
+    /// A point an adapter refused before it reached the engine.
+    Rejected {
+        at: Millis,
+        reason: RejectReason,
+    },
+    /// Pathway statistics of one bucket.
+    Pathway {
+        at: Millis,
+        point: PathwayPoint,
+    },
+    /// A fact for drop accounting (counts sent, received, skipped).
+    Delivery {
+        at: Millis,
+        fact: Fact,
+    },
+}
+
+impl Record {
+    pub fn at(&self) -> Millis {
+        match self {
+            Record::Observation { at, .. }
+            | Record::Rejected { at, .. }
+            | Record::Pathway { at, .. }
+            | Record::Delivery { at, .. } => *at,
+        }
+    }
+
+    /// Replays the record's part that is the engine's: exactly what accepting it
+    /// did. Pathway points and delivery facts belong to their own services.
+    pub fn apply(&self, engine: &mut Engine) {
+        match self {
+            Record::Observation { at, observation } => {
+                // Rejections are counted by the engine itself.
+                let _ = engine.observe(*at, &observation.borrowed());
+            }
+            Record::Rejected { reason, .. } => engine.reject(*reason),
+            Record::Pathway { .. } | Record::Delivery { .. } => {}
+        }
+    }
+}

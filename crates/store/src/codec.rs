@@ -1,0 +1,354 @@
+//! The binary form of a batch of log records: what one writer batch accepted,
+//! stored as one row.
+//!
+//! ```text
+//! batch   = version:u8  strings  count:varint  record*
+//! strings = count:varint  (len:varint bytes)*        every name once per batch
+//! record  = kind:u8  at:zigzag-delta  fields
+//! ```
+//!
+//! Names are indexes into the batch's strings, numbers are (zigzag) LEB128
+//! varints, `at` is the difference from the previous record's. Pathway points and
+//! delivery facts, rare and nested, are length-prefixed JSON.
+
+use std::collections::HashMap;
+use streamsight_core::{EndOffsetSource, Millis, ObservationOf, OwnedObservation, Partition, Record, RejectReason};
+
+const VERSION: u8 = 1;
+
+/// The first byte of every record.
+mod kind {
+    pub(super) const PRODUCED: u8 = 0;
+    pub(super) const PRODUCE_FAILED: u8 = 1;
+    pub(super) const COMMITTED: u8 = 2;
+    pub(super) const END_OFFSET: u8 = 3;
+    pub(super) const LOG_START: u8 = 4;
+    pub(super) const CONTROL_MARKER: u8 = 5;
+    pub(super) const TOPIC_RECREATED: u8 = 6;
+    pub(super) const UNREACHABLE: u8 = 7;
+    pub(super) const GROUP_DELETED: u8 = 8;
+    pub(super) const TOPIC_DELETED: u8 = 9;
+    pub(super) const REJECTED: u8 = 10;
+    pub(super) const PATHWAY: u8 = 11;
+    pub(super) const DELIVERY: u8 = 12;
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CodecError {
+    #[error("batch version {0} is not one this build reads")]
+    Version(u8),
+    #[error("batch ends in the middle of a value")]
+    Truncated,
+    #[error("number out of range")]
+    Range,
+    #[error("name {0} is not in the batch's table")]
+    Name(u64),
+    #[error("a name is not UTF-8")]
+    Utf8,
+    #[error("unknown record kind {0}")]
+    Kind(u8),
+    #[error("unknown {what} {value}")]
+    Enum { what: &'static str, value: u8 },
+    #[error("nested record: {0}")]
+    Json(String),
+    #[error("{0} bytes left after the last record")]
+    Trailing(usize),
+}
+
+/// Encodes `records` as one batch, appended to `out`.
+pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
+    let mut names = Names::default();
+    let mut body = Vec::with_capacity(records.len() * 12);
+    let mut last_at = 0i64;
+    for r in records {
+        let at = r.at().0;
+        let delta = at.wrapping_sub(last_at);
+        last_at = at;
+        let head = |kind: u8, body: &mut Vec<u8>| {
+            body.push(kind);
+            put_i64(body, delta);
+        };
+        match r {
+            Record::Observation { observation, .. } => {
+                use ObservationOf as O;
+                let part = |p: &'a Partition<Box<str>>, names: &mut Names<'a>, body: &mut Vec<u8>| {
+                    put_u64(body, names.id(&p.cluster));
+                    put_u64(body, names.id(&p.topic));
+                    put_i64(body, i64::from(p.partition));
+                };
+                match observation {
+                    O::Produced { partition, offset } => {
+                        head(kind::PRODUCED, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                    }
+                    O::ProduceFailed { partition, error } => {
+                        head(kind::PRODUCE_FAILED, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_u64(&mut body, names.id(error));
+                    }
+                    O::Committed {
+                        group,
+                        partition,
+                        offset,
+                    } => {
+                        head(kind::COMMITTED, &mut body);
+                        put_u64(&mut body, names.id(group));
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                    }
+                    O::EndOffset {
+                        partition,
+                        offset,
+                        source,
+                    } => {
+                        head(kind::END_OFFSET, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                        body.push(match source {
+                            EndOffsetSource::Broker => 0,
+                            EndOffsetSource::ClientHighWatermark => 1,
+                        });
+                    }
+                    O::LogStart { partition, offset } => {
+                        head(kind::LOG_START, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                    }
+                    O::ControlMarker { partition, offset } => {
+                        head(kind::CONTROL_MARKER, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                    }
+                    O::TopicRecreated { cluster, topic } | O::TopicDeleted { cluster, topic } => {
+                        let k = if matches!(observation, O::TopicRecreated { .. }) {
+                            kind::TOPIC_RECREATED
+                        } else {
+                            kind::TOPIC_DELETED
+                        };
+                        head(k, &mut body);
+                        put_u64(&mut body, names.id(cluster));
+                        put_u64(&mut body, names.id(topic));
+                    }
+                    O::Unreachable { partition } => {
+                        head(kind::UNREACHABLE, &mut body);
+                        part(partition, &mut names, &mut body);
+                    }
+                    O::GroupDeleted { cluster, group } => {
+                        head(kind::GROUP_DELETED, &mut body);
+                        put_u64(&mut body, names.id(cluster));
+                        put_u64(&mut body, names.id(group));
+                    }
+                }
+            }
+            Record::Rejected { reason, .. } => {
+                head(kind::REJECTED, &mut body);
+                body.push(RejectReason::ALL.iter().position(|r| r == reason).unwrap_or(0) as u8);
+            }
+            Record::Pathway { point, .. } => {
+                head(kind::PATHWAY, &mut body);
+                put_json(&mut body, point);
+            }
+            Record::Delivery { fact, .. } => {
+                head(kind::DELIVERY, &mut body);
+                put_json(&mut body, fact);
+            }
+        }
+    }
+    out.push(VERSION);
+    put_u64(out, names.list.len() as u64);
+    for name in &names.list {
+        put_u64(out, name.len() as u64);
+        out.extend_from_slice(name.as_bytes());
+    }
+    put_u64(out, records.len() as u64);
+    out.extend_from_slice(&body);
+}
+
+/// Decodes one batch.
+pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
+    let mut r = Reader { bytes, pos: 0 };
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(CodecError::Version(version));
+    }
+    let n_names = r.len()?;
+    let mut names: Vec<Box<str>> = Vec::with_capacity(n_names);
+    for _ in 0..n_names {
+        let len = r.len()?;
+        let raw = r.take(len)?;
+        names.push(std::str::from_utf8(raw).map_err(|_| CodecError::Utf8)?.into());
+    }
+    let n = r.len()?;
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0i64;
+    for _ in 0..n {
+        let k = r.u8()?;
+        at = at.wrapping_add(r.i64()?);
+        let at = Millis(at);
+        let name = |r: &mut Reader<'_>| -> Result<Box<str>, CodecError> {
+            let i = r.u64()?;
+            names
+                .get(usize::try_from(i).map_err(|_| CodecError::Name(i))?)
+                .cloned()
+                .ok_or(CodecError::Name(i))
+        };
+        let part = |r: &mut Reader<'_>| -> Result<Partition<Box<str>>, CodecError> {
+            Ok(Partition {
+                cluster: name(r)?,
+                topic: name(r)?,
+                partition: i32::try_from(r.i64()?).map_err(|_| CodecError::Range)?,
+            })
+        };
+        let observation = |o: OwnedObservation| Record::Observation { at, observation: o };
+        use ObservationOf as O;
+        out.push(match k {
+            kind::PRODUCED => observation(O::Produced {
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+            }),
+            kind::PRODUCE_FAILED => observation(O::ProduceFailed {
+                partition: part(&mut r)?,
+                error: name(&mut r)?,
+            }),
+            kind::COMMITTED => observation(O::Committed {
+                group: name(&mut r)?,
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+            }),
+            kind::END_OFFSET => observation(O::EndOffset {
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+                source: match r.u8()? {
+                    0 => EndOffsetSource::Broker,
+                    1 => EndOffsetSource::ClientHighWatermark,
+                    value => return Err(CodecError::Enum { what: "source", value }),
+                },
+            }),
+            kind::LOG_START => observation(O::LogStart {
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+            }),
+            kind::CONTROL_MARKER => observation(O::ControlMarker {
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+            }),
+            kind::TOPIC_RECREATED => observation(O::TopicRecreated {
+                cluster: name(&mut r)?,
+                topic: name(&mut r)?,
+            }),
+            kind::UNREACHABLE => observation(O::Unreachable {
+                partition: part(&mut r)?,
+            }),
+            kind::GROUP_DELETED => observation(O::GroupDeleted {
+                cluster: name(&mut r)?,
+                group: name(&mut r)?,
+            }),
+            kind::TOPIC_DELETED => observation(O::TopicDeleted {
+                cluster: name(&mut r)?,
+                topic: name(&mut r)?,
+            }),
+            kind::REJECTED => {
+                let value = r.u8()?;
+                let reason = *RejectReason::ALL
+                    .get(usize::from(value))
+                    .ok_or(CodecError::Enum { what: "reason", value })?;
+                Record::Rejected { at, reason }
+            }
+            kind::PATHWAY => Record::Pathway { at, point: r.json()? },
+            kind::DELIVERY => Record::Delivery { at, fact: r.json()? },
+            other => return Err(CodecError::Kind(other)),
+        });
+    }
+    match bytes.len() - r.pos {
+        0 => Ok(out),
+        left => Err(CodecError::Trailing(left)),
+    }
+}
+
+/// The batch's name table, built as records are encoded.
+#[derive(Default)]
+struct Names<'a> {
+    ids: HashMap<&'a str, u64>,
+    list: Vec<&'a str>,
+}
+
+impl<'a> Names<'a> {
+    fn id(&mut self, name: &'a str) -> u64 {
+        let next = self.list.len() as u64;
+        *self.ids.entry(name).or_insert_with(|| {
+            self.list.push(name);
+            next
+        })
+    }
+}
+
+fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    put_u64(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+fn put_json(out: &mut Vec<u8>, value: &impl serde::Serialize) {
+    // Our own types: serializing them cannot fail.
+    let json = serde_json::to_vec(value).unwrap_or_default();
+    put_u64(out, json.len() as u64);
+    out.extend_from_slice(&json);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn u8(&mut self) -> Result<u8, CodecError> {
+        let b = *self.bytes.get(self.pos).ok_or(CodecError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn u64(&mut self) -> Result<u64, CodecError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(CodecError::Range)
+    }
+
+    fn i64(&mut self) -> Result<i64, CodecError> {
+        let v = self.u64()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// A length, bounded by what is left: a corrupt length cannot allocate.
+    fn len(&mut self) -> Result<usize, CodecError> {
+        let v = self.u64()?;
+        usize::try_from(v)
+            .ok()
+            .filter(|&n| n <= self.bytes.len() - self.pos)
+            .ok_or(CodecError::Truncated)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+        let end = self.pos.checked_add(n).ok_or(CodecError::Truncated)?;
+        let s = self.bytes.get(self.pos..end).ok_or(CodecError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, CodecError> {
+        let len = self.len()?;
+        serde_json::from_slice(self.take(len)?).map_err(|e| CodecError::Json(e.to_string()))
+    }
+}
