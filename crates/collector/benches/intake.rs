@@ -177,6 +177,151 @@ fn intake_bench(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Over real HTTP: `serve` on loopback with each store, 16 requests in flight from
+/// a reqwest client in the same process (2 cores share server and client).
+fn http_bench(c: &mut Criterion) {
+    // Server and load generator on runtimes of their own, so that their threads'
+    // CPU time can be told apart.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("collector")
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("loadgen")
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("streamsight-bench-http-{}", std::process::id()));
+    let mut group = c.benchmark_group("http");
+    group.throughput(Throughput::Elements(POINTS as u64));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(15));
+    for (name, storage) in [
+        ("memory_store", "memory://".to_owned()),
+        ("sqlite_fsync", format!("sqlite://{}/http.db", dir.display())),
+    ] {
+        let config = ServeConfig {
+            storage,
+            intake_listen: "127.0.0.1:0".parse().unwrap(),
+            api_listen: "127.0.0.1:0".parse().unwrap(),
+            ..ServeConfig::default()
+        };
+        let running = server_rt
+            .block_on(server_rt.spawn(streamsight_collector::serve(config, EngineConfig::default())))
+            .unwrap()
+            .unwrap();
+        let url = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+        let client = reqwest::Client::new();
+        let mut seq = 0u64;
+        let base = now_ns() - 1_000_000 * 10_000_000_000;
+        let mut send = |iters: u64| {
+            let bodies: Vec<Vec<u8>> = (0..iters)
+                .map(|_| {
+                    seq += 1;
+                    payload(seq, base)
+                })
+                .collect();
+            rt.block_on(async {
+                let start = Instant::now();
+                let mut bodies = bodies.into_iter();
+                loop {
+                    let wave: Vec<_> = bodies.by_ref().take(16).collect();
+                    if wave.is_empty() {
+                        break;
+                    }
+                    let calls = wave.into_iter().map(|body| {
+                        let request = client
+                            .post(&url)
+                            .header("Content-Type", "application/msgpack")
+                            .header("Content-Encoding", "gzip")
+                            .body(body);
+                        tokio::spawn(async move { request.send().await.unwrap().status() })
+                    });
+                    for call in calls.collect::<Vec<_>>() {
+                        assert_eq!(call.await.unwrap().as_u16(), 202);
+                    }
+                }
+                start.elapsed()
+            })
+        };
+        group.bench_function(BenchmarkId::new(name, "16_in_flight"), |b| b.iter_custom(&mut send));
+        // CPU time of the collector's threads (its runtime and the writer) alone.
+        let (cpu, wall) = (collector_cpu_seconds(), Instant::now());
+        send(5_000);
+        let (cpu, wall) = (collector_cpu_seconds() - cpu, wall.elapsed().as_secs_f64());
+        eprintln!(
+            "http/{name}: {:.0} points/s, {:.0} points per collector CPU-second",
+            5_000.0 * POINTS as f64 / wall,
+            5_000.0 * POINTS as f64 / cpu
+        );
+        drop(running);
+    }
+    group.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// User and system CPU seconds of this process's collector threads (Linux; clock
+/// ticks of 10 ms).
+fn collector_cpu_seconds() -> f64 {
+    let mut total = 0.0;
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |(_, n)| n);
+        if !(name.starts_with("collector") || name.starts_with("streamsight-wri")) {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        total += (ticks(11) + ticks(12)) / 100.0;
+    }
+    total
+}
+
+/// A restart: the store's records read back and applied to a fresh collector.
+fn replay_bench(c: &mut Criterion) {
+    const BATCHES: u64 = 2_000;
+    let dir = std::env::temp_dir().join(format!("streamsight-bench-replay-{}", std::process::id()));
+    let path = dir.join("replay.db");
+    let url = format!("sqlite://{}", path.display());
+    let shared = Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap();
+    let mut records_total = 0usize;
+    {
+        let mut store = streamsight_store::open(&url).unwrap();
+        let base = now_ns() - 1_000_000 * 10_000_000_000;
+        for seq in 1..=BATCHES {
+            let decoded =
+                streamsight_wire::dsm::payload::decode(&payload(seq, base), true, Default::default()).unwrap();
+            let t = intake::translate(&decoded, Millis(i64::MAX), "default", &|_| None);
+            records_total += t.records.len();
+            store.append(&t.records).unwrap();
+        }
+    }
+    let bytes =
+        std::fs::metadata(&path).unwrap().len() + std::fs::metadata(dir.join("replay.db-wal")).map_or(0, |m| m.len());
+    eprintln!(
+        "replay: {records_total} records in {BATCHES} batches, {bytes} bytes on disk, {:.1} bytes per record",
+        bytes as f64 / records_total as f64
+    );
+    drop(shared);
+    let mut group = c.benchmark_group("replay");
+    group.throughput(Throughput::Elements(records_total as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    group.bench_function(BenchmarkId::new("sqlite", records_total), |b| {
+        b.iter(|| {
+            let shared = Arc::new(Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap());
+            let store = streamsight_store::open(&url).unwrap();
+            Writer::start(store, shared, Millis(0)).unwrap()
+        })
+    });
+    group.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn metrics_bench(c: &mut Criterion) {
     // 10,000 partitions x 10 groups = 100,000 group-partitions, all with known lag.
     let shared = Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap();
@@ -221,5 +366,5 @@ fn metrics_bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, intake_bench, metrics_bench);
+criterion_group!(benches, intake_bench, http_bench, replay_bench, metrics_bench);
 criterion_main!(benches);

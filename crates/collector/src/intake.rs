@@ -14,7 +14,7 @@ use serde_json::json;
 use std::sync::Arc;
 use streamsight_core::Millis;
 use streamsight_core::pathway::PathwayPoint;
-use streamsight_core::{Observation, PartitionRef, Record};
+use streamsight_core::{Observation, PartitionRef, Record, SharedNames};
 use streamsight_wire::dsm::backlog;
 use streamsight_wire::dsm::payload::{self, Limits, Payload, PayloadError};
 use streamsight_wire::dsm::sketch;
@@ -187,6 +187,7 @@ pub fn translate(
     resolve: &dyn Fn(&str) -> Option<String>,
 ) -> Translated {
     let mut out = Translated::default();
+    let mut names = SharedNames::default();
     let env_cluster;
     let default_cluster = if p.env.is_empty() {
         default_cluster
@@ -211,7 +212,7 @@ pub fn translate(
             out.records.push(match backlog::parse(&b.tags, b.value, cluster) {
                 Ok(observation) => Record::Observation {
                     at,
-                    observation: observation.to_owned(),
+                    observation: observation.to_owned_in(&mut names),
                 },
                 Err(e) => Record::Rejected { at, reason: e.reason() },
             });
@@ -263,7 +264,7 @@ pub fn translate(
         };
         out.records.push(Record::Observation {
             at: received,
-            observation: failed.to_owned(),
+            observation: failed.to_owned_in(&mut names),
         });
     }
     let cluster_of = |named: &str, topic: &str| {

@@ -25,7 +25,7 @@ pub use engine::{
 };
 pub use model::{
     EndOffsetSource, EngineEvent, LagReport, LagRow, Observation, ObservationOf, OwnedObservation, Partition,
-    PartitionRef, RejectCounts, RejectReason, ResetEvidence, Status,
+    PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
 };
 pub use record::Record;
 pub use time::Millis;

@@ -2,6 +2,7 @@
 
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A partition as named by whoever reports on it. `partition` may be anything a
 /// client sent, -1 included: the engine decides what is valid. Generic over how
@@ -89,11 +90,12 @@ pub enum ObservationOf<S> {
 /// An observation borrowing its names: what the engine is handed.
 pub type Observation<'a> = ObservationOf<&'a str>;
 
-/// An observation owning its names: what the log keeps.
-pub type OwnedObservation = ObservationOf<Box<str>>;
+/// An observation owning its names: what the log keeps. Names are shared: the
+/// records of one payload or one stored batch point at one copy of each.
+pub type OwnedObservation = ObservationOf<Arc<str>>;
 
 impl<S> Partition<S> {
-    pub fn map<'a, T>(&'a self, f: &impl Fn(&'a S) -> T) -> Partition<T> {
+    pub fn map<'a, T>(&'a self, f: &mut impl FnMut(&'a S) -> T) -> Partition<T> {
         Partition {
             cluster: f(&self.cluster),
             topic: f(&self.topic),
@@ -104,15 +106,15 @@ impl<S> Partition<S> {
 
 impl<S> ObservationOf<S> {
     /// The same observation with every name passed through `f`.
-    pub fn map<'a, T>(&'a self, f: impl Fn(&'a S) -> T) -> ObservationOf<T> {
+    pub fn map<'a, T>(&'a self, mut f: impl FnMut(&'a S) -> T) -> ObservationOf<T> {
         use ObservationOf as O;
         match self {
             O::Produced { partition, offset } => O::Produced {
-                partition: partition.map(&f),
+                partition: partition.map(&mut f),
                 offset: *offset,
             },
             O::ProduceFailed { partition, error } => O::ProduceFailed {
-                partition: partition.map(&f),
+                partition: partition.map(&mut f),
                 error: f(error),
             },
             O::Committed {
@@ -121,7 +123,7 @@ impl<S> ObservationOf<S> {
                 offset,
             } => O::Committed {
                 group: f(group),
-                partition: partition.map(&f),
+                partition: partition.map(&mut f),
                 offset: *offset,
             },
             O::EndOffset {
@@ -129,16 +131,16 @@ impl<S> ObservationOf<S> {
                 offset,
                 source,
             } => O::EndOffset {
-                partition: partition.map(&f),
+                partition: partition.map(&mut f),
                 offset: *offset,
                 source: *source,
             },
             O::LogStart { partition, offset } => O::LogStart {
-                partition: partition.map(&f),
+                partition: partition.map(&mut f),
                 offset: *offset,
             },
             O::ControlMarker { partition, offset } => O::ControlMarker {
-                partition: partition.map(&f),
+                partition: partition.map(&mut f),
                 offset: *offset,
             },
             O::TopicRecreated { cluster, topic } => O::TopicRecreated {
@@ -146,7 +148,7 @@ impl<S> ObservationOf<S> {
                 topic: f(topic),
             },
             O::Unreachable { partition } => O::Unreachable {
-                partition: partition.map(&f),
+                partition: partition.map(&mut f),
             },
             O::GroupDeleted { cluster, group } => O::GroupDeleted {
                 cluster: f(cluster),
@@ -170,7 +172,28 @@ impl<S: AsRef<str>> ObservationOf<S> {
 impl Observation<'_> {
     /// An owned copy, for the log.
     pub fn to_owned(&self) -> OwnedObservation {
-        self.map(|s| Box::from(*s))
+        self.map(|s| Arc::from(*s))
+    }
+
+    /// An owned copy whose names come from `names`, which can hand out one copy
+    /// of each name for many records.
+    pub fn to_owned_in(&self, names: &mut SharedNames) -> OwnedObservation {
+        self.map(|s| names.get(s))
+    }
+}
+
+/// One shared copy of each name, for the records of one payload or batch.
+#[derive(Debug, Default)]
+pub struct SharedNames(std::collections::HashMap<Arc<str>, (), foldhash::fast::RandomState>);
+
+impl SharedNames {
+    pub fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some((known, ())) = self.0.get_key_value(name) {
+            return known.clone();
+        }
+        let name: Arc<str> = Arc::from(name);
+        self.0.insert(name.clone(), ());
+        name
     }
 }
 

@@ -12,6 +12,7 @@
 //! delivery facts, rare and nested, are length-prefixed JSON.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use streamsight_core::{EndOffsetSource, Millis, ObservationOf, OwnedObservation, Partition, Record, RejectReason};
 
 const VERSION: u8 = 1;
@@ -71,7 +72,7 @@ pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
         match r {
             Record::Observation { observation, .. } => {
                 use ObservationOf as O;
-                let part = |p: &'a Partition<Box<str>>, names: &mut Names<'a>, body: &mut Vec<u8>| {
+                let part = |p: &'a Partition<Arc<str>>, names: &mut Names<'a>, body: &mut Vec<u8>| {
                     put_u64(body, names.id(&p.cluster));
                     put_u64(body, names.id(&p.topic));
                     put_i64(body, i64::from(p.partition));
@@ -173,7 +174,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
         return Err(CodecError::Version(version));
     }
     let n_names = r.len()?;
-    let mut names: Vec<Box<str>> = Vec::with_capacity(n_names);
+    let mut names: Vec<Arc<str>> = Vec::with_capacity(n_names);
     for _ in 0..n_names {
         let len = r.len()?;
         let raw = r.take(len)?;
@@ -186,14 +187,14 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
         let k = r.u8()?;
         at = at.wrapping_add(r.i64()?);
         let at = Millis(at);
-        let name = |r: &mut Reader<'_>| -> Result<Box<str>, CodecError> {
+        let name = |r: &mut Reader<'_>| -> Result<Arc<str>, CodecError> {
             let i = r.u64()?;
             names
                 .get(usize::try_from(i).map_err(|_| CodecError::Name(i))?)
                 .cloned()
                 .ok_or(CodecError::Name(i))
         };
-        let part = |r: &mut Reader<'_>| -> Result<Partition<Box<str>>, CodecError> {
+        let part = |r: &mut Reader<'_>| -> Result<Partition<Arc<str>>, CodecError> {
             Ok(Partition {
                 cluster: name(r)?,
                 topic: name(r)?,
@@ -269,7 +270,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
 /// The batch's name table, built as records are encoded.
 #[derive(Default)]
 struct Names<'a> {
-    ids: HashMap<&'a str, u64>,
+    ids: HashMap<&'a str, u64, foldhash::fast::RandomState>,
     list: Vec<&'a str>,
 }
 
