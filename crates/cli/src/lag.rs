@@ -1,38 +1,15 @@
 //! `streamsight lag`: a `kafka-consumer-groups --describe` with lag seconds and
 //! health, read from a running collector or straight from a cluster.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::Duration;
-use streamsight_core::{Engine, EngineConfig, Millis};
+use streamsight_core::{Engine, EngineConfig, LagRow, Millis};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
 
-/// One group-partition as printed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub cluster: String,
-    pub group: String,
-    pub topic: String,
-    pub partition: i32,
-    pub committed_offset: Option<i64>,
-    pub end_offset: Option<i64>,
-    pub lag_messages: Option<i64>,
-    pub lag_seconds: Option<f64>,
-    #[serde(default)]
-    pub lag_seconds_lower_bound: bool,
-    pub status: String,
-    #[serde(default)]
-    pub consumer: Option<Owner>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Owner {
-    pub group_state: Option<String>,
-    pub member_id: Option<String>,
-    pub client_id: Option<String>,
-    pub host: Option<String>,
-}
+/// One group-partition as printed: the collector's lag row.
+pub type Row = LagRow;
 
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
@@ -121,26 +98,13 @@ pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -
     let rows = engine
         .reports(now, |n| filter.keeps(n.group, n.topic))
         .into_iter()
-        .map(|(n, r)| {
-            let group = snap.group(n.group);
-            let member = group.and_then(|g| g.owner(n.topic, n.partition));
-            Row {
+        .map(|(n, mut r)| {
+            r.lag_seconds = r.lag_seconds.filter(|_| r.lag_messages == Some(0));
+            r.lag_seconds_lower_bound = false;
+            LagRow {
                 cluster: bootstrap.to_owned(),
-                group: n.group.to_owned(),
-                topic: n.topic.to_owned(),
-                partition: n.partition,
-                committed_offset: r.committed_offset,
-                end_offset: r.end_offset,
-                lag_messages: r.lag_messages,
-                lag_seconds: r.lag_seconds.filter(|_| r.lag_messages == Some(0)),
-                lag_seconds_lower_bound: false,
-                status: r.status.as_str().to_owned(),
-                consumer: group.map(|g| Owner {
-                    group_state: g.state.clone(),
-                    member_id: member.map(|m| m.member_id.clone()),
-                    client_id: member.map(|m| m.client_id.clone()),
-                    host: member.map(|m| m.host.clone()),
-                }),
+                consumer: snap.consumer(n.group, n.topic, n.partition),
+                ..n.row(r)
             }
         })
         .collect();
@@ -162,19 +126,20 @@ pub fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
         .iter()
         .map(|r| {
             let owner = r.consumer.clone().unwrap_or_default();
+            let (r, row) = (&r.report, r);
             let seconds = r.lag_seconds.map(|s| {
                 let s = format!("{s:.1}");
                 if r.lag_seconds_lower_bound { format!(">={s}") } else { s }
             });
             [
-                r.group.clone(),
-                r.topic.clone(),
-                r.partition.to_string(),
+                row.group.clone(),
+                row.topic.clone(),
+                row.partition.to_string(),
                 dash(r.committed_offset.map(|o| o.to_string())),
                 dash(r.end_offset.map(|o| o.to_string())),
                 dash(r.lag_messages.map(|o| o.to_string())),
                 dash(seconds),
-                r.status.to_uppercase(),
+                r.status.as_str().to_uppercase(),
                 dash(owner.member_id.filter(|s| !s.is_empty())),
                 dash(owner.host.filter(|s| !s.is_empty())),
                 dash(owner.client_id.filter(|s| !s.is_empty())),
@@ -222,12 +187,21 @@ mod tests {
             group: "billing".into(),
             topic: "orders".into(),
             partition: 0,
-            committed_offset: Some(4),
-            end_offset: None,
-            lag_messages: None,
-            lag_seconds: None,
-            lag_seconds_lower_bound: false,
-            status: "stale".into(),
+            report: streamsight_core::LagReport {
+                committed_offset: Some(4),
+                end_offset: None,
+                log_start_offset: None,
+                lag_messages: None,
+                lag_seconds: None,
+                lag_seconds_lower_bound: false,
+                status: streamsight_core::Status::Stale,
+                producer_failing: false,
+                data_loss_messages: 0,
+                at_control_marker: false,
+                broker_unreachable: false,
+                last_commit_at: None,
+                end_offset_at: None,
+            },
             consumer: None,
         };
         let mut out = Vec::new();

@@ -68,24 +68,7 @@ impl LagFilter {
     }
 }
 
-/// A lag row with the member that owns the partition, where the poller knows it.
-#[derive(Debug, Serialize)]
-struct LagRowOut {
-    #[serde(flatten)]
-    row: LagRow,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer: Option<Consumer>,
-}
-
-#[derive(Debug, Serialize)]
-struct Consumer {
-    group_state: Option<String>,
-    member_id: Option<String>,
-    client_id: Option<String>,
-    host: Option<String>,
-}
-
-fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRowOut> {
+fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
     let snapshots: std::collections::HashMap<String, Arc<streamsight_poller::Snapshot>> = lock(&shared.clusters)
         .iter()
         .filter_map(|(name, v)| Some((name.clone(), v.last.clone()?)))
@@ -94,21 +77,11 @@ fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRowOut> 
     engine
         .reports(now, |n| filter.keeps(n.cluster, n.group, n.topic))
         .into_iter()
-        .map(|(n, report)| {
-            let group = snapshots.get(n.cluster).and_then(|s| s.group(n.group));
-            let consumer = group.map(|g| {
-                let member = g.owner(n.topic, n.partition);
-                Consumer {
-                    group_state: g.state.clone(),
-                    member_id: member.map(|m| m.member_id.clone()),
-                    client_id: member.map(|m| m.client_id.clone()),
-                    host: member.map(|m| m.host.clone()),
-                }
-            });
-            LagRowOut {
-                row: n.row(report),
-                consumer,
-            }
+        .map(|(n, report)| LagRow {
+            consumer: snapshots
+                .get(n.cluster)
+                .and_then(|s| s.consumer(n.group, n.topic, n.partition)),
+            ..n.row(report)
         })
         .collect()
 }

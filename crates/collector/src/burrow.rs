@@ -121,11 +121,13 @@ async fn consumers(
 /// Who owns a partition, from the poller's last DescribeGroups.
 fn owner(shared: &Shared, cluster: &str, group: &str, topic: &str, partition: i32) -> (String, String) {
     let snap = lock(&shared.clusters).get(cluster).and_then(|v| v.last.clone());
-    snap.as_ref()
-        .and_then(|s| s.group(group))
-        .and_then(|g| g.owner(topic, partition))
-        .map(|m| (m.host.clone(), m.client_id.clone()))
-        .unwrap_or_default()
+    let consumer = snap
+        .and_then(|s| s.consumer(group, topic, partition))
+        .unwrap_or_default();
+    (
+        consumer.host.unwrap_or_default(),
+        consumer.client_id.unwrap_or_default(),
+    )
 }
 
 fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<(Option<String>, usize)> {

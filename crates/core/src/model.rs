@@ -337,7 +337,8 @@ pub struct LagReport {
     pub end_offset_at: Option<Millis>,
 }
 
-/// A group-partition's report with its names: what the API and replay print.
+/// A group-partition's report with its names: the one row `/api/v1/lag`, Burrow's
+/// API, `streamsight lag` and replay speak.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LagRow {
     pub cluster: String,
@@ -346,6 +347,18 @@ pub struct LagRow {
     pub partition: i32,
     #[serde(flatten)]
     pub report: LagReport,
+    /// The member that owns the partition, where a poller described the group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<Consumer>,
+}
+
+/// A group's member that owns a partition, as the poller last saw the group.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Consumer {
+    pub group_state: Option<String>,
+    pub member_id: Option<String>,
+    pub client_id: Option<String>,
+    pub host: Option<String>,
 }
 
 /// The evidence a topic reset was accepted on.

@@ -92,6 +92,19 @@ impl Snapshot {
     pub fn group(&self, name: &str) -> Option<&GroupSnapshot> {
         self.groups.iter().find(|g| g.name == name)
     }
+
+    /// The member of `group` that owns the partition, for a lag row: `None` when
+    /// the group was not described, members unknown when nobody owns it.
+    pub fn consumer(&self, group: &str, topic: &str, partition: i32) -> Option<streamsight_core::Consumer> {
+        let g = self.group(group)?;
+        let member = g.owner(topic, partition);
+        Some(streamsight_core::Consumer {
+            group_state: g.state.clone(),
+            member_id: member.map(|m| m.member_id.clone()),
+            client_id: member.map(|m| m.client_id.clone()),
+            host: member.map(|m| m.host.clone()),
+        })
+    }
 }
 
 impl GroupSnapshot {

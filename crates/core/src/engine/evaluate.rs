@@ -1,0 +1,162 @@
+//! Evaluation: lag, lag seconds and health at a time the caller passes.
+
+use super::*;
+
+impl Engine {
+    pub fn evaluate_partition(&self, pid: PartitionId, now: Millis) -> PartitionReport {
+        let p = &self.partitions[pid.0 as usize];
+        PartitionReport {
+            end_offset: p.history.end(),
+            produce_offset: p.acked_end.map(|e| e - 1),
+            log_start_offset: p.log_start,
+            producer_failing: self.producer_failing(p, now),
+            end_offset_at: p.end_seen_at,
+            history_points: p.history.len(),
+            history_precision: p.history.precision(),
+        }
+    }
+
+    /// The reports at `now` of the group-partitions whose names `keep` accepts,
+    /// with their names, sorted by name.
+    pub fn reports(
+        &self,
+        now: Millis,
+        keep: impl Fn(&GroupPartitionNames<'_>) -> bool,
+    ) -> Vec<(GroupPartitionNames<'_>, LagReport)> {
+        let mut rows: Vec<_> = self
+            .group_partitions()
+            .map(|id| (id, self.names(id)))
+            .filter(|(_, names)| keep(names))
+            .map(|(id, names)| (names, self.evaluate(id, now)))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
+    }
+
+    /// Lag and health of one group on one partition at `now`.
+    pub fn evaluate(&self, id: GroupPartitionId, now: Millis) -> LagReport {
+        let gp = &self.group_partitions[id.0 as usize];
+        let p = &self.partitions[gp.partition.0 as usize];
+        let last = gp.window.last();
+        let committed = last.map(|c| c.offset);
+        let below_log_start = matches!((committed, p.log_start), (Some(c), Some(s)) if c < s);
+        let mut report = LagReport {
+            committed_offset: committed,
+            end_offset: p.history.end().map(|e| e.max(committed.unwrap_or(e))),
+            log_start_offset: p.log_start,
+            lag_messages: None,
+            lag_seconds: None,
+            lag_seconds_lower_bound: false,
+            status: Status::Stale,
+            producer_failing: self.producer_failing(p, now),
+            data_loss_messages: self.losses.get(&id).map_or(0, |l| l.messages),
+            at_control_marker: false,
+            broker_unreachable: p.unreachable_since.is_some(),
+            last_commit_at: last.map(|c| c.at),
+            end_offset_at: p.end_seen_at,
+        };
+        if let (Some(c), Some(end)) = (committed, report.end_offset) {
+            // Records below the log start are gone: loss, reported apart, not lag.
+            let from = c.max(p.log_start.unwrap_or(c));
+            let mut lag = end.saturating_sub(from).max(0);
+            if lag == 1 && self.is_control_marker(p, from) {
+                lag = 0;
+                report.at_control_marker = true;
+            }
+            report.lag_messages = Some(lag);
+            report.lag_seconds = if lag == 0 {
+                Some(0.0)
+            } else {
+                match p.history.produce_time(from) {
+                    Some(ProduceTime::Interpolated(t)) => Some(((now.0 as f64 - t) / 1000.0).max(0.0)),
+                    Some(ProduceTime::NotAfter(t)) => {
+                        report.lag_seconds_lower_bound = true;
+                        Some(now.since(t) as f64 / 1000.0)
+                    }
+                    None => None,
+                }
+            };
+        }
+        report.status = partition_status(
+            &HealthInput {
+                window: &gp.window,
+                now,
+                lag_messages: report.lag_messages,
+                lag_seconds: report.lag_seconds,
+                below_log_start,
+                end_age_ms: p.end_seen_at.map(|t| now.since(t)),
+            },
+            &self.health,
+        );
+        // Nothing confirms the last answer: never call it healthy.
+        if report.broker_unreachable && report.status == Status::Ok {
+            report.status = Status::Stale;
+        }
+        report
+    }
+
+    pub(super) fn is_control_marker(&self, p: &PartitionState, offset: i64) -> bool {
+        p.control_marker == Some(offset) || (p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1))
+    }
+
+    pub(super) fn producer_failing(&self, p: &PartitionState, now: Millis) -> bool {
+        let topic_failure = self.topics[p.topic.0 as usize].unassigned_failure_at;
+        let Some(failure) = p.last_failure_at.max(topic_failure) else {
+            return false;
+        };
+        now.since(failure) <= self.producer_failing_ms && p.last_success_at.is_none_or(|s| s < failure)
+    }
+
+    /// A group's health: the worst status of its partitions.
+    pub fn evaluate_group(&self, id: GroupId, now: Millis) -> GroupReport {
+        let g = &self.groups[id.0 as usize];
+        let mut report = GroupReport {
+            group: id,
+            status: Status::Ok,
+            partitions: g.partitions.len(),
+            total_lag: 0,
+            complete: true,
+            max_lag: None,
+        };
+        for &gpid in &g.partitions {
+            let r = self.evaluate(gpid, now);
+            report.status = report.status.max(r.status);
+            match r.lag_messages {
+                Some(lag) => {
+                    report.total_lag = report.total_lag.saturating_add(lag);
+                    if report.max_lag.is_none_or(|(_, max)| lag > max) {
+                        report.max_lag = Some((gpid, lag));
+                    }
+                }
+                None => report.complete = false,
+            }
+        }
+        if g.partitions.is_empty() {
+            report.status = Status::Stale;
+        }
+        report
+    }
+
+    /// Bytes held per partition and per group-partition, index entries included.
+    pub fn memory(&self) -> MemoryUsage {
+        let partition_bytes = self
+            .partitions
+            .iter()
+            // The partition's list of groups is paid for per group-partition below.
+            .map(|p| PARTITION_FIXED_BYTES + p.history.heap_bytes())
+            .sum();
+        // Its state, and its entries in the group's and the partition's lists.
+        let group_partition_bytes = self.group_partitions.len() * std::mem::size_of::<GroupPartitionState>()
+            + self.partitions.iter().map(|p| p.groups.capacity()).sum::<usize>()
+                * std::mem::size_of::<(GroupId, GroupPartitionId)>()
+            + self.groups.iter().map(|g| g.partitions.capacity()).sum::<usize>()
+                * std::mem::size_of::<GroupPartitionId>()
+            + self.losses.capacity() * (std::mem::size_of::<(GroupPartitionId, Loss)>() + 1);
+        MemoryUsage {
+            partitions: self.partitions.len(),
+            partition_bytes,
+            group_partitions: self.group_partitions.len(),
+            group_partition_bytes,
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Ingest: observations applied to the state, every one counted as accepted or
+//! rejected, resets and retention losses detected.
+
+use super::*;
+
+/// Offsets Kafka clients use as "no offset" markers rather than positions.
+const OFFSET_SENTINELS: [i64; 4] = [-1, -2, -1000, -1001];
+
+impl Engine {
+    /// Counts a point an adapter refused before it reached the engine (a malformed
+    /// tag, say), so that every rejection is counted in one place.
+    pub fn reject(&mut self, reason: RejectReason) {
+        self.stats.rejected.add(reason);
+    }
+
+    /// Applies one observation made at `at`. Rejected points are counted and
+    /// returned as the error; they never change lag.
+    pub fn observe(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
+        let result = self.apply(at, observation);
+        self.count(result)
+    }
+
+    /// Every observation is counted here, whichever door it came in by.
+    fn count(&mut self, result: Result<(), RejectReason>) -> Result<(), RejectReason> {
+        match result {
+            Ok(()) => self.stats.accepted += 1,
+            Err(reason) => self.stats.rejected.add(reason),
+        }
+        result
+    }
+
+    /// An acknowledged produce, by partition id (resolved once per payload):
+    /// validated and counted as [`Engine::observe`] does.
+    pub fn produced(&mut self, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
+        let result = self.apply_produced(pid, offset, at);
+        if let Err(reason) = result
+            && reason != RejectReason::OffsetOutOfRange
+        {
+            // A tracer's placeholder for a failed send: a failure, never progress.
+            let p = &mut self.partitions[pid.0 as usize];
+            p.last_failure_at = p.last_failure_at.max(Some(at));
+        }
+        self.count(result)
+    }
+
+    /// The partition's end offset, by partition id: validated and counted as
+    /// [`Engine::observe`] does.
+    pub fn end_offset(
+        &mut self,
+        pid: PartitionId,
+        end: i64,
+        source: EndOffsetSource,
+        at: Millis,
+    ) -> Result<(), RejectReason> {
+        let result = self.apply_end_offset(pid, end, source, at);
+        self.count(result)
+    }
+
+    /// A commit, by ids: validated and counted as [`Engine::observe`] does.
+    pub fn committed(&mut self, gid: GroupId, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
+        let result = self.apply_committed(gid, pid, offset, at);
+        self.count(result)
+    }
+
+    pub(super) fn apply(&mut self, at: Millis, observation: &Observation<'_>) -> Result<(), RejectReason> {
+        match *observation {
+            Observation::Produced { partition, offset } => {
+                match self
+                    .partition_id(partition)
+                    .and_then(|pid| check_offset(offset).map(|()| pid))
+                {
+                    Ok(pid) => self.apply_produced(pid, offset, at),
+                    // A tracer's placeholder for a failed send: a failure, never progress.
+                    Err(reason) if reason != RejectReason::OffsetOutOfRange => {
+                        self.record_failure(partition, at);
+                        Err(reason)
+                    }
+                    Err(reason) => Err(reason),
+                }
+            }
+            Observation::ProduceFailed { partition, .. } => {
+                self.record_failure(partition, at);
+                Err(RejectReason::FailedSend)
+            }
+            Observation::Committed {
+                group,
+                partition,
+                offset,
+            } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                let gid = self.group_id(partition.cluster, group);
+                self.apply_committed(gid, pid, offset, at)
+            }
+            Observation::EndOffset {
+                partition,
+                offset,
+                source,
+            } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                self.apply_end_offset(pid, offset, source, at)
+            }
+            Observation::LogStart { partition, offset } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                self.log_start(pid, offset, at);
+                Ok(())
+            }
+            Observation::ControlMarker { partition, offset } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                self.partitions[pid.0 as usize].control_marker = Some(offset);
+                Ok(())
+            }
+            Observation::TopicRecreated { cluster, topic } => {
+                let tid = self.topic_id(cluster, topic);
+                for pid in self.topics[tid.0 as usize].partitions.clone() {
+                    self.reset(pid, None, at, ResetEvidence::TopicRecreated);
+                }
+                Ok(())
+            }
+            Observation::Unreachable { partition } => {
+                let pid = self.partition_id(partition)?;
+                let p = &mut self.partitions[pid.0 as usize];
+                p.unreachable_since = p.unreachable_since.or(Some(at));
+                Ok(())
+            }
+            Observation::GroupDeleted { cluster, group } => {
+                if let Some(gid) = self.find_group(cluster, group) {
+                    self.delete_group(gid);
+                }
+                Ok(())
+            }
+            Observation::TopicDeleted { cluster, topic } => {
+                self.delete_topic(cluster, topic);
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn record_failure(&mut self, p: PartitionRef<'_>, at: Millis) {
+        if p.partition < 0 {
+            let tid = self.topic_id(p.cluster, p.topic);
+            let t = &mut self.topics[tid.0 as usize];
+            t.unassigned_failure_at = t.unassigned_failure_at.max(Some(at));
+        } else if let Ok(pid) = self.partition_id(p) {
+            let s = &mut self.partitions[pid.0 as usize];
+            s.last_failure_at = s.last_failure_at.max(Some(at));
+        }
+    }
+
+    fn apply_produced(&mut self, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
+        check_offset(offset)?;
+        let end = offset.checked_add(1).ok_or(RejectReason::OffsetOutOfRange)?;
+        let p = &mut self.partitions[pid.0 as usize];
+        p.last_success_at = p.last_success_at.max(Some(at));
+        p.acked_end = p.acked_end.max(Some(end));
+        if p.history.insert(end, at, Sighting::AtLeast, &self.history) {
+            p.end_seen_at = p.end_seen_at.max(Some(at));
+        } else {
+            self.stats.redundant += 1;
+        }
+        Ok(())
+    }
+
+    fn apply_end_offset(
+        &mut self,
+        pid: PartitionId,
+        end: i64,
+        source: EndOffsetSource,
+        at: Millis,
+    ) -> Result<(), RejectReason> {
+        check_offset(end)?;
+        let confirmations = self.config.reset_confirmations;
+        let p = &mut self.partitions[pid.0 as usize];
+        if source == EndOffsetSource::Broker {
+            p.unreachable_since = None;
+            p.broker_end = Some(end);
+            match p.broker_end_max {
+                Some(max) if end < max => {
+                    if confirm(&mut p.pending_end_reset, confirmations) {
+                        self.reset(pid, Some(end), at, ResetEvidence::EndOffsetDecreased);
+                    }
+                    return Ok(());
+                }
+                _ => {
+                    p.pending_end_reset = None;
+                    p.broker_end_max = p.broker_end_max.max(Some(end));
+                }
+            }
+        }
+        if !p.history.insert(end, at, Sighting::Exact, &self.history) {
+            self.stats.redundant += 1;
+        }
+        // An unchanged answer still confirms the end offset is current.
+        if p.history.end() == Some(end) || source == EndOffsetSource::Broker {
+            p.end_seen_at = p.end_seen_at.max(Some(at));
+        }
+        Ok(())
+    }
+
+    pub(super) fn log_start(&mut self, pid: PartitionId, offset: i64, at: Millis) {
+        let confirmations = self.config.reset_confirmations;
+        let p = &mut self.partitions[pid.0 as usize];
+        if let Some(prev) = p.log_start
+            && offset < prev
+        {
+            if confirm(&mut p.pending_log_start_reset, confirmations) {
+                // The new log's end is unknown until the broker is asked again.
+                self.reset(pid, None, at, ResetEvidence::LogStartDecreased);
+                self.partitions[pid.0 as usize].log_start = Some(offset);
+            }
+            return;
+        }
+        p.pending_log_start_reset = None;
+        p.log_start = Some(offset);
+        for (_, gpid) in p.groups.clone() {
+            self.account_loss(gpid, at);
+        }
+    }
+
+    /// A group committed `offset` (the next offset it will read).
+    fn apply_committed(&mut self, gid: GroupId, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
+        check_offset(offset)?;
+        let gpid = self.group_partition_id(gid, pid);
+        let p = &self.partitions[pid.0 as usize];
+        let lag = match p.history.end_at(at).or(p.history.end()) {
+            Some(end) => {
+                let from = offset.max(p.log_start.unwrap_or(offset));
+                u32::try_from(end.saturating_sub(from).max(0)).unwrap_or(u32::MAX)
+            }
+            // Unknown counts as lagging: it must not make a window look healthy.
+            None => u32::MAX,
+        };
+        let gp = &mut self.group_partitions[gpid.0 as usize];
+        let recorded = gp
+            .window
+            .record(Commit { offset, at, lag }, self.min_commit_distance_ms);
+        if recorded == crate::window::Recorded::OutOfOrder {
+            self.stats.redundant += 1;
+        } else {
+            self.account_loss(gpid, at);
+        }
+        Ok(())
+    }
+
+    /// Counts records the group can no longer read because retention removed them.
+    pub(super) fn account_loss(&mut self, gpid: GroupPartitionId, at: Millis) {
+        let gp = &self.group_partitions[gpid.0 as usize];
+        let p = &self.partitions[gp.partition.0 as usize];
+        let (Some(log_start), Some(last)) = (p.log_start, gp.window.last()) else {
+            return;
+        };
+        if last.offset >= log_start {
+            return;
+        }
+        let loss = self.losses.entry(gpid).or_default();
+        let from = last.offset.max(loss.counted_upto);
+        if from >= log_start {
+            return;
+        }
+        let messages = log_start - from;
+        loss.counted_upto = log_start;
+        loss.messages = loss.messages.saturating_add(messages);
+        let (group, partition) = (gp.group, gp.partition);
+        let event = EngineEvent::DataLoss {
+            at,
+            cluster: self.names.name(self.groups[group.0 as usize].cluster).to_owned(),
+            group: self.names.name(self.groups[group.0 as usize].name).to_owned(),
+            topic: self.topic_name(partition).to_owned(),
+            partition: p.partition,
+            messages,
+            committed_offset: last.offset,
+            log_start_offset: log_start,
+        };
+        self.events.push(event);
+    }
+
+    /// Forgets a partition's history on broker evidence, and tells users.
+    pub(super) fn reset(&mut self, pid: PartitionId, new_end: Option<i64>, at: Millis, evidence: ResetEvidence) {
+        let p = &mut self.partitions[pid.0 as usize];
+        let previous_end = p.history.end();
+        match new_end {
+            Some(end) => p.history.reset(end, at, &self.history),
+            None => p.history = OffsetHistory::new(&self.history),
+        }
+        p.end_seen_at = new_end.map(|_| at);
+        p.broker_end_max = new_end;
+        p.broker_end = new_end;
+        p.acked_end = None;
+        p.log_start = None;
+        p.control_marker = None;
+        p.pending_end_reset = None;
+        p.pending_log_start_reset = None;
+        let partition = p.partition;
+        // Commits against the old log say nothing about the new one.
+        for &(_, gpid) in &p.groups {
+            self.group_partitions[gpid.0 as usize].window.clear();
+            if let Some(loss) = self.losses.get_mut(&gpid) {
+                loss.counted_upto = 0;
+            }
+        }
+        self.stats.resets += 1;
+        let (cluster, topic) = self.cluster_and_topic(pid);
+        self.events.push(EngineEvent::TopicReset {
+            at,
+            cluster: cluster.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            previous_end,
+            new_end,
+            evidence,
+        });
+    }
+}
+
+fn check_offset(offset: i64) -> Result<(), RejectReason> {
+    if offset >= 0 {
+        if offset == i64::MAX {
+            return Err(RejectReason::OffsetOutOfRange);
+        }
+        Ok(())
+    } else if OFFSET_SENTINELS.contains(&offset) {
+        Err(RejectReason::InvalidOffsetSentinel)
+    } else {
+        Err(RejectReason::NegativeOffset)
+    }
+}
+
+/// Counts one more lower answer; true once there have been enough in a row.
+fn confirm(pending: &mut Option<PendingReset>, needed: u32) -> bool {
+    let p = pending.get_or_insert(PendingReset { seen: 0 });
+    p.seen += 1;
+    if p.seen >= needed {
+        *pending = None;
+        true
+    } else {
+        false
+    }
+}

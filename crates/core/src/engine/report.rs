@@ -1,0 +1,79 @@
+//! What the engine answers: counters, reports and the names that go with them.
+
+use super::*;
+
+/// Counters of what the engine was given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub accepted: u64,
+    /// Valid points that told nothing new (behind the known end, older commits).
+    pub redundant: u64,
+    pub rejected: RejectCounts,
+    pub resets: u64,
+}
+
+/// Names of a group-partition, for output; ordered by cluster, group, topic, partition.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GroupPartitionNames<'a> {
+    pub cluster: &'a str,
+    pub group: &'a str,
+    pub topic: &'a str,
+    pub partition: i32,
+}
+
+/// What is known of one partition, whoever consumes it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PartitionReport {
+    pub end_offset: Option<i64>,
+    /// Offset of the last record producers reported acknowledged.
+    pub produce_offset: Option<i64>,
+    pub log_start_offset: Option<i64>,
+    pub producer_failing: bool,
+    #[serde(rename = "end_offset_at_ms")]
+    pub end_offset_at: Option<Millis>,
+    pub history_points: usize,
+    /// The history's current error bound on lag seconds (see docs/engine.md).
+    pub history_precision: f32,
+}
+
+impl GroupPartitionNames<'_> {
+    /// The report with these names, owned.
+    pub fn row(&self, report: LagReport) -> crate::model::LagRow {
+        crate::model::LagRow {
+            cluster: self.cluster.to_owned(),
+            group: self.group.to_owned(),
+            topic: self.topic.to_owned(),
+            partition: self.partition,
+            report,
+            consumer: None,
+        }
+    }
+}
+
+/// A group's health: the worst of its partitions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupReport {
+    pub group: GroupId,
+    pub status: Status,
+    pub partitions: usize,
+    /// Sum of the known lags; `complete` says whether every partition's was known.
+    pub total_lag: i64,
+    pub complete: bool,
+    pub max_lag: Option<(GroupPartitionId, i64)>,
+}
+
+/// What [`Engine::idle`] found: (cluster, group) and (cluster, topic) pairs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Idle<'a> {
+    pub groups: Vec<(&'a str, &'a str)>,
+    pub topics: Vec<(&'a str, &'a str)>,
+}
+
+/// Memory held by the engine's state, as counted by [`Engine::memory`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MemoryUsage {
+    pub partitions: usize,
+    pub partition_bytes: usize,
+    pub group_partitions: usize,
+    pub group_partition_bytes: usize,
+}

@@ -1,0 +1,77 @@
+//! What the engine keeps per topic, partition, group and group-partition.
+
+use super::*;
+
+/// Bytes a partition costs besides its history points: its state, and its entries
+/// in the partition table and its topic's list, counted twice for the slack a hash
+/// table and a growing list keep, and a share of the name table.
+pub const PARTITION_FIXED_BYTES: usize = std::mem::size_of::<PartitionState>()
+    + 2 * (std::mem::size_of::<((TopicId, i32), PartitionId)>() + 1)
+    + 2 * std::mem::size_of::<PartitionId>()
+    + 64;
+
+#[derive(Debug)]
+pub(super) struct TopicState {
+    pub(super) cluster: NameId,
+    pub(super) name: NameId,
+    pub(super) partitions: Vec<PartitionId>,
+    /// Last failed send that had no partition assigned: counts for every partition.
+    pub(super) unassigned_failure_at: Option<Millis>,
+}
+
+/// A lower broker answer waiting for confirmation before it is believed.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct PendingReset {
+    pub(super) seen: u32,
+}
+
+#[derive(Debug)]
+pub(super) struct PartitionState {
+    pub(super) topic: TopicId,
+    pub(super) partition: i32,
+    pub(super) history: OffsetHistory,
+    pub(super) end_seen_at: Option<Millis>,
+    /// The broker's own highest end offset since the last reset.
+    pub(super) broker_end_max: Option<i64>,
+    /// The broker's last answer, for the control-marker inference.
+    pub(super) broker_end: Option<i64>,
+    /// Highest end offset produce acks prove (acked offset + 1).
+    pub(super) acked_end: Option<i64>,
+    pub(super) log_start: Option<i64>,
+    pub(super) control_marker: Option<i64>,
+    pub(super) pending_end_reset: Option<PendingReset>,
+    pub(super) pending_log_start_reset: Option<PendingReset>,
+    pub(super) last_failure_at: Option<Millis>,
+    pub(super) last_success_at: Option<Millis>,
+    /// The leader did not answer since this time; cleared by the broker's next answer.
+    pub(super) unreachable_since: Option<Millis>,
+    /// Forgotten (its topic was deleted): kept as a tombstone so ids stay valid.
+    pub(super) deleted: bool,
+    /// The groups that committed on this partition. Scanned rather than hashed:
+    /// partitions have few groups, and a table entry would cost more than this.
+    pub(super) groups: Vec<(GroupId, GroupPartitionId)>,
+}
+
+#[derive(Debug)]
+pub(super) struct GroupState {
+    pub(super) cluster: NameId,
+    pub(super) name: NameId,
+    pub(super) partitions: Vec<GroupPartitionId>,
+    /// Forgotten: kept as a tombstone so ids stay valid.
+    pub(super) deleted: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct GroupPartitionState {
+    pub(super) group: GroupId,
+    pub(super) partition: PartitionId,
+    pub(super) window: CommitWindow,
+}
+
+/// Records a group lost to retention on one partition. Rare, so kept aside.
+#[derive(Copy, Clone, Debug, Default)]
+pub(super) struct Loss {
+    /// Offsets below this have been counted already.
+    pub(super) counted_upto: i64,
+    pub(super) messages: i64,
+}

@@ -1,0 +1,457 @@
+use super::*;
+
+const T: &str = "orders";
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig::default()).unwrap()
+}
+
+fn part(partition: i32) -> PartitionRef<'static> {
+    PartitionRef {
+        cluster: "c",
+        topic: T,
+        partition,
+    }
+}
+
+fn secs(s: i64) -> Millis {
+    Millis(s * 1000)
+}
+
+fn produce(e: &mut Engine, at: i64, offset: i64) -> Result<(), RejectReason> {
+    e.observe(
+        secs(at),
+        &Observation::Produced {
+            partition: part(0),
+            offset,
+        },
+    )
+}
+
+fn commit(e: &mut Engine, at: i64, offset: i64) -> Result<(), RejectReason> {
+    e.observe(
+        secs(at),
+        &Observation::Committed {
+            group: "g",
+            partition: part(0),
+            offset,
+        },
+    )
+}
+
+fn broker_end(e: &mut Engine, at: i64, offset: i64) {
+    e.observe(
+        secs(at),
+        &Observation::EndOffset {
+            partition: part(0),
+            offset,
+            source: EndOffsetSource::Broker,
+        },
+    )
+    .unwrap();
+}
+
+fn log_start(e: &mut Engine, at: i64, offset: i64) {
+    e.observe(
+        secs(at),
+        &Observation::LogStart {
+            partition: part(0),
+            offset,
+        },
+    )
+    .unwrap();
+}
+
+fn report(e: &Engine, at: i64) -> LagReport {
+    let id = e.find("c", "g", T, 0).expect("group-partition exists");
+    e.evaluate(id, secs(at))
+}
+
+#[test]
+fn lag_in_messages_and_seconds() {
+    let mut e = engine();
+    for o in 0..100 {
+        produce(&mut e, o, o).unwrap();
+    }
+    commit(&mut e, 100, 40).unwrap();
+    let r = report(&e, 130);
+    assert_eq!(r.lag_messages, Some(60));
+    assert_eq!(r.lag_seconds, Some(90.0));
+    assert!(!r.lag_seconds_lower_bound);
+}
+
+#[test]
+fn lag_is_unknown_without_an_end_offset() {
+    let mut e = engine();
+    commit(&mut e, 0, 40).unwrap();
+    let r = report(&e, 1);
+    assert_eq!((r.lag_messages, r.lag_seconds, r.status), (None, None, Status::Stale));
+}
+
+#[test]
+fn records_older_than_the_history_give_a_lower_bound() {
+    let mut e = engine();
+    broker_end(&mut e, 100, 1_000);
+    commit(&mut e, 100, 10).unwrap();
+    let r = report(&e, 160);
+    assert_eq!(r.lag_seconds, Some(60.0));
+    assert!(r.lag_seconds_lower_bound);
+}
+
+#[test]
+fn failed_send_placeholders_are_rejected_and_mark_the_producer_failing() {
+    let mut e = engine();
+    produce(&mut e, 0, 99).unwrap();
+    commit(&mut e, 1, 50).unwrap();
+    assert_eq!(produce(&mut e, 70, -1), Err(RejectReason::InvalidOffsetSentinel));
+    let unassigned = Observation::Produced {
+        partition: part(-1),
+        offset: -1,
+    };
+    assert_eq!(e.observe(secs(71), &unassigned), Err(RejectReason::NegativePartition));
+    let r = report(&e, 72);
+    assert_eq!(r.lag_messages, Some(50));
+    assert_eq!(r.end_offset, Some(100));
+    assert!(r.producer_failing);
+    assert_eq!(e.stats().rejected.total(), 2);
+    assert!(e.drain_events().is_empty(), "no reset");
+    // One success ends it; a minute without failures ends it too.
+    produce(&mut e, 73, 100).unwrap();
+    assert!(!report(&e, 74).producer_failing);
+}
+
+#[test]
+fn producer_failing_expires_without_new_failures() {
+    let mut e = engine();
+    produce(&mut e, 0, 1).unwrap();
+    commit(&mut e, 0, 0).unwrap();
+    e.observe(
+        secs(10),
+        &Observation::ProduceFailed {
+            partition: part(-1),
+            error: "TIMED_OUT",
+        },
+    )
+    .unwrap_err();
+    assert!(report(&e, 70).producer_failing);
+    assert!(!report(&e, 71).producer_failing);
+}
+
+#[test]
+fn a_lower_produce_offset_is_never_a_reset() {
+    let mut e = engine();
+    produce(&mut e, 0, 1_000).unwrap();
+    for t in 1..200 {
+        produce(&mut e, t, 3).unwrap();
+    }
+    commit(&mut e, 200, 500).unwrap();
+    let r = report(&e, 200);
+    assert_eq!(r.end_offset, Some(1_001));
+    assert_eq!(r.lag_messages, Some(501));
+    assert_eq!(e.stats().resets, 0);
+}
+
+#[test]
+fn a_reset_needs_the_broker_to_stay_lower() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 1_000);
+    commit(&mut e, 0, 900).unwrap();
+    broker_end(&mut e, 10, 20);
+    broker_end(&mut e, 20, 1_000); // a blip, not a reset
+    assert_eq!(e.stats().resets, 0);
+    broker_end(&mut e, 30, 20);
+    broker_end(&mut e, 40, 25);
+    assert_eq!(e.stats().resets, 1);
+    let events = e.drain_events();
+    assert!(
+        matches!(
+            events.as_slice(),
+            [EngineEvent::TopicReset {
+                previous_end: Some(1_000),
+                new_end: Some(25),
+                evidence: ResetEvidence::EndOffsetDecreased,
+                ..
+            }]
+        ),
+        "{events:?}"
+    );
+    // The old commit belonged to the old log.
+    assert_eq!(report(&e, 41).status, Status::Stale);
+    commit(&mut e, 42, 20).unwrap();
+    assert_eq!(report(&e, 42).lag_messages, Some(5));
+}
+
+#[test]
+fn a_client_high_watermark_never_proves_a_reset() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 1_000);
+    for t in 1..10 {
+        let low = Observation::EndOffset {
+            partition: part(0),
+            offset: 5,
+            source: EndOffsetSource::ClientHighWatermark,
+        };
+        e.observe(secs(t), &low).unwrap();
+    }
+    assert_eq!(e.stats().resets, 0);
+}
+
+#[test]
+fn topic_recreated_resets_every_partition() {
+    let mut e = engine();
+    produce(&mut e, 0, 10).unwrap();
+    commit(&mut e, 0, 5).unwrap();
+    e.observe(secs(5), &Observation::TopicRecreated { cluster: "c", topic: T })
+        .unwrap();
+    assert!(matches!(
+        e.drain_events().as_slice(),
+        [EngineEvent::TopicReset {
+            evidence: ResetEvidence::TopicRecreated,
+            new_end: None,
+            ..
+        }]
+    ));
+    assert_eq!(report(&e, 6).lag_messages, None);
+}
+
+#[test]
+fn retention_below_the_commit_is_data_loss_not_lag() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 1_000);
+    commit(&mut e, 0, 100).unwrap();
+    log_start(&mut e, 10, 300);
+    let r = report(&e, 10);
+    assert_eq!(r.status, Status::DataLoss);
+    assert_eq!(r.data_loss_messages, 200);
+    assert_eq!(r.lag_messages, Some(700));
+    assert!(matches!(
+        e.drain_events().as_slice(),
+        [EngineEvent::DataLoss {
+            messages: 200,
+            committed_offset: 100,
+            log_start_offset: 300,
+            ..
+        }]
+    ));
+    // Retention moves on: only the newly deleted records are new loss.
+    log_start(&mut e, 20, 350);
+    assert_eq!(report(&e, 20).data_loss_messages, 250);
+    // The group jumps to the log start: no longer losing, the loss stays counted.
+    commit(&mut e, 30, 350).unwrap();
+    let r = report(&e, 30);
+    assert_ne!(r.status, Status::DataLoss);
+    assert_eq!(r.data_loss_messages, 250);
+}
+
+#[test]
+fn a_lag_of_one_on_a_control_marker_is_not_lag() {
+    let mut e = engine();
+    produce(&mut e, 0, 9).unwrap(); // data records 0..=9
+    broker_end(&mut e, 1, 11); // offset 10 is the commit marker
+    commit(&mut e, 2, 10).unwrap();
+    let r = report(&e, 3);
+    assert_eq!(
+        (r.lag_messages, r.lag_seconds, r.status),
+        (Some(0), Some(0.0), Status::Ok)
+    );
+    assert!(r.at_control_marker);
+
+    let mut e = engine();
+    broker_end(&mut e, 0, 11);
+    commit(&mut e, 1, 10).unwrap();
+    assert_eq!(report(&e, 2).lag_messages, Some(1), "without evidence it is lag");
+    e.observe(
+        secs(2),
+        &Observation::ControlMarker {
+            partition: part(0),
+            offset: 10,
+        },
+    )
+    .unwrap();
+    assert_eq!(report(&e, 3).lag_messages, Some(0));
+}
+
+#[test]
+fn an_idle_caught_up_group_stays_ok_while_the_broker_confirms() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 100);
+    commit(&mut e, 0, 100).unwrap();
+    for t in (10..3_600).step_by(10) {
+        broker_end(&mut e, t, 100);
+    }
+    assert_eq!(report(&e, 3_600).status, Status::Ok);
+    // Nobody confirms the end offset any more: zero lag is no longer known.
+    assert_eq!(report(&e, 3_600 + 301).status, Status::Stale);
+}
+
+#[test]
+fn a_topic_knows_its_clusters() {
+    let mut e = engine();
+    assert_eq!(e.clusters_of(T).count(), 0);
+    produce(&mut e, 0, 1).unwrap();
+    assert_eq!(e.clusters_of(T).collect::<Vec<_>>(), ["c"]);
+    let other = Observation::Produced {
+        partition: PartitionRef {
+            cluster: "d",
+            topic: T,
+            partition: 0,
+        },
+        offset: 1,
+    };
+    e.observe(secs(0), &other).unwrap();
+    assert_eq!(e.clusters_of(T).collect::<Vec<_>>(), ["c", "d"]);
+}
+
+#[test]
+fn invalid_commits_are_rejected() {
+    let mut e = engine();
+    assert_eq!(commit(&mut e, 0, -1001), Err(RejectReason::InvalidOffsetSentinel));
+    assert_eq!(commit(&mut e, 0, -7), Err(RejectReason::NegativeOffset));
+    assert_eq!(commit(&mut e, 0, i64::MAX), Err(RejectReason::OffsetOutOfRange));
+    assert_eq!(e.group_partitions().count(), 0);
+}
+
+#[test]
+fn group_status_is_the_worst_partition() {
+    let mut e = engine();
+    for p in 0..2 {
+        let end = Observation::EndOffset {
+            partition: part(p),
+            offset: 100,
+            source: EndOffsetSource::Broker,
+        };
+        e.observe(secs(0), &end).unwrap();
+    }
+    let c0 = Observation::Committed {
+        group: "g",
+        partition: part(0),
+        offset: 100,
+    };
+    e.observe(secs(0), &c0).unwrap();
+    for t in 0..5 {
+        let c1 = Observation::Committed {
+            group: "g",
+            partition: part(1),
+            offset: 40,
+        };
+        e.observe(secs(t * 5), &c1).unwrap();
+    }
+    let gid = e.groups().next().unwrap();
+    let g = e.evaluate_group(gid, secs(21));
+    assert_eq!(g.status, Status::Stall);
+    assert_eq!((g.partitions, g.total_lag, g.complete), (2, 60, true));
+}
+
+#[test]
+fn memory_stays_within_budget() {
+    let mut e = engine();
+    for o in 0..100_000 {
+        produce(&mut e, o, o).unwrap();
+    }
+    commit(&mut e, 100_000, 5).unwrap();
+    let m = e.memory();
+    assert_eq!((m.partitions, m.group_partitions), (1, 1));
+    assert!(m.partition_bytes <= 4096, "{} bytes per partition", m.partition_bytes);
+    // Bytes per group-partition are measured at scale in tests/memory.rs.
+}
+
+#[test]
+fn an_unreachable_leader_is_never_ok_until_the_broker_answers() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 100);
+    commit(&mut e, 0, 100).unwrap();
+    assert_eq!(report(&e, 1).status, Status::Ok);
+    e.observe(secs(2), &Observation::Unreachable { partition: part(0) })
+        .unwrap();
+    let r = report(&e, 3);
+    assert_eq!((r.status, r.broker_unreachable), (Status::Stale, true));
+    broker_end(&mut e, 4, 100);
+    assert_eq!(report(&e, 5).status, Status::Ok);
+}
+
+#[test]
+fn a_deleted_group_disappears_and_comes_back_fresh() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 100);
+    commit(&mut e, 0, 10).unwrap();
+    let deleted = Observation::GroupDeleted {
+        cluster: "c",
+        group: "g",
+    };
+    e.observe(secs(1), &deleted).unwrap();
+    assert!(e.find("c", "g", T, 0).is_none());
+    assert_eq!((e.groups().count(), e.group_partitions().count()), (0, 0));
+    commit(&mut e, 2, 90).unwrap();
+    assert_eq!(report(&e, 2).lag_messages, Some(10));
+    assert_eq!(e.commits(e.find("c", "g", T, 0).unwrap()).count(), 1, "no old commits");
+}
+
+#[test]
+fn a_deleted_topic_takes_its_partitions_and_group_rows_along() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 100);
+    commit(&mut e, 0, 10).unwrap();
+    let deleted = Observation::TopicDeleted { cluster: "c", topic: T };
+    e.observe(secs(1), &deleted).unwrap();
+    assert_eq!(e.partitions().count(), 0);
+    assert_eq!(e.group_partitions().count(), 0);
+    let gid = e.find_group("c", "g").unwrap();
+    assert_eq!(
+        e.evaluate_group(gid, secs(1)).status,
+        Status::Stale,
+        "a group with nothing known"
+    );
+    assert_eq!(e.clusters_of(T).count(), 0);
+    // Created again: a new partition with no history of the old one.
+    broker_end(&mut e, 2, 5);
+    assert_eq!(e.partitions().count(), 1);
+    assert_eq!(
+        e.evaluate_partition(e.partitions().next().unwrap(), secs(2)).end_offset,
+        Some(5)
+    );
+}
+
+#[test]
+fn idle_lists_groups_and_topics_nothing_was_heard_of() {
+    let mut e = engine();
+    broker_end(&mut e, 0, 100);
+    commit(&mut e, 0, 10).unwrap();
+    let other = PartitionRef {
+        cluster: "c",
+        topic: "quiet",
+        partition: 0,
+    };
+    e.observe(
+        secs(0),
+        &Observation::Produced {
+            partition: other,
+            offset: 3,
+        },
+    )
+    .unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    assert_eq!(e.idle(secs(3000), hour), Idle::default());
+    let idle = e.idle(secs(3601), hour);
+    assert_eq!(idle.groups, vec![("c", "g")]);
+    // `orders` still has a group on it: it goes when the group does.
+    assert_eq!(idle.topics, vec![("c", "quiet")]);
+}
+
+#[test]
+fn the_id_path_is_validated_and_counted_as_observe_is() {
+    let mut e = engine();
+    let pid = e.partition_id(part(0)).unwrap();
+    e.produced(pid, 5, secs(1)).unwrap();
+    assert_eq!(e.produced(pid, -1, secs(2)), Err(RejectReason::InvalidOffsetSentinel));
+    let gid = e.group_id("c", "g");
+    e.committed(gid, pid, 3, secs(2)).unwrap();
+    assert_eq!(
+        e.committed(gid, pid, i64::MAX, secs(2)),
+        Err(RejectReason::OffsetOutOfRange)
+    );
+    assert_eq!(e.stats().accepted, 2);
+    assert_eq!(e.stats().rejected.get(RejectReason::InvalidOffsetSentinel), 1);
+    assert_eq!(e.stats().rejected.get(RejectReason::OffsetOutOfRange), 1);
+    let gp = e.find("c", "g", T, 0).unwrap();
+    assert!(e.evaluate(gp, secs(3)).producer_failing, "a -1 ack is a failure report");
+}
