@@ -194,9 +194,9 @@ fn consume(cluster: &MockCluster<'static, DefaultProducerContext>) {
         let bare: BaseConsumer = config(format!("bare-{round}")).create().unwrap();
         bare.assign(&assignment()).unwrap();
         let traced = sdk.base_consumer(&config(format!("traced-{round}"))).unwrap();
-        traced.inner().assign(&assignment()).unwrap();
+        traced.assign(&assignment()).unwrap();
         let plain = uncounted.base_consumer(&config(format!("uncounted-{round}"))).unwrap();
-        plain.inner().assign(&assignment()).unwrap();
+        plain.assign(&assignment()).unwrap();
         // Connecting and the first fetches are not what is measured.
         let mut warm = 0;
         while warm < WARMUP {

@@ -1,7 +1,7 @@
 //! An instrumented consumer: `cargo run -p streamsight-sdk --example consumer -- BOOTSTRAP TOPIC GROUP`
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::CommitMode;
 use rdkafka::message::Message;
 use std::time::Duration;
 use streamsight_sdk::{Sdk, SdkConfig};
@@ -21,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .set("auto.offset.reset", "earliest")
             .set("enable.auto.commit", "false"),
     )?;
-    consumer.inner().subscribe(&[topic.as_str()])?;
+    consumer.subscribe(&[topic.as_str()])?;
     loop {
         let Ok(next) = tokio::time::timeout(Duration::from_secs(10), consumer.recv()).await else {
             break;

@@ -158,7 +158,7 @@ impl<C: Consumer<TracingConsumerContext> + Send + Sync + 'static> Committer<C> {
                 }
             });
         if let Err(e) = started {
-            eprintln!("streamsight-sdk: cannot start the committer thread: {e}");
+            tracing::error!(error = %e, "streamsight-sdk: cannot start the committer thread; async commits are not tracked");
         }
         tx
     }
@@ -227,9 +227,25 @@ impl TracedStreamConsumer {
         }
     }
 
-    /// The consumer itself: subscribe, seek as usual (commit through the wrapper
-    /// to have commits tracked).
-    pub fn inner(&self) -> &StreamConsumer<TracingConsumerContext> {
+    /// Subscribes to `topics` (a group subscription).
+    pub fn subscribe(&self, topics: &[&str]) -> KafkaResult<()> {
+        self.inner.consumer.subscribe(topics)
+    }
+
+    /// Assigns partitions by hand.
+    pub fn assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        self.inner.consumer.assign(assignment)
+    }
+
+    /// The context: the SDK's telemetry and the group, for a dead-letter queue.
+    pub fn context(&self) -> &TracingConsumerContext {
+        self.inner.consumer.context()
+    }
+
+    /// The rdkafka consumer underneath, for what the wrapper does not offer (seek,
+    /// pause, metadata). Untracked: a commit made through it is invisible to lag
+    /// and drop accounting, so commit through the wrapper.
+    pub fn untracked(&self) -> &StreamConsumer<TracingConsumerContext> {
         &self.inner.consumer
     }
 
@@ -273,9 +289,25 @@ impl TracedBaseConsumer {
         }
     }
 
-    /// The consumer itself: subscribe, seek as usual (commit through the wrapper
-    /// to have commits tracked).
-    pub fn inner(&self) -> &BaseConsumer<TracingConsumerContext> {
+    /// Subscribes to `topics` (a group subscription).
+    pub fn subscribe(&self, topics: &[&str]) -> KafkaResult<()> {
+        self.inner.consumer.subscribe(topics)
+    }
+
+    /// Assigns partitions by hand.
+    pub fn assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+        self.inner.consumer.assign(assignment)
+    }
+
+    /// The context: the SDK's telemetry and the group, for a dead-letter queue.
+    pub fn context(&self) -> &TracingConsumerContext {
+        self.inner.consumer.context()
+    }
+
+    /// The rdkafka consumer underneath, for what the wrapper does not offer (seek,
+    /// pause, metadata). Untracked: a commit made through it is invisible to lag
+    /// and drop accounting, so commit through the wrapper.
+    pub fn untracked(&self) -> &BaseConsumer<TracingConsumerContext> {
         &self.inner.consumer
     }
 

@@ -34,7 +34,7 @@ pub use consumer::{TracedBaseConsumer, TracedStreamConsumer, TracingConsumerCont
 pub use context::{MessageContext, TraceContext};
 pub use delivery::Outcome;
 pub use producer::{TracedBaseProducer, TracedFutureProducer, TracingProducerContext};
-pub use telemetry::Telemetry;
+pub use telemetry::{SdkCounters, SdkStats, Telemetry};
 
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, KafkaResult};

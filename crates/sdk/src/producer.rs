@@ -91,7 +91,10 @@ impl TracedFutureProducer {
         Self { inner, telemetry }
     }
 
-    pub fn inner(&self) -> &FutureProducer {
+    /// The rdkafka producer underneath, for what the wrapper does not offer
+    /// (flush, metadata, transactions). Untracked: a record sent through it carries
+    /// no trace or pathway context and its acknowledgement is not produce progress.
+    pub fn untracked(&self) -> &FutureProducer {
         &self.inner
     }
 
@@ -208,7 +211,9 @@ impl<C: ProducerContext<NoCustomPartitioner>> TracedBaseProducer<C> {
         Self { inner, telemetry }
     }
 
-    pub fn inner(&self) -> &BaseProducer<TracingProducerContext<C>> {
+    /// The rdkafka producer underneath, for what the wrapper does not offer.
+    /// Untracked: a record sent through it carries no trace or pathway context.
+    pub fn untracked(&self) -> &BaseProducer<TracingProducerContext<C>> {
         &self.inner
     }
 

@@ -20,24 +20,57 @@ use streamsight_wire::dsm::payload::{
 };
 use streamsight_wire::dsm::sketch::SketchBuilder;
 
-/// Counters of the SDK's own health.
+/// Counters of the SDK's own health, counted by the SDK alone: read them with
+/// [`SdkStats::counters`].
 #[derive(Debug, Default)]
 pub struct SdkStats {
-    pub payloads_sent: AtomicU64,
+    pub(crate) payloads_sent: AtomicU64,
+    pub(crate) payloads_lost: AtomicU64,
+    pub(crate) points_dropped: AtomicU64,
+    pub(crate) messages_produced: AtomicU64,
+    pub(crate) sends_failed: AtomicU64,
+    pub(crate) messages_consumed: AtomicU64,
+    pub(crate) commits_tracked: AtomicU64,
+    pub(crate) dead_lettered: AtomicU64,
+    pub(crate) dead_letter_failures: AtomicU64,
+    pub(crate) schema_violations: AtomicU64,
+}
+
+/// The SDK's counters at one moment.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SdkCounters {
+    pub payloads_sent: u64,
     /// Payloads the collector did not take (down, refused, timed out).
-    pub payloads_lost: AtomicU64,
+    pub payloads_lost: u64,
     /// Points dropped because the aggregate was full.
-    pub points_dropped: AtomicU64,
-    pub messages_produced: AtomicU64,
-    pub sends_failed: AtomicU64,
-    pub messages_consumed: AtomicU64,
-    pub commits_tracked: AtomicU64,
+    pub points_dropped: u64,
+    pub messages_produced: u64,
+    pub sends_failed: u64,
+    pub messages_consumed: u64,
+    pub commits_tracked: u64,
     /// Records routed to a dead-letter queue.
-    pub dead_lettered: AtomicU64,
+    pub dead_lettered: u64,
     /// Records that could not be dead-lettered even after retries: dropped.
-    pub dead_letter_failures: AtomicU64,
+    pub dead_letter_failures: u64,
     /// Records that failed schema validation.
-    pub schema_violations: AtomicU64,
+    pub schema_violations: u64,
+}
+
+impl SdkStats {
+    pub fn counters(&self) -> SdkCounters {
+        SdkCounters {
+            payloads_sent: self.payloads_sent.load(Relaxed),
+            payloads_lost: self.payloads_lost.load(Relaxed),
+            points_dropped: self.points_dropped.load(Relaxed),
+            messages_produced: self.messages_produced.load(Relaxed),
+            sends_failed: self.sends_failed.load(Relaxed),
+            messages_consumed: self.messages_consumed.load(Relaxed),
+            commits_tracked: self.commits_tracked.load(Relaxed),
+            dead_lettered: self.dead_lettered.load(Relaxed),
+            dead_letter_failures: self.dead_letter_failures.load(Relaxed),
+            schema_violations: self.schema_violations.load(Relaxed),
+        }
+    }
 }
 
 /// One checkpoint of one message: latencies in seconds, payload size in bytes.
@@ -145,7 +178,7 @@ impl Telemetry {
             .name("streamsight-sdk".into())
             .spawn(move || shipper.ship_loop());
         if let Err(e) = spawned {
-            eprintln!("streamsight-sdk: cannot start the shipper thread: {e}");
+            tracing::error!(error = %e, "streamsight-sdk: cannot start the shipper thread; telemetry is not shipped");
         }
         t
     }
@@ -173,6 +206,11 @@ impl Telemetry {
 
     pub fn stats(&self) -> &SdkStats {
         &self.inner.stats
+    }
+
+    /// The SDK's counters now.
+    pub fn counters(&self) -> SdkCounters {
+        self.inner.stats.counters()
     }
 
     /// A send the broker acknowledged at a real position; `timestamp_ms` is the

@@ -13,7 +13,6 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use streamsight_sdk::dlq::{DeadLetterQueue, Failure};
 use streamsight_sdk::validate::Validator;
@@ -79,7 +78,7 @@ async fn drifting_records_are_dead_lettered_with_their_provenance() {
                 .set("enable.auto.commit", "false"),
         )
         .unwrap();
-    consumer.inner().assign(&assignment("orders")).unwrap();
+    consumer.assign(&assignment("orders")).unwrap();
     let dlq = DeadLetterQueue::new(&base, sdk.telemetry().clone())
         .unwrap()
         .conventions(Conventions {
@@ -99,14 +98,14 @@ async fn drifting_records_are_dead_lettered_with_their_provenance() {
         match validator.validate(msg.topic(), msg.payload()) {
             Ok(()) => valid.push(msg.offset()),
             Err(v) => dlq
-                .route(consumer.inner().context(), &msg, &Failure::validation(&v))
+                .route(consumer.context(), &msg, &Failure::validation(&v))
                 .await
                 .unwrap(),
         }
     }
     assert_eq!(valid, vec![0, 1, 5], "valid records flow on");
-    assert_eq!(sdk.telemetry().stats().dead_lettered.load(Relaxed), 3);
-    assert_eq!(sdk.telemetry().stats().schema_violations.load(Relaxed), 3);
+    assert_eq!(sdk.telemetry().counters().dead_lettered, 3);
+    assert_eq!(sdk.telemetry().counters().schema_violations, 3);
     // Dead-lettered records are counted as such for drop accounting.
     let payload = sdk.telemetry().take_payload().unwrap();
     let consumed = &payload.delivery.consumed[0];
@@ -233,13 +232,11 @@ async fn drifting_records_are_dead_lettered_with_their_provenance() {
             continue;
         };
         let v = validator.validate(msg.topic(), msg.payload()).unwrap_err();
-        let err = dlq
-            .route(consumer.inner().context(), &msg, &Failure::validation(&v))
-            .await;
+        let err = dlq.route(consumer.context(), &msg, &Failure::validation(&v)).await;
         assert!(err.is_err(), "the DLQ send failed and said so");
         break;
     }
-    assert_eq!(sdk.telemetry().stats().dead_letter_failures.load(Relaxed), 1);
+    assert_eq!(sdk.telemetry().counters().dead_letter_failures, 1);
     let payload = sdk.telemetry().take_payload().unwrap();
     assert_eq!(payload.delivery.consumed[0].failed, 1, "counted as a drop");
 }

@@ -78,7 +78,7 @@ async fn pipeline() -> Pipeline {
         .unwrap();
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(TOPIC, 0, Offset::Beginning).unwrap();
-    consumer.inner().assign(&tpl).unwrap();
+    consumer.assign(&tpl).unwrap();
     let t = now_ms() - 120_000;
     let timestamp = t - t.rem_euclid(60_000) + 1_000;
     Pipeline {
@@ -124,7 +124,7 @@ impl Pipeline {
 
     fn seek(&self, offset: i64) {
         self.consumer
-            .inner()
+            .untracked()
             .seek(TOPIC, 0, Offset::Offset(offset), Duration::from_secs(5))
             .unwrap();
     }

@@ -4,13 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::CommitMode;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::FutureRecord;
 use rdkafka::{ClientConfig, Message};
 use serde_json::Value;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use streamsight_collector::{ServeConfig, serve};
 use streamsight_core::EngineConfig;
@@ -90,7 +89,7 @@ async fn producer_to_consumer_to_collector() {
                 .set("enable.auto.commit", "false"),
         )
         .unwrap();
-    consumer.inner().subscribe(&["orders"]).unwrap();
+    consumer.subscribe(&["orders"]).unwrap();
     for _ in 0..CONSUMED {
         let (msg, ctx) = tokio::time::timeout(Duration::from_secs(30), consumer.recv())
             .await
@@ -108,10 +107,7 @@ async fn producer_to_consumer_to_collector() {
         );
         consumer.commit_message(&msg, CommitMode::Sync).unwrap();
     }
-    assert_eq!(
-        consuming.telemetry().stats().commits_tracked.load(Relaxed),
-        CONSUMED as u64
-    );
+    assert_eq!(consuming.telemetry().counters().commits_tracked, CONSUMED as u64);
     producing.shutdown();
     consuming.shutdown();
     assert_eq!(producing.telemetry().last_error(), None);
@@ -174,10 +170,10 @@ fn auto_commit_is_tracked_from_the_commit_callback() {
                 .set("auto.commit.interval.ms", "100"),
         )
         .unwrap();
-    consumer.inner().subscribe(&["events"]).unwrap();
+    consumer.subscribe(&["events"]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = 0;
-    while seen < 5 || telemetry.stats().commits_tracked.load(Relaxed) == 0 {
+    while seen < 5 || telemetry.counters().commits_tracked == 0 {
         assert!(Instant::now() < deadline, "no auto-commit tracked ({seen} consumed)");
         if let Some(Ok(_)) = consumer.poll(Duration::from_millis(100)) {
             seen += 1;
@@ -270,7 +266,7 @@ async fn failed_sends_reach_the_collector_and_a_dead_collector_costs_only_teleme
         .await;
     assert!(delivered.is_ok());
     assert!(!dead.telemetry().flush());
-    assert_eq!(dead.telemetry().stats().payloads_lost.load(Relaxed), 1);
+    assert_eq!(dead.telemetry().counters().payloads_lost, 1);
     assert!(
         dead.telemetry()
             .last_error()
