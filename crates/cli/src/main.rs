@@ -191,16 +191,19 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     s.clusters.extend(args.clusters);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let running = streamsight_collector::serve(config.serve, config.engine).await?;
+        let mut running = streamsight_collector::serve(config.serve, config.engine).await?;
         // Tests and scripts read the bound addresses from this line.
         println!(
             "streamsight serving intake=http://{} api=http://{}",
             running.intake_addr, running.api_addr
         );
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
-            () = running.wait() => {}
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+            () = running.wait() => tracing::error!("a collector task ended; shutting down"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
+            _ = terminate.recv() => tracing::info!("terminated; shutting down"),
         }
+        running.shutdown().await;
         anyhow::Ok(())
     })
 }

@@ -123,3 +123,55 @@ async fn kill_dash_nine_loses_no_acknowledged_point() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// SIGTERM (what systemd and Kubernetes send): the collector stops on its own,
+/// with a clean exit, and a restart on the same data shows the same lag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_cleanly_and_keeps_everything() {
+    let dir = std::env::temp_dir().join(format!("streamsight-term-{}-{}", std::process::id(), now_ns()));
+    let storage = format!("sqlite://{}/streamsight.db", dir.display());
+    let client = reqwest::Client::new();
+    let (mut collector, intake, api) = support::serve(&storage);
+    let start = now_ns() - 60_000_000_000;
+    for (service, tags, value) in [
+        ("p", &["type:kafka_produce", "topic:t", "partition:0"][..], 999),
+        (
+            "c",
+            &["type:kafka_commit", "consumer_group:g", "topic:t", "partition:0"][..],
+            500,
+        ),
+    ] {
+        let r = client
+            .post(format!("{intake}/v0.1/pipeline_stats"))
+            .header("Content-Encoding", "gzip")
+            .body(payload(service, start, tags, value))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 202);
+    }
+    let before = lag(&client, &api).await;
+    let pid = collector.0.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = collector.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "still running 30 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    let (_restarted, _, api) = support::serve(&storage);
+    let after = lag(&client, &api).await;
+    for key in ["lag_messages", "end_offset", "committed_offset"] {
+        assert_eq!(before[key], after[key], "{key}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -325,35 +325,36 @@ fn replay_bench(c: &mut Criterion) {
 fn metrics_bench(c: &mut Criterion) {
     // 10,000 partitions x 10 groups = 100,000 group-partitions, all with known lag.
     let shared = Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap();
-    {
-        let mut engine = shared.engine.lock().unwrap();
-        for p in 0..10_000 {
-            let topic = format!("topic-{}", p / 10);
-            let part = PartitionRef {
-                cluster: "bench",
-                topic: &topic,
-                partition: p % 10,
+    let mut records = Vec::new();
+    for p in 0..10_000 {
+        let topic = format!("topic-{}", p / 10);
+        let part = PartitionRef {
+            cluster: "bench",
+            topic: &topic,
+            partition: p % 10,
+        };
+        let record = |at: i64, o: Observation<'_>| streamsight_core::Record::Observation {
+            at: Millis(at),
+            observation: o.to_owned(),
+        };
+        records.push(record(
+            0,
+            Observation::Produced {
+                partition: part,
+                offset: 1_000,
+            },
+        ));
+        for g in 0..10 {
+            let group = format!("group-{g}");
+            let commit = Observation::Committed {
+                group: &group,
+                partition: part,
+                offset: 500,
             };
-            engine
-                .observe(
-                    Millis(0),
-                    &Observation::Produced {
-                        partition: part,
-                        offset: 1_000,
-                    },
-                )
-                .unwrap();
-            for g in 0..10 {
-                let group = format!("group-{g}");
-                let commit = Observation::Committed {
-                    group: &group,
-                    partition: part,
-                    offset: 500,
-                };
-                engine.observe(Millis(1_000), &commit).unwrap();
-            }
+            records.push(record(1_000, commit));
         }
     }
+    shared.apply(&records);
     let now = Millis(2_000);
     let size = metrics::render(&shared, now).len();
     eprintln!("/metrics for 100,000 group-partitions: {size} bytes");

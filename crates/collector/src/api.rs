@@ -1,7 +1,7 @@
 //! The HTTP API: `/api/v1/...` JSON, `/metrics`, `/healthz`, `/readyz`.
 
 use crate::intake::error_response;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
 use crate::{clock, metrics};
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -69,11 +69,13 @@ impl LagFilter {
 }
 
 fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
-    let snapshots: std::collections::HashMap<String, Arc<streamsight_poller::Snapshot>> = lock(&shared.clusters)
+    let snapshots: std::collections::HashMap<String, Arc<streamsight_poller::Snapshot>> = shared
+        .clusters
+        .view()
         .iter()
         .filter_map(|(name, v)| Some((name.clone(), v.last.clone()?)))
         .collect();
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     engine
         .reports(now, |n| filter.keeps(n.cluster, n.group, n.topic))
         .into_iter()
@@ -117,7 +119,7 @@ struct MaxLag {
 }
 
 fn group_rows(shared: &Shared, now: Millis) -> Vec<GroupRow> {
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let mut rows: Vec<GroupRow> = engine
         .groups()
         .map(|gid| {
@@ -152,7 +154,7 @@ async fn groups(State(shared): State<Arc<Shared>>) -> Response {
 async fn group(State(shared): State<Arc<Shared>>, Path((cluster, group)): Path<(String, String)>) -> Response {
     let now = clock::now();
     let (gid, summary) = {
-        let engine = lock(&shared.engine);
+        let engine = shared.lag.engine();
         let Some(gid) = engine.find_group(&cluster, &group) else {
             return error_response(
                 StatusCode::NOT_FOUND,
@@ -178,10 +180,7 @@ async fn group(State(shared): State<Arc<Shared>>, Path((cluster, group)): Path<(
             json!({ "status": engine.evaluate_group(gid, now).status, "partitions": partitions }),
         )
     };
-    let history: Vec<_> = lock(&shared.history)
-        .get(&gid)
-        .map(|h| h.iter().cloned().collect())
-        .unwrap_or_default();
+    let history = shared.lag.group_history(gid);
     axum::Json(json!({
         "now_ms": now.0,
         "cluster": cluster,
@@ -204,7 +203,7 @@ struct PartitionRow {
 
 async fn partitions(State(shared): State<Arc<Shared>>) -> Response {
     let now = clock::now();
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let rows: Vec<PartitionRow> = engine
         .partitions()
         .map(|pid| {
@@ -240,12 +239,12 @@ async fn pathways(
         .map_or(crate::time_ms(shared.config.pathway_window), |s| {
             i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
         });
-    let graph = lock(&shared.pathways).graph(now.0.saturating_sub(span), now.0 + 1);
+    let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
     axum::Json(graph).into_response()
 }
 
 async fn rejections(State(shared): State<Arc<Shared>>) -> Response {
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let rejected = &engine.stats().rejected;
     let by_reason: serde_json::Map<String, serde_json::Value> = rejected
         .iter()
@@ -260,7 +259,7 @@ async fn intake(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 fn engine_stats(shared: &Shared) -> serde_json::Value {
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let s = engine.stats();
     let m = engine.memory();
     json!({
@@ -276,14 +275,16 @@ fn engine_stats(shared: &Shared) -> serde_json::Value {
 }
 
 async fn events(State(shared): State<Arc<Shared>>) -> Response {
-    let events: Vec<_> = lock(&shared.events).iter().cloned().collect();
+    let events: Vec<_> = shared.lag.events();
     axum::Json(json!({ "events": events })).into_response()
 }
 
 /// Polled clusters: brokers, the last poll's errors, and each group's state
 /// and members as the brokers describe them.
 async fn clusters(State(shared): State<Arc<Shared>>) -> Response {
-    let clusters: serde_json::Map<String, serde_json::Value> = lock(&shared.clusters)
+    let clusters: serde_json::Map<String, serde_json::Value> = shared
+        .clusters
+        .view()
         .iter()
         .map(|(name, v)| {
             let last = v.last.as_ref().map(|s| {
@@ -330,7 +331,7 @@ async fn deliveries(
         Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
     };
     let keep = |c: &str, g: &str, t: &str| filter.keeps(c, g, t);
-    let d = lock(&shared.deliveries);
+    let d = shared.deliveries.view();
     let windows = d.ledger.reports(keep);
     let totals: Vec<_> = d
         .ledger
@@ -349,7 +350,9 @@ async fn deliveries(
 
 /// End-to-end probes: per partition of each probe topic.
 async fn probes(State(shared): State<Arc<Shared>>) -> Response {
-    let probes: Vec<_> = lock(&shared.probes)
+    let probes: Vec<_> = shared
+        .probes
+        .view()
         .iter()
         .map(|p| {
             json!({
@@ -367,7 +370,9 @@ async fn probes(State(shared): State<Arc<Shared>>) -> Response {
 /// Dead-letter queues: velocity, totals, reasons and recent records per DLQ topic.
 async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
     let template = &shared.config.trace_url;
-    let clusters: Vec<_> = lock(&shared.dlq)
+    let clusters: Vec<_> = shared
+        .dlq
+        .view()
         .iter()
         .map(|m| {
             let mut topics = json!(m.report());

@@ -7,7 +7,7 @@
 //! is `null`, never 0.
 
 use crate::clock;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
@@ -49,8 +49,8 @@ fn not_found(message: &str, uri: &Uri, headers: &HeaderMap) -> Response {
 
 /// Clusters the engine knows of, and those configured for polling.
 fn cluster_names(shared: &Shared) -> BTreeSet<String> {
-    let mut names: BTreeSet<String> = lock(&shared.clusters).keys().cloned().collect();
-    let engine = lock(&shared.engine);
+    let mut names: BTreeSet<String> = shared.clusters.view().keys().cloned().collect();
+    let engine = shared.lag.engine();
     names.extend(engine.partitions().map(|p| engine.partition_names(p).0.to_owned()));
     names.extend(engine.groups().map(|g| engine.group_name(g).0.to_owned()));
     names
@@ -70,7 +70,7 @@ async fn cluster(
     if !cluster_names(&shared).contains(&cluster) {
         return not_found("cluster not found", &uri, &headers);
     }
-    let view = lock(&shared.clusters).get(&cluster).cloned();
+    let view = shared.clusters.view().get(&cluster).cloned();
     let module = match view {
         Some(v) => json!({
             "class-name": "kafka",
@@ -103,7 +103,7 @@ async fn consumers(
         return not_found("cluster not found", &uri, &headers);
     }
     let mut groups: BTreeSet<String> = {
-        let engine = lock(&shared.engine);
+        let engine = shared.lag.engine();
         engine
             .groups()
             .map(|g| engine.group_name(g))
@@ -112,7 +112,7 @@ async fn consumers(
             .collect()
     };
     // Groups with no committed offsets yet are still groups.
-    if let Some(snap) = lock(&shared.clusters).get(&cluster).and_then(|v| v.last.clone()) {
+    if let Some(snap) = shared.clusters.view().get(&cluster).and_then(|v| v.last.clone()) {
         groups.extend(snap.groups.iter().filter(|g| g.exists()).map(|g| g.name.clone()));
     }
     ok("consumer list returned", &uri, &headers, "consumers", json!(groups))
@@ -120,7 +120,7 @@ async fn consumers(
 
 /// Who owns a partition, from the poller's last DescribeGroups.
 fn owner(shared: &Shared, cluster: &str, group: &str, topic: &str, partition: i32) -> (String, String) {
-    let snap = lock(&shared.clusters).get(cluster).and_then(|v| v.last.clone());
+    let snap = shared.clusters.view().get(cluster).and_then(|v| v.last.clone());
     let consumer = snap
         .and_then(|s| s.consumer(group, topic, partition))
         .unwrap_or_default();
@@ -131,7 +131,7 @@ fn owner(shared: &Shared, cluster: &str, group: &str, topic: &str, partition: i3
 }
 
 fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<(Option<String>, usize)> {
-    let snap = lock(&shared.clusters).get(cluster).and_then(|v| v.last.clone())?;
+    let snap = shared.clusters.view().get(cluster).and_then(|v| v.last.clone())?;
     let g = snap.group(group)?;
     Some((g.state.clone(), g.members.len()))
 }
@@ -197,7 +197,7 @@ fn partition_json(shared: &Shared, engine: &Engine, gp: GroupPartitionId, now: M
 fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool) -> Option<Value> {
     let now = clock::now();
     let state = group_state(shared, cluster, group);
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let Some(gid) = engine.find_group(cluster, group) else {
         // A group the brokers list but with nothing committed: known, lag unknown.
         let (state, members) = state?;
@@ -277,7 +277,7 @@ async fn consumer(
     headers: HeaderMap,
 ) -> Response {
     let now = clock::now();
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let Some(gid) = engine.find_group(&cluster, &group) else {
         return not_found("cluster or consumer not found", &uri, &headers);
     };
@@ -335,7 +335,7 @@ async fn topics(
     if !cluster_names(&shared).contains(&cluster) {
         return not_found("cluster not found", &uri, &headers);
     }
-    let names: Vec<String> = topic_offsets(&lock(&shared.engine), &cluster).into_keys().collect();
+    let names: Vec<String> = topic_offsets(&shared.lag.engine(), &cluster).into_keys().collect();
     ok("topic list returned", &uri, &headers, "topics", json!(names))
 }
 
@@ -345,7 +345,7 @@ async fn topic(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    match topic_offsets(&lock(&shared.engine), &cluster).remove(&topic) {
+    match topic_offsets(&shared.lag.engine(), &cluster).remove(&topic) {
         Some(offsets) => ok("topic offsets returned", &uri, &headers, "offsets", json!(offsets)),
         None => not_found("topic not found", &uri, &headers),
     }

@@ -124,7 +124,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         }
     };
     let translated = {
-        let engine = crate::state::lock(&shared.engine);
+        let engine = shared.lag.engine();
         let default = shared.config.default_cluster.as_str();
         // Only a cluster a tracer named counts: never a default one, whichever env.
         let resolve = |topic: &str| {

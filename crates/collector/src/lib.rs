@@ -13,12 +13,13 @@ pub mod intake;
 pub mod metrics;
 pub mod pathways;
 mod polling;
+pub mod services;
 pub mod state;
 pub mod telemetry;
 
 pub use config::ServeConfig;
 
-use state::{Shared, Writer, lock};
+use state::{Shared, Writer};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -52,20 +53,47 @@ pub enum ServeError {
     Dlq(#[from] streamsight_dlq::DlqError),
 }
 
-/// A running collector.
+/// A running collector: its servers, pollers and housekeeping in one task set,
+/// stopped together by [`Running::shutdown`].
 #[derive(Debug)]
 pub struct Running {
     pub intake_addr: SocketAddr,
     pub api_addr: SocketAddr,
     pub shared: Arc<Shared>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tasks: tokio::task::JoinSet<()>,
+    stop: tokio::sync::watch::Sender<bool>,
+    writer: Option<Writer>,
 }
 
 impl Running {
-    /// Waits until the servers stop (they do not, unless they fail).
-    pub async fn wait(self) {
-        for t in self.tasks {
-            let _ = t.await;
+    /// Waits until a task ends (none does, unless it fails or the collector is
+    /// shut down).
+    pub async fn wait(&mut self) {
+        if self.tasks.join_next().await.is_none() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Stops taking requests (those under way are answered), stops pollers,
+    /// probes, DLQ monitors and housekeeping, and returns once the writer has
+    /// stored and applied everything it was handed.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+        self.shared.probes.stop();
+        self.shared.dlq.stop();
+        if let Some(writer) = self.writer.take() {
+            let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
+        }
+        tracing::info!("streamsight stopped");
+    }
+}
+
+/// Resolves once the collector is told to stop.
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
         }
     }
 }
@@ -81,9 +109,11 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let api_addr = local_addr(&api_listener, config.api_listen)?;
     let retention_ms = time_ms(config.retention);
     let shared = Arc::new(Shared::new(config, engine)?);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
 
     // The API answers (readyz: not ready) while stored data is replayed.
-    let mut tasks = vec![tokio::spawn(run(api_listener, api::router(shared.clone())))];
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(run(api_listener, api::router(shared.clone()), stop_rx.clone()));
     let since = Millis(clock::now().0.saturating_sub(retention_ms));
     let writer = {
         let shared = shared.clone();
@@ -91,31 +121,33 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     };
     shared.ready.store(true, Ordering::Release);
     tracing::info!(%intake_addr, %api_addr, "streamsight serving");
-    tasks.push(tokio::spawn(run(
+    tasks.spawn(run(
         intake_listener,
         intake::router(shared.clone(), writer.clone()),
-    )));
+        stop_rx.clone(),
+    ));
+    // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
     for probe in &shared.config.probes {
         let running = streamsight_probe::Probe::start(probe.clone())?;
-        lock(&shared.probes).push(running);
+        shared.probes.add(running);
     }
     for dlq in &shared.config.dlq {
         let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
-        lock(&shared.dlq).push(running);
+        shared.dlq.add(running);
     }
     for cluster in shared.config.clusters.clone() {
-        tasks.push(tokio::spawn(polling::poll_forever(
-            shared.clone(),
-            writer.clone(),
-            cluster,
-        )));
+        let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
+        tasks.spawn(until_stopped(poller, stop_rx.clone()));
     }
-    tasks.push(tokio::spawn(housekeeping(shared.clone(), writer, retention_ms)));
+    let housekeeping = housekeeping(shared.clone(), writer.clone(), retention_ms);
+    tasks.spawn(until_stopped(housekeeping, stop_rx));
     Ok(Running {
         intake_addr,
         api_addr,
         shared,
         tasks,
+        stop,
+        writer: Some(writer),
     })
 }
 
@@ -129,9 +161,21 @@ fn local_addr(l: &tokio::net::TcpListener, addr: SocketAddr) -> Result<SocketAdd
     l.local_addr().map_err(|source| ServeError::Bind { addr, source })
 }
 
-async fn run(listener: tokio::net::TcpListener, router: axum::Router) {
-    if let Err(e) = axum::serve(listener, router).await {
+async fn run(listener: tokio::net::TcpListener, router: axum::Router, stop: tokio::sync::watch::Receiver<bool>) {
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(stopped(stop))
+        .await
+    {
         tracing::error!(error = %e, "server stopped");
+    }
+}
+
+/// Runs `task` until the collector is told to stop. Tasks that store do so
+/// through the writer, which finishes what it was handed on its own.
+async fn until_stopped(task: impl std::future::Future<Output = ()>, stop: tokio::sync::watch::Receiver<bool>) {
+    tokio::select! {
+        () = task => {}
+        () = stopped(stop) => {}
     }
 }
 
@@ -145,7 +189,7 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
         shared.sample_groups(now);
         shared.reconcile_deliveries(now);
         let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
-        lock(&shared.pathways).prune(now.0.saturating_sub(kept));
+        shared.pathways.prune(now.0.saturating_sub(kept));
         // Cheap when nothing is due: the log is indexed by time.
         writer.delete_before(Millis(now.0.saturating_sub(retention_ms)));
         let expired = idle_records(&shared, now);
@@ -163,7 +207,7 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
 fn idle_records(shared: &Shared, now: Millis) -> Vec<streamsight_core::Record> {
     use streamsight_core::{Observation, Record};
     let polled: std::collections::BTreeSet<&str> = shared.config.clusters.iter().map(|c| c.name.as_str()).collect();
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let idle = engine.idle(now, shared.config.forget_idle_after);
     let record = |observation: Observation<'_>| Record::Observation {
         at: now,

@@ -5,7 +5,7 @@
 //! `partition="-1"`: the engine never holds such a partition.
 
 use crate::pathways::Graph;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
 use crate::telemetry::IntakeStats;
 use std::fmt::Write;
 use streamsight_core::{Engine, Millis, RejectCounts, Status};
@@ -26,18 +26,18 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 pub fn render(shared: &Shared, now: Millis) -> String {
     let mut out = String::with_capacity(1 << 16);
     {
-        let engine = lock(&shared.engine);
+        let engine = shared.lag.engine();
         render_engine(&mut out, &engine, now);
         render_rejections(&mut out, &engine.stats().rejected);
     }
     render_intake(&mut out, &shared.telemetry.snapshot());
     let window = crate::time_ms(shared.config.pathway_window);
-    let graph = lock(&shared.pathways).graph(now.0 - window, now.0 + 1);
+    let graph = shared.pathways.graph(now.0 - window, now.0 + 1);
     render_pathways(&mut out, &graph);
-    render_poller(&mut out, &lock(&shared.clusters));
-    render_deliveries(&mut out, &lock(&shared.deliveries));
-    render_probes(&mut out, &lock(&shared.probes));
-    render_dlq(&mut out, &lock(&shared.dlq));
+    render_poller(&mut out, &shared.clusters.view());
+    render_deliveries(&mut out, &shared.deliveries.view());
+    render_probes(&mut out, &shared.probes.view());
+    render_dlq(&mut out, &shared.dlq.view());
     out
 }
 

@@ -2,7 +2,7 @@
 //! interval and handing what changed to the writer like any other intake.
 
 use crate::clock;
-use crate::state::{Shared, Writer, lock};
+use crate::state::{Shared, Writer};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,20 +40,16 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
             ms = elapsed.as_secs_f64() * 1000.0,
             "polled"
         );
-        let mut clusters = lock(&shared.clusters);
-        let view = clusters.entry(config.name.clone()).or_default();
-        view.polls += 1;
-        view.failed_polls += u64::from(failed);
-        view.requests += snap.requests;
-        view.last_poll_ms = Some(elapsed.as_secs_f64() * 1000.0);
-        view.last = Some(Arc::new(snap));
+        shared
+            .clusters
+            .polled(&config.name, snap, elapsed.as_secs_f64() * 1000.0);
     }
 }
 
 /// Groups named in the config and those instrumented clients reported in this
 /// cluster: asked for by name, since not every broker can list groups.
 fn groups_to_ask(shared: &Shared, config: &ClusterConfig) -> BTreeSet<String> {
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     let mut groups: BTreeSet<String> = config.groups.iter().cloned().collect();
     groups.extend(
         engine
@@ -67,7 +63,7 @@ fn groups_to_ask(shared: &Shared, config: &ClusterConfig) -> BTreeSet<String> {
 
 /// Commits already replayed from the store are not news.
 fn seed(shared: &Shared, tracker: &mut Tracker, cluster: &str) {
-    let engine = lock(&shared.engine);
+    let engine = shared.lag.engine();
     for gp in engine.group_partitions() {
         let n = engine.names(gp);
         if n.cluster == cluster

@@ -553,3 +553,30 @@ async fn commits_without_a_cluster_join_the_named_cluster_even_after_arriving_fi
     let lag = get_json(&client, &format!("{api}/api/v1/lag?group=billing&cluster=prod-1")).await;
     assert_eq!(lag["rows"][0]["lag_messages"], 501, "{lag}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_what_is_under_way_stops_everything_and_flushes_the_writer() {
+    let dir = temp_dir("shutdown");
+    let storage = format!("sqlite://{}/s.db", dir.display());
+    let client = reqwest::Client::new();
+    let running = start(storage.clone()).await;
+    let (intake_addr, api_addr) = (running.intake_addr, running.api_addr);
+    let intake = format!("http://{intake_addr}/v0.1/pipeline_stats");
+    post_pipeline(&client, &intake, now_ns() - 60_000_000_000).await;
+    running.shutdown().await;
+    // Both ports are let go, and everything acknowledged is on disk.
+    for addr in [intake_addr, api_addr] {
+        let again = tokio::net::TcpListener::bind(addr).await;
+        assert!(again.is_ok(), "{addr} still held: {again:?}");
+    }
+    let stored = streamsight_store::open(&storage)
+        .unwrap()
+        .load(streamsight_core::Millis(0))
+        .unwrap();
+    let observations = stored
+        .iter()
+        .filter(|r| matches!(r, streamsight_store::Record::Observation { .. }))
+        .count();
+    assert!(observations >= 2, "{stored:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -244,9 +244,7 @@ async fn retention_passing_the_group_is_expiry_not_a_skip() {
     // records; this is what a poller would report).
     let shared = &p.collector.shared;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while streamsight_collector::deliveries::committed(&shared.engine.lock().unwrap(), "mock", "billing", TOPIC, 0)
-        != Some(4)
-    {
+    while streamsight_collector::deliveries::committed(&shared.lag.engine(), "mock", "billing", TOPIC, 0) != Some(4) {
         assert!(Instant::now() < deadline, "commit 4 never reached the collector");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

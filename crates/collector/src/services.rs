@@ -1,0 +1,294 @@
+//! The collector's state, one service per concern. Each owns its lock: handlers
+//! get read-only views or answers from its methods, and only the writer (which
+//! applies what the store accepted) and the service's own task change it. Where one
+//! concern reads another, it is said here: deliveries read the lag engine, under
+//! the deliveries lock, never the other way round.
+
+use crate::deliveries::Deliveries;
+use crate::pathways::{Graph, Pathways};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard};
+use streamsight_core::{Engine, EngineEvent, GroupId, Millis, Record, Status};
+
+/// Engine events kept for the API.
+const EVENTS_KEPT: usize = 1_000;
+
+/// Locks a mutex; a panic elsewhere while holding it does not take the collector down.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A look at a service's state: it can be read, never changed, and is let go
+/// when dropped.
+#[derive(Debug)]
+pub struct View<'a, T>(MutexGuard<'a, T>);
+
+impl<T> Deref for View<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// One group's health at one housekeeping tick.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSample {
+    pub at_ms: i64,
+    pub status: Status,
+    pub total_lag: i64,
+    pub complete: bool,
+    pub max_lag_seconds: Option<f64>,
+}
+
+/// Lag and health: the engine, the events it raised, each group's recent samples.
+#[derive(Debug)]
+pub struct LagService {
+    engine: Mutex<Engine>,
+    events: Mutex<VecDeque<EngineEvent>>,
+    history: Mutex<HashMap<GroupId, VecDeque<GroupSample>>>,
+    samples_kept: usize,
+}
+
+impl LagService {
+    pub(crate) fn new(engine: Engine, samples_kept: usize) -> Self {
+        Self {
+            engine: Mutex::new(engine),
+            events: Mutex::new(VecDeque::new()),
+            history: Mutex::new(HashMap::new()),
+            samples_kept: samples_kept.max(1),
+        }
+    }
+
+    pub fn engine(&self) -> View<'_, Engine> {
+        View(lock(&self.engine))
+    }
+
+    /// The recent engine events, oldest first.
+    pub fn events(&self) -> Vec<EngineEvent> {
+        lock(&self.events).iter().cloned().collect()
+    }
+
+    /// A group's recent samples, oldest first.
+    pub fn group_history(&self, group: GroupId) -> Vec<GroupSample> {
+        lock(&self.history)
+            .get(&group)
+            .map(|ring| ring.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Applies the engine's part of `records`; returns the events they raised,
+    /// which are also kept for the API.
+    pub(crate) fn apply(&self, records: &[Record]) -> Vec<EngineEvent> {
+        let new_events = {
+            let mut engine = lock(&self.engine);
+            for r in records {
+                r.apply(&mut engine);
+            }
+            engine.drain_events()
+        };
+        if !new_events.is_empty() {
+            let mut events = lock(&self.events);
+            for e in &new_events {
+                tracing::info!(event = ?e, "engine event");
+                if events.len() == EVENTS_KEPT {
+                    events.pop_front();
+                }
+                events.push_back(e.clone());
+            }
+        }
+        new_events
+    }
+
+    /// Records each group's lag now, for its recent history.
+    pub(crate) fn sample_groups(&self, now: Millis) {
+        let samples: Vec<(GroupId, GroupSample)> = {
+            let engine = lock(&self.engine);
+            engine
+                .groups()
+                .map(|gid| {
+                    let g = engine.evaluate_group(gid, now);
+                    let max_lag_seconds = g.max_lag.and_then(|(gp, _)| engine.evaluate(gp, now).lag_seconds);
+                    let sample = GroupSample {
+                        at_ms: now.0,
+                        status: g.status,
+                        total_lag: g.total_lag,
+                        complete: g.complete,
+                        max_lag_seconds,
+                    };
+                    (gid, sample)
+                })
+                .collect()
+        };
+        let mut history = lock(&self.history);
+        for (gid, sample) in samples {
+            let ring = history.entry(gid).or_default();
+            if ring.len() >= self.samples_kept {
+                ring.pop_front();
+            }
+            ring.push_back(sample);
+        }
+    }
+}
+
+/// Pathway statistics and the graph they draw.
+#[derive(Debug, Default)]
+pub struct PathwayService {
+    pathways: Mutex<Pathways>,
+}
+
+impl PathwayService {
+    /// The graph of services and topics over `[from_ms, to_ms)`.
+    pub fn graph(&self, from_ms: i64, to_ms: i64) -> Graph {
+        lock(&self.pathways).graph(from_ms, to_ms)
+    }
+
+    pub(crate) fn apply(&self, records: &[Record]) {
+        let mut pathways = lock(&self.pathways);
+        for r in records {
+            if let Record::Pathway { point, .. } = r {
+                pathways.add(point.clone());
+            }
+        }
+    }
+
+    pub(crate) fn prune(&self, before_ms: i64) {
+        lock(&self.pathways).prune(before_ms);
+    }
+}
+
+/// Drop accounting: the ledger and its problem windows.
+#[derive(Debug)]
+pub struct DeliveryService {
+    deliveries: Mutex<Deliveries>,
+}
+
+impl DeliveryService {
+    pub(crate) fn new() -> Self {
+        Self {
+            deliveries: Mutex::new(Deliveries::new()),
+        }
+    }
+
+    pub fn view(&self) -> View<'_, Deliveries> {
+        View(lock(&self.deliveries))
+    }
+
+    /// Applies the delivery facts of `records` and the engine's new data-loss
+    /// events. A consumer's start is compared with the commit the engine holds.
+    pub(crate) fn apply(&self, records: &[Record], events: &[EngineEvent], lag: &LagService) {
+        let mut deliveries = lock(&self.deliveries);
+        let engine = lag.engine();
+        for r in records {
+            if let Record::Delivery { fact, .. } = r {
+                deliveries.apply(fact, &engine);
+            }
+        }
+        for e in events {
+            deliveries.engine_event(e);
+        }
+    }
+
+    /// Reconciles the windows that are due.
+    pub(crate) fn reconcile(&self, now: Millis, lag: &LagService) {
+        let mut deliveries = lock(&self.deliveries);
+        deliveries.reconcile(now, &lag.engine());
+    }
+}
+
+/// A polled cluster: its last snapshot and the poller's own counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClusterView {
+    pub bootstrap: Vec<String>,
+    pub poll_interval_ms: i64,
+    pub polls: u64,
+    pub failed_polls: u64,
+    pub requests: u64,
+    pub last_poll_ms: Option<f64>,
+    #[serde(skip)]
+    pub last: Option<Arc<streamsight_poller::Snapshot>>,
+}
+
+/// What the pollers last saw of each configured cluster.
+#[derive(Debug, Default)]
+pub struct PollingService {
+    clusters: Mutex<BTreeMap<String, ClusterView>>,
+}
+
+impl PollingService {
+    pub(crate) fn new(clusters: BTreeMap<String, ClusterView>) -> Self {
+        Self {
+            clusters: Mutex::new(clusters),
+        }
+    }
+
+    pub fn view(&self) -> View<'_, BTreeMap<String, ClusterView>> {
+        View(lock(&self.clusters))
+    }
+
+    /// The last snapshot of `cluster`, if it was polled.
+    pub fn snapshot(&self, cluster: &str) -> Option<Arc<streamsight_poller::Snapshot>> {
+        lock(&self.clusters).get(cluster).and_then(|v| v.last.clone())
+    }
+
+    /// The last snapshot of every polled cluster.
+    pub fn snapshots(&self) -> HashMap<String, Arc<streamsight_poller::Snapshot>> {
+        lock(&self.clusters)
+            .iter()
+            .filter_map(|(name, v)| Some((name.clone(), v.last.clone()?)))
+            .collect()
+    }
+
+    pub(crate) fn polled(&self, cluster: &str, snap: streamsight_poller::Snapshot, elapsed_ms: f64) {
+        let mut clusters = lock(&self.clusters);
+        let view = clusters.entry(cluster.to_owned()).or_default();
+        view.polls += 1;
+        view.failed_polls += u64::from(!snap.metadata_ok);
+        view.requests += snap.requests;
+        view.last_poll_ms = Some(elapsed_ms);
+        view.last = Some(Arc::new(snap));
+    }
+}
+
+/// Running end-to-end probes.
+#[derive(Debug, Default)]
+pub struct ProbeService {
+    probes: Mutex<Vec<streamsight_probe::Probe>>,
+}
+
+impl ProbeService {
+    pub fn view(&self) -> View<'_, Vec<streamsight_probe::Probe>> {
+        View(lock(&self.probes))
+    }
+
+    pub(crate) fn add(&self, probe: streamsight_probe::Probe) {
+        lock(&self.probes).push(probe);
+    }
+
+    /// Stops every probe (each one's threads end with it).
+    pub(crate) fn stop(&self) {
+        lock(&self.probes).clear();
+    }
+}
+
+/// Running dead-letter queue monitors.
+#[derive(Debug, Default)]
+pub struct DlqService {
+    monitors: Mutex<Vec<streamsight_dlq::DlqMonitor>>,
+}
+
+impl DlqService {
+    pub fn view(&self) -> View<'_, Vec<streamsight_dlq::DlqMonitor>> {
+        View(lock(&self.monitors))
+    }
+
+    pub(crate) fn add(&self, monitor: streamsight_dlq::DlqMonitor) {
+        lock(&self.monitors).push(monitor);
+    }
+
+    pub(crate) fn stop(&self) {
+        lock(&self.monitors).clear();
+    }
+}
