@@ -105,6 +105,23 @@ enum Command {
     /// Write a generated scenario for `replay` to standard output.
     #[command(subcommand)]
     Scenario(ScenarioCommand),
+    /// The collector's store, readable.
+    #[command(subcommand)]
+    Store(StoreCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum StoreCommand {
+    /// Prints every stored record as a JSON line, oldest batch first (run it on a
+    /// copy, or while the collector is stopped, for a consistent view).
+    Dump {
+        /// sqlite://PATH (default: the config's storage).
+        #[arg(long, env = "STREAMSIGHT_STORAGE")]
+        storage: Option<String>,
+        /// Only records at or after this time (ms since the epoch).
+        #[arg(long, default_value_t = 0)]
+        since_ms: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -395,6 +412,27 @@ fn main() -> anyhow::Result<()> {
                 Format::Table => lag::write_table(&mut out, &rows)?,
             }
             writeln!(out)?;
+        }
+        Command::Store(StoreCommand::Dump { storage, since_ms }) => {
+            let url = storage.unwrap_or(config.serve.storage);
+            let mut store = streamsight_store::open(&url).with_context(|| format!("cannot open {url}"))?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut failed = None;
+            store.scan(streamsight_core::Millis(since_ms), &mut |batch| {
+                for record in batch {
+                    if failed.is_none()
+                        && let Err(e) = serde_json::to_writer(&mut out, &record)
+                            .map_err(std::io::Error::from)
+                            .and_then(|()| writeln!(out))
+                    {
+                        failed = Some(e);
+                    }
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e).context("writing the dump");
+            }
+            out.flush().context("writing the dump")?;
         }
         Command::Scenario(ScenarioCommand::Bursty {
             seed,

@@ -168,6 +168,17 @@ async fn sigterm_stops_cleanly_and_keeps_everything() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(status.success(), "{status:?}");
+    // The binary store reads back as JSON lines.
+    let (ok, dump, err) = support::run(&["store", "dump", "--storage", &storage]);
+    assert!(ok, "{err}");
+    let records: Vec<Value> = dump.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kinds: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r["observation"]["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["produced", "committed"], "{dump}");
+    assert_eq!(records[0]["observation"]["offset"], 999);
+
     let (_restarted, _, api) = support::serve(&storage);
     let after = lag(&client, &api).await;
     for key in ["lag_messages", "end_offset", "committed_offset"] {
