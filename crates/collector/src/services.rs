@@ -252,43 +252,38 @@ impl PollingService {
     }
 }
 
-/// Running end-to-end probes.
-#[derive(Debug, Default)]
-pub struct ProbeService {
-    probes: Mutex<Vec<streamsight_probe::Probe>>,
+/// Components that run on their own threads or tasks (probes, DLQ monitors):
+/// kept here while they run, stopped by being dropped.
+#[derive(Debug)]
+pub struct Running<T> {
+    items: Mutex<Vec<T>>,
 }
 
-impl ProbeService {
-    pub fn view(&self) -> View<'_, Vec<streamsight_probe::Probe>> {
-        View(lock(&self.probes))
+impl<T> Default for Running<T> {
+    fn default() -> Self {
+        Self {
+            items: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<T> Running<T> {
+    pub fn view(&self) -> View<'_, Vec<T>> {
+        View(lock(&self.items))
     }
 
-    pub(crate) fn add(&self, probe: streamsight_probe::Probe) {
-        lock(&self.probes).push(probe);
+    pub(crate) fn add(&self, item: T) {
+        lock(&self.items).push(item);
     }
 
-    /// Stops every probe (each one's threads end with it).
+    /// Stops them all.
     pub(crate) fn stop(&self) {
-        lock(&self.probes).clear();
+        lock(&self.items).clear();
     }
 }
+
+/// Running end-to-end probes.
+pub type ProbeService = Running<streamsight_probe::Probe>;
 
 /// Running dead-letter queue monitors.
-#[derive(Debug, Default)]
-pub struct DlqService {
-    monitors: Mutex<Vec<streamsight_dlq::DlqMonitor>>,
-}
-
-impl DlqService {
-    pub fn view(&self) -> View<'_, Vec<streamsight_dlq::DlqMonitor>> {
-        View(lock(&self.monitors))
-    }
-
-    pub(crate) fn add(&self, monitor: streamsight_dlq::DlqMonitor) {
-        lock(&self.monitors).push(monitor);
-    }
-
-    pub(crate) fn stop(&self) {
-        lock(&self.monitors).clear();
-    }
-}
+pub type DlqService = Running<streamsight_dlq::DlqMonitor>;

@@ -194,61 +194,80 @@ impl ConsumerContext for TracingConsumerContext {
     }
 }
 
-/// A [`StreamConsumer`] whose messages come with their context.
-pub struct TracedStreamConsumer {
-    inner: Committer<StreamConsumer<TracingConsumerContext>>,
+/// What both traced consumers offer, written once: the two differ only in how
+/// messages are received (`recv` or `poll`).
+macro_rules! traced_consumer {
+    ($name:ident, $consumer:ident, $what:literal) => {
+        #[doc = $what]
+        pub struct $name {
+            inner: Committer<$consumer<TracingConsumerContext>>,
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name)).finish_non_exhaustive()
+            }
+        }
+
+        impl $name {
+            pub fn new(inner: $consumer<TracingConsumerContext>) -> Self {
+                Self {
+                    inner: Committer::new(inner),
+                }
+            }
+
+            /// Records what the application did with `msg` (unmarked = processed).
+            pub fn mark(&self, msg: &BorrowedMessage<'_>, outcome: Outcome) {
+                self.inner.consumer.context().mark(msg, outcome);
+            }
+
+            /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
+            pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
+                self.inner.commit(&offsets_after(msg)?, mode)
+            }
+
+            /// Commits `offsets`, tracked once the broker accepted them.
+            pub fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
+                self.inner.commit(offsets, mode)
+            }
+
+            /// Subscribes to `topics` (a group subscription).
+            pub fn subscribe(&self, topics: &[&str]) -> KafkaResult<()> {
+                self.inner.consumer.subscribe(topics)
+            }
+
+            /// Assigns partitions by hand.
+            pub fn assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
+                self.inner.consumer.assign(assignment)
+            }
+
+            /// The context: the SDK's telemetry and the group, for a dead-letter queue.
+            pub fn context(&self) -> &TracingConsumerContext {
+                self.inner.consumer.context()
+            }
+
+            /// The rdkafka consumer underneath, for what the wrapper does not offer
+            /// (seek, pause, metadata). Untracked: a commit made through it is
+            /// invisible to lag and drop accounting, so commit through the wrapper.
+            pub fn untracked(&self) -> &$consumer<TracingConsumerContext> {
+                &self.inner.consumer
+            }
+        }
+    };
 }
 
-impl std::fmt::Debug for TracedStreamConsumer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TracedStreamConsumer").finish_non_exhaustive()
-    }
-}
+traced_consumer!(
+    TracedStreamConsumer,
+    StreamConsumer,
+    "A [`StreamConsumer`] whose messages come with their context."
+);
+traced_consumer!(
+    TracedBaseConsumer,
+    BaseConsumer,
+    "A [`BaseConsumer`] whose messages come with their context."
+);
 
 impl TracedStreamConsumer {
-    /// Records what the application did with `msg` (unmarked = processed).
-    pub fn mark(&self, msg: &BorrowedMessage<'_>, outcome: Outcome) {
-        self.inner.consumer.context().mark(msg, outcome);
-    }
-
-    /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
-    pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
-        self.inner.commit(&offsets_after(msg)?, mode)
-    }
-
-    /// Commits `offsets`, tracked once the broker accepted them.
-    pub fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
-        self.inner.commit(offsets, mode)
-    }
-
-    pub fn new(inner: StreamConsumer<TracingConsumerContext>) -> Self {
-        Self {
-            inner: Committer::new(inner),
-        }
-    }
-
-    /// Subscribes to `topics` (a group subscription).
-    pub fn subscribe(&self, topics: &[&str]) -> KafkaResult<()> {
-        self.inner.consumer.subscribe(topics)
-    }
-
-    /// Assigns partitions by hand.
-    pub fn assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
-        self.inner.consumer.assign(assignment)
-    }
-
-    /// The context: the SDK's telemetry and the group, for a dead-letter queue.
-    pub fn context(&self) -> &TracingConsumerContext {
-        self.inner.consumer.context()
-    }
-
-    /// The rdkafka consumer underneath, for what the wrapper does not offer (seek,
-    /// pause, metadata). Untracked: a commit made through it is invisible to lag
-    /// and drop accounting, so commit through the wrapper.
-    pub fn untracked(&self) -> &StreamConsumer<TracingConsumerContext> {
-        &self.inner.consumer
-    }
-
     pub async fn recv(&self) -> Result<(BorrowedMessage<'_>, MessageContext), KafkaError> {
         let msg = self.inner.consumer.recv().await?;
         let ctx = self.inner.consumer.context().on_message(&msg);
@@ -256,61 +275,7 @@ impl TracedStreamConsumer {
     }
 }
 
-/// A [`BaseConsumer`] whose messages come with their context.
-pub struct TracedBaseConsumer {
-    inner: Committer<BaseConsumer<TracingConsumerContext>>,
-}
-
-impl std::fmt::Debug for TracedBaseConsumer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TracedBaseConsumer").finish_non_exhaustive()
-    }
-}
-
 impl TracedBaseConsumer {
-    /// Records what the application did with `msg` (unmarked = processed).
-    pub fn mark(&self, msg: &BorrowedMessage<'_>, outcome: Outcome) {
-        self.inner.consumer.context().mark(msg, outcome);
-    }
-
-    /// Commits `msg` (the next offset to read), tracked once the broker accepted it.
-    pub fn commit_message(&self, msg: &BorrowedMessage<'_>, mode: CommitMode) -> KafkaResult<()> {
-        self.inner.commit(&offsets_after(msg)?, mode)
-    }
-
-    /// Commits `offsets`, tracked once the broker accepted them.
-    pub fn commit(&self, offsets: &TopicPartitionList, mode: CommitMode) -> KafkaResult<()> {
-        self.inner.commit(offsets, mode)
-    }
-
-    pub fn new(inner: BaseConsumer<TracingConsumerContext>) -> Self {
-        Self {
-            inner: Committer::new(inner),
-        }
-    }
-
-    /// Subscribes to `topics` (a group subscription).
-    pub fn subscribe(&self, topics: &[&str]) -> KafkaResult<()> {
-        self.inner.consumer.subscribe(topics)
-    }
-
-    /// Assigns partitions by hand.
-    pub fn assign(&self, assignment: &TopicPartitionList) -> KafkaResult<()> {
-        self.inner.consumer.assign(assignment)
-    }
-
-    /// The context: the SDK's telemetry and the group, for a dead-letter queue.
-    pub fn context(&self) -> &TracingConsumerContext {
-        self.inner.consumer.context()
-    }
-
-    /// The rdkafka consumer underneath, for what the wrapper does not offer (seek,
-    /// pause, metadata). Untracked: a commit made through it is invisible to lag
-    /// and drop accounting, so commit through the wrapper.
-    pub fn untracked(&self) -> &BaseConsumer<TracingConsumerContext> {
-        &self.inner.consumer
-    }
-
     pub fn poll(&self, timeout: impl Into<Timeout>) -> Option<KafkaResult<(BorrowedMessage<'_>, MessageContext)>> {
         let msg = self.inner.consumer.poll(timeout)?;
         Some(msg.map(|m| {
