@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use streamsight_core::{EndOffsetSource, Engine, EngineStats, LagRow, Millis, Observation, PartitionRef};
+use streamsight_core::{EndOffsetSource, Engine, EngineStats, LagRow, Millis, Observation, PartitionRef, Record};
 use streamsight_wire::dsm::backlog;
 
 /// The cluster events belong to when they do not name one.
@@ -144,6 +144,7 @@ fn parse_line(line: &str) -> Result<(Millis, Event), String> {
     Ok((at, event))
 }
 
+/// The event as the log's record, applied as the collector applies what it stored.
 fn apply(engine: &mut Engine, at: Millis, event: &Event) {
     fn part<'a>(cluster: &'a Option<String>, topic: &'a str, partition: i32) -> PartitionRef<'a> {
         PartitionRef {
@@ -152,100 +153,84 @@ fn apply(engine: &mut Engine, at: Millis, event: &Event) {
             partition,
         }
     }
-    // Rejections are counted by the engine; a replay goes on past them.
-    let _ = match event {
+    let observation = match event {
         Event::Produce {
             cluster,
             topic,
             partition,
             offset,
-        } => engine.observe(
-            at,
-            &Observation::Produced {
-                partition: part(cluster, topic, *partition),
-                offset: *offset,
-            },
-        ),
+        } => Observation::Produced {
+            partition: part(cluster, topic, *partition),
+            offset: *offset,
+        },
         Event::ProduceFailed {
             cluster,
             topic,
             partition,
             error,
             ..
-        } => engine.observe(
-            at,
-            &Observation::ProduceFailed {
-                partition: part(cluster, topic, *partition),
-                error: error.as_deref().unwrap_or("unknown"),
-            },
-        ),
+        } => Observation::ProduceFailed {
+            partition: part(cluster, topic, *partition),
+            error: error.as_deref().unwrap_or("unknown"),
+        },
         Event::Commit {
             cluster,
             group,
             topic,
             partition,
             offset,
-        } => engine.observe(
-            at,
-            &Observation::Committed {
-                group,
-                partition: part(cluster, topic, *partition),
-                offset: *offset,
-            },
-        ),
+        } => Observation::Committed {
+            group,
+            partition: part(cluster, topic, *partition),
+            offset: *offset,
+        },
         Event::HighWatermark {
             cluster,
             topic,
             partition,
             offset,
-        } => engine.observe(
-            at,
-            &Observation::EndOffset {
-                partition: part(cluster, topic, *partition),
-                offset: *offset,
-                source: EndOffsetSource::Broker,
-            },
-        ),
+        } => Observation::EndOffset {
+            partition: part(cluster, topic, *partition),
+            offset: *offset,
+            source: EndOffsetSource::Broker,
+        },
         Event::LogStart {
             cluster,
             topic,
             partition,
             offset,
-        } => engine.observe(
-            at,
-            &Observation::LogStart {
-                partition: part(cluster, topic, *partition),
-                offset: *offset,
-            },
-        ),
+        } => Observation::LogStart {
+            partition: part(cluster, topic, *partition),
+            offset: *offset,
+        },
         Event::ControlMarker {
             cluster,
             topic,
             partition,
             offset,
-        } => engine.observe(
-            at,
-            &Observation::ControlMarker {
-                partition: part(cluster, topic, *partition),
-                offset: *offset,
-            },
-        ),
-        Event::TopicRecreated { cluster, topic } => engine.observe(
-            at,
-            &Observation::TopicRecreated {
-                cluster: cluster.as_deref().unwrap_or(DEFAULT_CLUSTER),
-                topic,
-            },
-        ),
+        } => Observation::ControlMarker {
+            partition: part(cluster, topic, *partition),
+            offset: *offset,
+        },
+        Event::TopicRecreated { cluster, topic } => Observation::TopicRecreated {
+            cluster: cluster.as_deref().unwrap_or(DEFAULT_CLUSTER),
+            topic,
+        },
         Event::Backlog { tags, value } => match backlog::parse(tags, *value, DEFAULT_CLUSTER) {
-            Ok(observation) => engine.observe(at, &observation),
+            Ok(observation) => observation,
             Err(e) => {
-                engine.reject(e.reason());
-                Err(e.reason())
+                Record::Rejected { at, reason: e.reason() }.apply(engine);
+                return;
             }
         },
-        Event::Sample {} => Ok(()),
+        Event::Sample {} => return,
     };
+    // Rejections are counted by the engine; a replay goes on past them.
+    Record::Observation {
+        at,
+        observation: observation.to_owned(),
+    }
+    .apply(engine);
 }
 
 /// The state of every group-partition at `now`, sorted by name.

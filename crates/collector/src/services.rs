@@ -1,8 +1,9 @@
 //! The collector's state, one service per concern. Each owns its lock: handlers
 //! get read-only views or answers from its methods, and only the writer (which
 //! applies what the store accepted) and the service's own task change it. Where one
-//! concern reads another, it is said here: deliveries read the lag engine, under
-//! the deliveries lock, never the other way round.
+//! concern reads another, it is said here, and nothing takes them the other way
+//! round: deliveries read the lag engine under their own lock; Burrow's handlers
+//! look up owners in the polling view while reading the engine.
 
 use crate::deliveries::Deliveries;
 use crate::pathways::{Graph, Pathways};
