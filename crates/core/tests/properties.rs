@@ -209,6 +209,10 @@ proptest! {
         }
         prop_assert_eq!(full.end(), small.end());
         prop_assert_eq!(full.oldest(), small.oldest());
+        for h in [&full, &small] {
+            let runs = h.points().windows(3).filter(|w| w[0].end == w[1].end && w[1].end == w[2].end).count();
+            prop_assert_eq!(runs, 0, "a run of equal ends keeps only its first and last sighting");
+        }
         let newest = small.newest().unwrap().at.0;
         for (index, later) in queries {
             let offset = index.index(end.max(1) as usize) as i64;

@@ -271,7 +271,7 @@ impl OffsetHistory {
                 if tracks {
                     self.bound_by_span(idx - 1, stop);
                 }
-                self.normalize();
+                self.normalize(idx.saturating_sub(2), stop);
                 return true;
             }
         }
@@ -283,7 +283,7 @@ impl OffsetHistory {
         if tracks {
             self.bound_by_span(idx, stop);
         }
-        self.normalize();
+        self.normalize(idx.saturating_sub(1), stop);
         if self.points.len() > params.capacity {
             self.compact(params);
         }
@@ -316,15 +316,21 @@ impl OffsetHistory {
     }
 
     /// Keeps only the first and last point of every run of equal end offsets.
-    fn normalize(&mut self) {
+    /// The history was so before a change to points `lo..=hi`, so only they can
+    /// have become the middle of a run: a late sighting costs its neighbourhood,
+    /// not a scan of the whole history.
+    fn normalize(&mut self, lo: usize, hi: usize) {
         let n = self.points.len();
         let interior = |points: &[Point], i: usize| {
             i > 0 && i + 1 < n && points[i - 1].end == points[i].end && points[i + 1].end == points[i].end
         };
-        if !(0..n).any(|i| interior(&self.points, i)) {
+        let window = lo..=hi.min(n.saturating_sub(1));
+        if !window.clone().any(|i| interior(&self.points, i)) {
             return;
         }
-        let keep: Vec<bool> = (0..n).map(|i| !interior(&self.points, i)).collect();
+        let keep: Vec<bool> = (0..n)
+            .map(|i| !(window.contains(&i) && interior(&self.points, i)))
+            .collect();
         let tracks = !self.errs.is_empty();
         let (mut out, mut dropped_before) = (0, false);
         for (i, &kept) in keep.iter().enumerate() {
