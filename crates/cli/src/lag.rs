@@ -126,20 +126,24 @@ pub fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
         .iter()
         .map(|r| {
             let owner = r.consumer.clone().unwrap_or_default();
-            let (r, row) = (&r.report, r);
-            let seconds = r.lag_seconds.map(|s| {
+            let report = &r.report;
+            let seconds = report.lag_seconds.map(|s| {
                 let s = format!("{s:.1}");
-                if r.lag_seconds_lower_bound { format!(">={s}") } else { s }
+                if report.lag_seconds_lower_bound {
+                    format!(">={s}")
+                } else {
+                    s
+                }
             });
             [
-                row.group.clone(),
-                row.topic.clone(),
-                row.partition.to_string(),
-                dash(r.committed_offset.map(|o| o.to_string())),
-                dash(r.end_offset.map(|o| o.to_string())),
-                dash(r.lag_messages.map(|o| o.to_string())),
+                r.group.clone(),
+                r.topic.clone(),
+                r.partition.to_string(),
+                dash(report.committed_offset.map(|o| o.to_string())),
+                dash(report.end_offset.map(|o| o.to_string())),
+                dash(report.lag_messages.map(|o| o.to_string())),
                 dash(seconds),
-                r.status.as_str().to_uppercase(),
+                report.status.as_str().to_uppercase(),
                 dash(owner.member_id.filter(|s| !s.is_empty())),
                 dash(owner.host.filter(|s| !s.is_empty())),
                 dash(owner.client_id.filter(|s| !s.is_empty())),

@@ -69,12 +69,7 @@ impl LagFilter {
 }
 
 fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
-    let snapshots: std::collections::HashMap<String, Arc<streamsight_poller::Snapshot>> = shared
-        .clusters
-        .view()
-        .iter()
-        .filter_map(|(name, v)| Some((name.clone(), v.last.clone()?)))
-        .collect();
+    let snapshots = shared.clusters.snapshots();
     let engine = shared.lag.engine();
     engine
         .reports(now, |n| filter.keeps(n.cluster, n.group, n.topic))

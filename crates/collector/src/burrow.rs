@@ -112,7 +112,7 @@ async fn consumers(
             .collect()
     };
     // Groups with no committed offsets yet are still groups.
-    if let Some(snap) = shared.clusters.view().get(&cluster).and_then(|v| v.last.clone()) {
+    if let Some(snap) = shared.clusters.snapshot(&cluster) {
         groups.extend(snap.groups.iter().filter(|g| g.exists()).map(|g| g.name.clone()));
     }
     ok("consumer list returned", &uri, &headers, "consumers", json!(groups))
@@ -120,7 +120,7 @@ async fn consumers(
 
 /// Who owns a partition, from the poller's last DescribeGroups.
 fn owner(shared: &Shared, cluster: &str, group: &str, topic: &str, partition: i32) -> (String, String) {
-    let snap = shared.clusters.view().get(cluster).and_then(|v| v.last.clone());
+    let snap = shared.clusters.snapshot(cluster);
     let consumer = snap
         .and_then(|s| s.consumer(group, topic, partition))
         .unwrap_or_default();
@@ -131,7 +131,7 @@ fn owner(shared: &Shared, cluster: &str, group: &str, topic: &str, partition: i3
 }
 
 fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<(Option<String>, usize)> {
-    let snap = shared.clusters.view().get(cluster).and_then(|v| v.last.clone())?;
+    let snap = shared.clusters.snapshot(cluster)?;
     let g = snap.group(group)?;
     Some((g.state.clone(), g.members.len()))
 }

@@ -186,8 +186,8 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
     loop {
         tick.tick().await;
         let now = clock::now();
-        shared.sample_groups(now);
-        shared.reconcile_deliveries(now);
+        shared.lag.sample_groups(now);
+        shared.deliveries.reconcile(now, &shared.lag);
         let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
         shared.pathways.prune(now.0.saturating_sub(kept));
         // Cheap when nothing is due: the log is indexed by time.

@@ -66,16 +66,6 @@ impl Shared {
         self.deliveries.apply(records, &events, &self.lag);
         self.pathways.apply(records);
     }
-
-    /// Reconciles the drop-accounting windows that are due.
-    pub fn reconcile_deliveries(&self, now: Millis) {
-        self.deliveries.reconcile(now, &self.lag);
-    }
-
-    /// Records each group's lag now, for its recent history.
-    pub fn sample_groups(&self, now: Millis) {
-        self.lag.sample_groups(now);
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

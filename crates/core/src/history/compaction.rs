@@ -72,6 +72,8 @@ struct Node {
     next: u32,
     /// Priority of dropping it; entries in the heap with another value are stale.
     cost: u32,
+    /// The merged segment's bound if it is dropped, computed with `cost`.
+    bound: u32,
     removed: bool,
 }
 
@@ -89,12 +91,13 @@ fn by_error_with(h: &mut OffsetHistory, target: usize, min_resolution_ms: i64, s
         prev: (i as u32).saturating_sub(1),
         next: i as u32 + 1,
         cost: UNBOUNDED,
+        bound: UNBOUNDED,
         removed: false,
     }));
     let mut entries = std::mem::take(&mut scratch.heap);
     entries.clear();
     for (i, node) in nodes.iter_mut().enumerate().take(n - 1).skip(1) {
-        node.cost = removal(&h.points, &h.errs, i - 1, i, i + 1).0;
+        (node.cost, node.bound) = removal(&h.points, &h.errs, i - 1, i, i + 1);
         entries.push(key(node.cost, i));
     }
     let mut heap = BinaryHeap::from(entries);
@@ -111,13 +114,13 @@ fn by_error_with(h: &mut OffsetHistory, target: usize, min_resolution_ms: i64, s
                 prev,
                 next,
                 cost,
+                bound,
                 removed,
             } = nodes[i];
             if removed || cost != c {
                 continue; // superseded by a later entry
             }
             let (l, r) = (prev as usize, next as usize);
-            let bound = removal(&h.points, &h.errs, l, i, r).1;
             let allowed = allowed_ms(h.precision, min_resolution_ms, now, h.points[r].at);
             if !force && (bound == UNBOUNDED || f64::from(bound) > allowed) {
                 scratch.deferred.push(i as u32);
@@ -131,7 +134,7 @@ fn by_error_with(h: &mut OffsetHistory, target: usize, min_resolution_ms: i64, s
             for j in [l, r] {
                 if j != 0 && j != n - 1 {
                     let (p, q) = (nodes[j].prev as usize, nodes[j].next as usize);
-                    nodes[j].cost = removal(&h.points, &h.errs, p, j, q).0;
+                    (nodes[j].cost, nodes[j].bound) = removal(&h.points, &h.errs, p, j, q);
                     heap.push(key(nodes[j].cost, j));
                 }
             }

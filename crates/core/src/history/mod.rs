@@ -370,11 +370,7 @@ impl OffsetHistory {
     /// When the record at `offset` was produced: the moment the end offset passed
     /// `offset + 1`. `None` when the history does not reach that far.
     pub fn produce_time(&self, offset: i64) -> Option<ProduceTime> {
-        let target = offset.checked_add(1)?;
-        let idx = self.points.partition_point(|q| q.end < target);
-        if idx == self.points.len() {
-            return None;
-        }
+        let (target, idx) = self.first_reaching(offset)?;
         if idx == 0 {
             return Some(ProduceTime::NotAfter(self.points[0].at));
         }
@@ -387,16 +383,22 @@ impl OffsetHistory {
     /// How far (in ms) the produce time of `offset` can be from the full history's,
     /// as this history's compaction guarantees it; `None` outside the history.
     pub fn error_bound_ms(&self, offset: i64) -> Option<f64> {
-        let target = offset.checked_add(1)?;
-        let idx = self.points.partition_point(|q| q.end < target);
-        if idx == 0 || idx == self.points.len() {
-            return (idx == 0 && !self.points.is_empty()).then_some(0.0);
+        let (_, idx) = self.first_reaching(offset)?;
+        if idx == 0 {
+            return Some(0.0);
         }
         let span = self.points[idx].at.since(self.points[idx - 1].at) as f64;
         Some(match self.errs.get(idx) {
             Some(&e) if e != UNBOUNDED => f64::from(e).min(span),
             _ => span,
         })
+    }
+
+    /// `offset + 1` and the first point whose end reaches it; `None` when none does.
+    fn first_reaching(&self, offset: i64) -> Option<(i64, usize)> {
+        let target = offset.checked_add(1)?;
+        let idx = self.points.partition_point(|q| q.end < target);
+        (idx < self.points.len()).then_some((target, idx))
     }
 
     /// The end offset as last seen at or before `at`.
