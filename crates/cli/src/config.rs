@@ -18,11 +18,8 @@ pub struct Config {
 pub enum ConfigLoadError {
     #[error("cannot read config file {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("config file {path} is invalid: {source}")]
-    Parse {
-        path: PathBuf,
-        source: Box<toml::de::Error>,
-    },
+    #[error("config file {path} is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
     #[error("config file {path}: engine: {source}")]
     Engine {
         path: PathBuf,
@@ -40,9 +37,9 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        let config: Config = toml::from_str(&text).map_err(|source| ConfigLoadError::Parse {
+        let config: Config = toml::from_str(&text).map_err(|e| ConfigLoadError::Parse {
             path: path.to_owned(),
-            source: Box::new(source),
+            message: parse_error(&text, &e),
         })?;
         config.engine.validate().map_err(|source| ConfigLoadError::Engine {
             path: path.to_owned(),
@@ -50,6 +47,29 @@ impl Config {
         })?;
         Ok(config)
     }
+}
+
+/// Keys whose values are never repeated in an error.
+const SECRET_KEYS: [&str; 4] = ["password", "secret", "token", "key"];
+
+/// Where the file is wrong and why, without toml's echo of the offending line:
+/// that line may hold a password. A value error on a secret's line does not
+/// even say what the value was.
+fn parse_error(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else {
+        return e.message().to_owned();
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let this_line = text[before.rfind('\n').map_or(0, |i| i + 1)..].lines().next().unwrap_or("");
+    let key = this_line.split('=').next().unwrap_or("").trim().to_ascii_lowercase();
+    let message = if SECRET_KEYS.iter().any(|s| key.contains(s)) {
+        format!("the value of `{key}` is invalid (not shown: it may be a secret)")
+    } else {
+        e.message().to_owned()
+    };
+    format!("line {line}, column {column}: {message}")
 }
 
 #[cfg(test)]
@@ -66,5 +86,18 @@ mod tests {
         let err = toml::from_str::<Config>("[engine]\nstale_afterr = \"2m\"\n").unwrap_err();
         assert!(err.to_string().contains("stale_afterr"), "{err}");
         assert!(toml::from_str::<Config>("[engin]\n").is_err());
+    }
+
+    #[test]
+    fn parse_errors_never_echo_a_secret() {
+        let text = "[[serve.clusters]]\nname = \"c\"\nbootstrap = [\"k:9092\"]\n[serve.clusters.sasl]\nmechanism = \"PLAIN\"\nusername = \"u\"\npassword = 98765432123\n";
+        let err = toml::from_str::<Config>(text).unwrap_err();
+        assert!(err.to_string().contains("98765432123"), "toml itself echoes it: {err}");
+        let ours = parse_error(text, &err);
+        assert!(!ours.contains("98765432123"), "{ours}");
+        assert!(ours.contains("line 7"), "{ours}");
+        let unquoted = "[serve]\nstorage = sqlite://x\n";
+        let err = toml::from_str::<Config>(unquoted).unwrap_err();
+        assert!(parse_error(unquoted, &err).starts_with("line 2"), "{}", parse_error(unquoted, &err));
     }
 }

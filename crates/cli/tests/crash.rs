@@ -72,6 +72,7 @@ async fn kill_dash_nine_loses_no_acknowledged_point() {
             sends.push(tokio::spawn(async move {
                 let r = client
                     .post(url)
+                    .header("Content-Type", "application/msgpack")
                     .header("Content-Encoding", "gzip")
                     .body(body)
                     .send()
@@ -143,6 +144,7 @@ async fn sigterm_stops_cleanly_and_keeps_everything() {
     ] {
         let r = client
             .post(format!("{intake}/v0.1/pipeline_stats"))
+            .header("Content-Type", "application/msgpack")
             .header("Content-Encoding", "gzip")
             .body(payload(service, start, tags, value))
             .send()

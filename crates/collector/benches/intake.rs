@@ -295,7 +295,7 @@ fn replay_bench(c: &mut Criterion) {
         for seq in 1..=BATCHES {
             let decoded =
                 streamsight_wire::dsm::payload::decode(&payload(seq, base), true, Default::default()).unwrap();
-            let t = intake::translate(&decoded, Millis(i64::MAX), "default", &|_| None);
+            let t = intake::translate(&decoded, intake::Dates::any(Millis(i64::MAX)), "default", &|_| None);
             records_total += t.records.len();
             store.append(&t.records).unwrap();
         }

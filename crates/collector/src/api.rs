@@ -380,7 +380,9 @@ async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
                     .flat_map(|t| t["recent"].as_array_mut())
                     .flatten()
                 {
-                    if let Some(id) = r["provenance"]["trace_id"].as_str() {
+                    if let Some(id) = r["provenance"]["trace_id"].as_str()
+                        && streamsight_wire::dlq::is_trace_id(id)
+                    {
                         r["trace_url"] = json!(template.replace("{trace_id}", id));
                     }
                 }

@@ -288,6 +288,9 @@ async fn consumer(
         let (owner, client_id) = owner(&shared, n.cluster, n.group, n.topic, n.partition);
         let list = topics.entry(n.topic.to_owned()).or_insert_with(|| json!([]));
         let Some(list) = list.as_array_mut() else { continue };
+        // Burrow's lists are indexed by partition. The engine refuses ids at or
+        // above `max_partitions_per_topic`, so the gaps a list may need are
+        // bounded by configuration, never by an id a client sent.
         let index = usize::try_from(n.partition).unwrap_or(0);
         if list.len() <= index {
             list.resize(index + 1, Value::Null);

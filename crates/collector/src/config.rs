@@ -17,10 +17,11 @@ pub struct ServeConfig {
     /// Stored records older than this are deleted, and not replayed on start.
     #[serde(with = "humantime_serde")]
     pub retention: Duration,
-    /// Largest request body, as sent (compressed).
-    pub max_body_bytes: usize,
-    /// Largest request body once decompressed.
-    pub max_decompressed_bytes: usize,
+    /// Besides `retention`: the oldest stored records are deleted once the store
+    /// is larger than this (0: no cap).
+    pub max_storage_bytes: u64,
+    /// What one request, connection or name may cost (`[serve.limits]`).
+    pub limits: Limits,
     /// The cluster of points that do not name one (`kafka_cluster_id`).
     pub default_cluster: String,
     /// The span of traffic the pathway graph and its metrics summarize.
@@ -54,8 +55,8 @@ impl Default for ServeConfig {
             api_listen: SocketAddr::from(([127, 0, 0, 1], 7411)),
             storage: "sqlite://streamsight-data/streamsight.db".into(),
             retention: Duration::from_secs(7 * 24 * 3600),
-            max_body_bytes: 16 << 20,
-            max_decompressed_bytes: 64 << 20,
+            max_storage_bytes: 0,
+            limits: Limits::default(),
             default_cluster: "default".into(),
             pathway_window: Duration::from_secs(300),
             history_interval: Duration::from_secs(10),
@@ -65,6 +66,62 @@ impl Default for ServeConfig {
             dlq: Vec::new(),
             trace_url: String::new(),
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// `[serve.limits]`: what one request, one connection and one new name may cost.
+/// Over a limit a request is refused whole (nothing stored) or a new name is
+/// refused and counted (`streamsight_limited_total`); nothing known is evicted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body, as sent (compressed).
+    pub max_body_bytes: usize,
+    /// What one Data Streams payload may hold, checked while decoding
+    /// (`[serve.limits.payload]`; its `max_decompressed_bytes` stops gzip bombs).
+    pub payload: streamsight_wire::dsm::payload::Limits,
+    /// Open connections per listener; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Requests being handled at once per listener; more are answered 503
+    /// with `Retry-After` rather than queued.
+    pub max_in_flight: usize,
+    /// A request's headers must arrive within this, and an idle kept-alive
+    /// connection is closed after it.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// A request's body must arrive, and its answer be ready, within this (408).
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Records waiting for the writer; appends beyond are answered 503.
+    pub max_queued_records: usize,
+    /// Bytes pathway statistics may hold in memory; new points beyond are
+    /// refused and counted until retention frees room.
+    pub max_pathway_bytes: usize,
+    /// Services sending pathway statistics; new ones beyond are refused and counted.
+    pub max_services: usize,
+    /// Points dated further ahead of the collector's clock than this are refused.
+    #[serde(with = "humantime_serde")]
+    pub max_clock_skew: Duration,
+    /// Host names the API answers besides loopback ones, when bound to loopback:
+    /// any other `Host` is refused (a web page cannot rebind its name to us).
+    pub api_hosts: Vec<String>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 16 << 20,
+            payload: streamsight_wire::dsm::payload::Limits::default(),
+            max_connections: 1024,
+            max_in_flight: 256,
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_queued_records: 1_000_000,
+            max_pathway_bytes: 256 << 20,
+            max_services: 10_000,
+            max_clock_skew: Duration::from_secs(600),
+            api_hosts: Vec::new(),
         }
     }
 }

@@ -5,22 +5,42 @@ use std::collections::VecDeque;
 use streamsight_core::Record;
 use streamsight_core::delivery::{Fact, Ledger, LedgerParams, PartitionKey, WindowReport};
 use streamsight_core::{Engine, EngineEvent, Millis};
+use crate::intake::Dates;
 use streamsight_wire::dsm::payload::Payload;
 
 /// Problem windows (something missing or duplicated) kept for the API.
 const EVENTS_KEPT: usize = 1_000;
 
+/// A payload's delivery facts, and how many were dated outside the accepted range.
+#[derive(Debug, Default)]
+pub struct Facts {
+    pub records: Vec<Record>,
+    pub out_of_range: usize,
+}
+
 /// The facts of a payload, as records. `cluster_of` places a topic whose sender
-/// named no cluster (as commits are placed).
-pub fn facts(p: &Payload, received: Millis, cluster_of: &dyn Fn(&str, &str) -> String) -> Vec<Record> {
+/// named no cluster (as commits are placed). Counts whose window or time is
+/// outside `dates` are left out and counted.
+pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> String) -> Facts {
     let d = &p.delivery;
+    let received = dates.received;
     let mut facts = Vec::new();
+    let mut out_of_range = 0;
+    let mut dated = |ms: i64| {
+        let ok = dates.contains(ms);
+        out_of_range += usize::from(!ok);
+        ok
+    };
     for f in &p.failed_sends {
+        let window_ms = if f.window_ms > 0 { f.window_ms } else { received.0 };
+        if !dated(window_ms) {
+            continue;
+        }
         facts.push(Fact::FailedSends {
             cluster: cluster_of(&f.cluster, &f.topic),
             topic: f.topic.clone(),
             partition: (f.partition >= 0).then_some(f.partition),
-            window_ms: if f.window_ms > 0 { f.window_ms } else { received.0 },
+            window_ms,
             count: f.count,
             trace_ids: f.trace_ids.clone(),
         });
@@ -30,6 +50,9 @@ pub fn facts(p: &Payload, received: Millis, cluster_of: &dyn Fn(&str, &str) -> S
         .iter()
         .filter(|c| c.partition >= 0 && c.first_offset >= 0 && c.count > 0)
     {
+        if !dated(c.window_ms) {
+            continue;
+        }
         facts.push(Fact::Produced {
             cluster: cluster_of(&d.cluster, &c.topic),
             topic: c.topic.clone(),
@@ -41,6 +64,9 @@ pub fn facts(p: &Payload, received: Millis, cluster_of: &dyn Fn(&str, &str) -> S
         });
     }
     for c in d.consumed.iter().filter(|c| c.partition >= 0) {
+        if !dated(c.window_ms) {
+            continue;
+        }
         facts.push(Fact::Consumed {
             cluster: cluster_of(&d.cluster, &c.topic),
             group: c.group.clone(),
@@ -64,6 +90,9 @@ pub fn facts(p: &Payload, received: Millis, cluster_of: &dyn Fn(&str, &str) -> S
         });
     }
     for s in d.started.iter().filter(|s| s.partition >= 0 && s.first_offset >= 0) {
+        if !dated(s.at_ms) {
+            continue;
+        }
         facts.push(Fact::Started {
             cluster: cluster_of(&d.cluster, &s.topic),
             group: s.group.clone(),
@@ -73,10 +102,13 @@ pub fn facts(p: &Payload, received: Millis, cluster_of: &dyn Fn(&str, &str) -> S
             at_ms: s.at_ms,
         });
     }
-    facts
-        .into_iter()
-        .map(|fact| Record::Delivery { at: received, fact })
-        .collect()
+    Facts {
+        records: facts
+            .into_iter()
+            .map(|fact| Record::Delivery { at: received, fact })
+            .collect(),
+        out_of_range,
+    }
 }
 
 /// The ledger and the recent problem windows.

@@ -16,7 +16,7 @@ use streamsight_core::Millis;
 use streamsight_core::pathway::PathwayPoint;
 use streamsight_core::{Observation, PartitionRef, Record, SharedNames};
 use streamsight_wire::dsm::backlog;
-use streamsight_wire::dsm::payload::{self, Limits, Payload, PayloadError};
+use streamsight_wire::dsm::payload::{self, Payload, PayloadError};
 use streamsight_wire::dsm::sketch;
 
 /// Endpoints listed in `/info`: the ones this intake answers.
@@ -63,8 +63,16 @@ async fn info() -> impl IntoResponse {
 }
 
 /// A 4xx/5xx with a JSON body naming the problem.
+/// A 503 says when to come back: the condition (a full queue, a failed disk,
+/// a busy server) passes by itself.
 pub fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
-    (status, axum::Json(json!({ "error": kind, "message": message }))).into_response()
+    let mut response = (status, axum::Json(json!({ "error": kind, "message": message }))).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+    }
+    response
 }
 
 async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Response> {
@@ -77,9 +85,14 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Response> {
     })
 }
 
+/// Content types tracers send. Anything else is refused, so that a web page's
+/// no-cors POST (text/plain, forms, or no type at all) never reaches the engine.
+const MSGPACK_TYPES: [&str; 2] = ["application/msgpack", "application/x-msgpack"];
+
 async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: Body) -> Response {
     let shared = &intake.shared;
     let telemetry = &shared.telemetry;
+    let limits = &shared.config.limits;
     let reject = |error: IntakeError, status: StatusCode, message: String| {
         telemetry.emit(IntakeEvent::PayloadRejected {
             error,
@@ -87,7 +100,16 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         });
         error_response(status, error.as_str(), &message)
     };
-    let body = match read_limited(body, shared.config.max_body_bytes).await {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let essence = content_type.map(|t| t.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    if !essence.as_deref().is_some_and(|t| MSGPACK_TYPES.contains(&t)) {
+        return reject(
+            IntakeError::UnsupportedContentType,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("content-type {content_type:?} is not application/msgpack"),
+        );
+    }
+    let body = match read_limited(body, limits.max_body_bytes).await {
         Ok(b) => b,
         Err(response) => {
             telemetry.emit(IntakeEvent::PayloadRejected {
@@ -108,20 +130,23 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             );
         }
     };
-    let limits = Limits {
-        max_decompressed_bytes: shared.config.max_decompressed_bytes,
-    };
-    let decoded = payload::decode(&body, gzipped, limits);
-    let payload = match decoded {
+    let payload = match payload::decode(&body, gzipped, limits.payload) {
         Ok(p) => p,
         Err(e) => {
             let (error, status) = match &e {
                 PayloadError::Gzip(_) => (IntakeError::BadGzip, StatusCode::BAD_REQUEST),
                 PayloadError::TooLarge { .. } => (IntakeError::DecompressedTooLarge, StatusCode::PAYLOAD_TOO_LARGE),
                 PayloadError::Msgpack(_) => (IntakeError::BadMsgpack, StatusCode::BAD_REQUEST),
+                PayloadError::OverLimit { what, .. } => (IntakeError::TooMany(*what), StatusCode::PAYLOAD_TOO_LARGE),
             };
             return reject(error, status, e.to_string());
         }
+    };
+    let now = clock::now();
+    let dates = Dates {
+        received: now,
+        oldest: Millis(now.0.saturating_sub(crate::time_ms(shared.config.retention))),
+        newest: Millis(now.0.saturating_add(crate::time_ms(limits.max_clock_skew))),
     };
     let translated = {
         let engine = shared.lag.engine();
@@ -134,17 +159,20 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
                 _ => None,
             }
         };
-        translate(&payload, clock::now(), default, &resolve)
+        translate(&payload, dates, default, &resolve)
     };
-    for detail in &translated.dropped {
-        telemetry.emit(IntakeEvent::PointDropped {
-            error: IntakeError::BadSketch,
-            detail,
-        });
+    for (error, detail) in &translated.dropped {
+        telemetry.emit(IntakeEvent::PointDropped { error: *error, detail });
     }
     let accepted = translated.records.len();
     if let Err(e) = intake.writer.append(translated.records).await {
-        return reject(IntakeError::StorageFailed, StatusCode::SERVICE_UNAVAILABLE, e);
+        if matches!(e, crate::state::AppendError::Busy(_)) {
+            telemetry.emit(IntakeEvent::Limited {
+                limit: streamsight_core::Limit::QueuedRecords,
+                listener: "intake",
+            });
+        }
+        return reject(e.kind(), e.status(), e.to_string());
     }
     telemetry.emit(IntakeEvent::PayloadAccepted {
         bytes: body.len(),
@@ -152,7 +180,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         pathway_points: translated.pathway_points,
         failed_sends: translated.failed_sends,
     });
-    let dropped: Vec<&String> = translated.dropped.iter().take(10).collect();
+    let dropped: Vec<&String> = translated.dropped.iter().take(10).map(|(_, d)| d).collect();
     (
         StatusCode::ACCEPTED,
         axum::Json(json!({ "accepted": accepted, "dropped": translated.dropped.len(), "errors": dropped })),
@@ -167,25 +195,53 @@ pub struct Translated {
     pub backlogs: usize,
     pub pathway_points: usize,
     pub failed_sends: usize,
-    pub dropped: Vec<String>,
+    pub dropped: Vec<(IntakeError, String)>,
+}
+
+/// When a payload arrived, and the times its points may carry: older ones would
+/// be deleted by the next retention tick, newer ones are a clock gone wrong.
+#[derive(Copy, Clone, Debug)]
+pub struct Dates {
+    pub received: Millis,
+    pub oldest: Millis,
+    pub newest: Millis,
+}
+
+impl Dates {
+    /// Every time is accepted: for payloads this process made itself.
+    pub fn any(received: Millis) -> Self {
+        Self {
+            received,
+            oldest: Millis(i64::MIN),
+            newest: Millis(i64::MAX),
+        }
+    }
+
+    pub fn contains(&self, ms: i64) -> bool {
+        (self.oldest.0..=self.newest.0).contains(&ms)
+    }
 }
 
 const NANOS_PER_MILLI: u64 = 1_000_000;
 const DEFAULT_BUCKET_MS: i64 = 10_000;
+/// Tracers flush 10 s buckets; an hour is already far beyond any of them.
+const MAX_BUCKET_MS: i64 = 3_600_000;
 
 /// Turns a decoded payload into records. A bucket's points are dated at the
 /// bucket's end, but never later than their arrival: a tracer's clock that runs
-/// ahead must not put points in the future.
+/// ahead must not put points in the future. Buckets dated outside `dates` are
+/// dropped and counted, as are empty stats points (no hash, no tags).
 ///
 /// A backlog without `kafka_cluster_id` (ddtrace's commits) belongs to the
 /// cluster `resolve` names for its topic, else to `default_cluster` — qualified by
 /// the payload's `Env`, so that staging's `orders` is not production's.
 pub fn translate(
     p: &Payload,
-    received: Millis,
+    dates: Dates,
     default_cluster: &str,
     resolve: &dyn Fn(&str) -> Option<String>,
 ) -> Translated {
+    let received = dates.received;
     let mut out = Translated::default();
     let mut names = SharedNames::default();
     let env_cluster;
@@ -199,8 +255,16 @@ pub fn translate(
         let start_ms = i64::try_from(bucket.start / NANOS_PER_MILLI).unwrap_or(i64::MAX);
         let bucket_ms = match i64::try_from(bucket.duration / NANOS_PER_MILLI).unwrap_or(0) {
             0 => DEFAULT_BUCKET_MS,
-            d => d,
+            d => d.min(MAX_BUCKET_MS),
         };
+        if !dates.contains(start_ms) {
+            let points = bucket.backlogs.len() + bucket.stats.len();
+            out.dropped.push((
+                IntakeError::TimeOutOfRange,
+                format!("bucket {start_ms}: {points} points dated outside the accepted range"),
+            ));
+            continue;
+        }
         let at = Millis(start_ms.saturating_add(bucket_ms).min(received.0));
         for b in &bucket.backlogs {
             out.backlogs += 1;
@@ -218,6 +282,9 @@ pub fn translate(
             });
         }
         for (i, s) in bucket.stats.iter().enumerate() {
+            if s.hash == 0 && s.edge_tags.is_empty() {
+                continue;
+            }
             let sketch = |bytes: &[u8], what: &str| {
                 sketch::decode(bytes).map_err(|e| format!("bucket {start_ms} point {i}: {what}: {e}"))
             };
@@ -243,7 +310,7 @@ pub fn translate(
                         point,
                     });
                 }
-                Err(e) => out.dropped.push(e),
+                Err(e) => out.dropped.push((IntakeError::BadSketch, e)),
             }
         }
     }
@@ -274,7 +341,14 @@ pub fn translate(
             named.to_owned()
         }
     };
-    out.records.extend(crate::deliveries::facts(p, received, &cluster_of));
+    let facts = crate::deliveries::facts(p, dates, &cluster_of);
+    if facts.out_of_range > 0 {
+        out.dropped.push((
+            IntakeError::TimeOutOfRange,
+            format!("{} delivery counts dated outside the accepted range", facts.out_of_range),
+        ));
+    }
+    out.records.extend(facts.records);
     out
 }
 
@@ -285,7 +359,7 @@ fn is_default_cluster(cluster: &str, default_cluster: &str) -> bool {
 }
 
 async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Response {
-    match read_limited(body, intake.shared.config.max_body_bytes).await {
+    match read_limited(body, intake.shared.config.limits.max_body_bytes).await {
         Ok(bytes) => {
             intake.shared.telemetry.emit(IntakeEvent::BodyDropped {
                 endpoint,

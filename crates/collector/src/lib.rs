@@ -13,6 +13,7 @@ pub mod intake;
 pub mod metrics;
 pub mod pathways;
 mod polling;
+mod server;
 pub mod services;
 pub mod state;
 pub mod telemetry;
@@ -113,7 +114,13 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
 
     // The API answers (readyz: not ready) while stored data is replayed.
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(run(api_listener, api::router(shared.clone()), stop_rx.clone()));
+    let api_guard = server::Guard::new("api", shared.clone()).loopback_hosts(api_addr);
+    tasks.spawn(server::serve(
+        api_listener,
+        api::router(shared.clone()),
+        api_guard,
+        stop_rx.clone(),
+    ));
     let since = Millis(clock::now().0.saturating_sub(retention_ms));
     let writer = {
         let shared = shared.clone();
@@ -121,9 +128,10 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     };
     shared.ready.store(true, Ordering::Release);
     tracing::info!(%intake_addr, %api_addr, "streamsight serving");
-    tasks.spawn(run(
+    tasks.spawn(server::serve(
         intake_listener,
         intake::router(shared.clone(), writer.clone()),
+        server::Guard::new("intake", shared.clone()),
         stop_rx.clone(),
     ));
     // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
@@ -159,15 +167,6 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
 
 fn local_addr(l: &tokio::net::TcpListener, addr: SocketAddr) -> Result<SocketAddr, ServeError> {
     l.local_addr().map_err(|source| ServeError::Bind { addr, source })
-}
-
-async fn run(listener: tokio::net::TcpListener, router: axum::Router, stop: tokio::sync::watch::Receiver<bool>) {
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(stopped(stop))
-        .await
-    {
-        tracing::error!(error = %e, "server stopped");
-    }
 }
 
 /// Runs `task` until the collector is told to stop. Tasks that store do so

@@ -31,6 +31,18 @@ pub fn render(shared: &Shared, now: Millis) -> String {
         render_rejections(&mut out, &engine.stats().rejected);
     }
     render_intake(&mut out, &shared.telemetry.snapshot());
+    render_limited(&mut out, &shared.limited());
+    header(
+        &mut out,
+        "streamsight_store_corrupt_batches_total",
+        "counter",
+        "Stored batches replay could not decode and skipped.",
+    );
+    let _ = writeln!(
+        out,
+        "streamsight_store_corrupt_batches_total {}",
+        shared.telemetry.corrupt_batches()
+    );
     let window = crate::time_ms(shared.config.pathway_window);
     let graph = shared.pathways.graph(now.0 - window, now.0 + 1);
     render_pathways(&mut out, &graph);
@@ -434,6 +446,18 @@ fn render_rejections(out: &mut String, rejected: &RejectCounts) {
             reason.as_str()
         );
     }
+}
+
+fn render_limited(out: &mut String, limited: &streamsight_core::LimitCounts) {
+    let mut family = Family::new(
+        "streamsight_limited_total",
+        "counter",
+        "New names, points, connections and requests refused by a limit, by limit.",
+    );
+    for (limit, n) in limited.iter() {
+        family.sample(&format!("what=\"{}\"", limit.as_str()), n);
+    }
+    family.write(out);
 }
 
 fn render_intake(out: &mut String, s: &IntakeStats) {

@@ -4,11 +4,47 @@
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use streamsight_core::pathway::PathwayPoint;
+use streamsight_core::{Limit, LimitCounts};
 use streamsight_core::sketch::Sketch;
 
 #[derive(Debug, Default)]
 pub struct Pathways {
     buckets: BTreeMap<(i64, u64), PathwayPoint>,
+    /// Approximate bytes the buckets hold, against `PathwayLimits::max_bytes`.
+    bytes: usize,
+    /// Buckets per reporting service, against `PathwayLimits::max_services`.
+    services: HashMap<String, usize>,
+    limits: PathwayLimits,
+    /// Points refused, by the limit that refused them.
+    limited: LimitCounts,
+}
+
+/// What pathway statistics may hold. Over a limit, new points are refused and
+/// counted; what is held is never evicted for them (retention prunes it).
+#[derive(Copy, Clone, Debug)]
+pub struct PathwayLimits {
+    pub max_bytes: usize,
+    pub max_services: usize,
+}
+
+impl Default for PathwayLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: usize::MAX,
+            max_services: usize::MAX,
+        }
+    }
+}
+
+/// What a point costs held in memory.
+fn point_bytes(p: &PathwayPoint) -> usize {
+    let sketches = [&p.edge_latency, &p.pathway_latency, &p.payload_size];
+    let bins: usize = sketches.iter().map(|s| s.bins().len()).sum();
+    std::mem::size_of::<PathwayPoint>()
+        + bins * std::mem::size_of::<(f64, f64)>()
+        + p.edge_tags.iter().map(|t| t.len() + std::mem::size_of::<String>()).sum::<usize>()
+        + p.service.len()
+        + p.env.len()
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -67,15 +103,41 @@ struct EdgeAcc {
 }
 
 impl Pathways {
+    pub fn new(limits: PathwayLimits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
     pub fn add(&mut self, point: PathwayPoint) {
+        let added = point_bytes(&point);
+        if self.bytes.saturating_add(added) > self.limits.max_bytes {
+            self.limited.add(Limit::Pathways);
+            return;
+        }
         match self.buckets.entry((point.bucket_start_ms, point.hash)) {
             std::collections::btree_map::Entry::Occupied(mut e) => {
                 let b = e.get_mut();
+                let before = point_bytes(b);
                 b.edge_latency.merge(&point.edge_latency);
                 b.pathway_latency.merge(&point.pathway_latency);
                 b.payload_size.merge(&point.payload_size);
+                self.bytes = self.bytes - before + point_bytes(b);
             }
             std::collections::btree_map::Entry::Vacant(e) => {
+                let full = self.services.len() >= self.limits.max_services;
+                match self.services.get_mut(&point.service) {
+                    Some(n) => *n += 1,
+                    None if full => {
+                        self.limited.add(Limit::Services);
+                        return;
+                    }
+                    None => {
+                        self.services.insert(point.service.clone(), 1);
+                    }
+                }
+                self.bytes += added;
                 e.insert(point);
             }
         }
@@ -83,7 +145,24 @@ impl Pathways {
 
     /// Forgets buckets that started before `before_ms`.
     pub fn prune(&mut self, before_ms: i64) {
-        self.buckets = self.buckets.split_off(&(before_ms, 0));
+        let kept = self.buckets.split_off(&(before_ms, 0));
+        for p in std::mem::replace(&mut self.buckets, kept).into_values() {
+            self.bytes -= point_bytes(&p);
+            if let Some(n) = self.services.get_mut(&p.service) {
+                *n -= 1;
+                if *n == 0 {
+                    self.services.remove(&p.service);
+                }
+            }
+        }
+    }
+
+    pub fn limited(&self) -> &LimitCounts {
+        &self.limited
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     pub fn len(&self) -> usize {

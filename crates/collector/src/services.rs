@@ -135,7 +135,7 @@ impl LagService {
 }
 
 /// Pathway statistics and the graph they draw.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PathwayService {
     pathways: Mutex<Pathways>,
 }
@@ -157,6 +157,17 @@ impl PathwayService {
 
     pub(crate) fn prune(&self, before_ms: i64) {
         lock(&self.pathways).prune(before_ms);
+    }
+
+    pub(crate) fn new(limits: crate::pathways::PathwayLimits) -> Self {
+        Self {
+            pathways: Mutex::new(Pathways::new(limits)),
+        }
+    }
+
+    /// Points refused by the limits, by limit.
+    pub fn limited(&self) -> streamsight_core::LimitCounts {
+        lock(&self.pathways).limited().clone()
     }
 }
 

@@ -10,7 +10,7 @@ use crate::config::ServeConfig;
 pub use crate::services::ClusterView;
 use crate::services::{DeliveryService, DlqService, LagService, PathwayService, PollingService, ProbeService};
 use crate::telemetry::IntakeTelemetry;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use streamsight_core::{Engine, EngineConfig, Millis, Record};
 use streamsight_store::{Store, StoreError};
@@ -48,7 +48,10 @@ impl Shared {
             .collect();
         Ok(Self {
             lag: LagService::new(Engine::new(engine)?, config.history_samples),
-            pathways: PathwayService::default(),
+            pathways: PathwayService::new(crate::pathways::PathwayLimits {
+                max_bytes: config.limits.max_pathway_bytes,
+                max_services: config.limits.max_services,
+            }),
             deliveries: DeliveryService::new(),
             clusters: PollingService::new(clusters),
             probes: ProbeService::default(),
@@ -57,6 +60,16 @@ impl Shared {
             ready: AtomicBool::new(false),
             config,
         })
+    }
+
+    /// Everything refused by a limit, wherever it was counted.
+    pub fn limited(&self) -> streamsight_core::LimitCounts {
+        let mut counts = self.telemetry.limited();
+        counts.add_all(&self.lag.engine().stats().limited);
+        counts.add_all(&self.pathways.limited());
+        let ledger = self.deliveries.view().ledger.limited();
+        counts.add_n(streamsight_core::Limit::DeliverySeries, ledger);
+        counts
     }
 
     /// Applies records already on disk (or being replayed from it) to every
@@ -76,12 +89,37 @@ pub enum WriterError {
     Spawn(std::io::Error),
 }
 
+/// Why records were not stored.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error("the writer has stopped")]
+    Stopped,
+    #[error("storage failed: {0}")]
+    Storage(String),
+    #[error("{0} records are already waiting to be stored; try again shortly")]
+    Busy(usize),
+}
+
+impl AppendError {
+    pub fn kind(&self) -> crate::telemetry::IntakeError {
+        match self {
+            AppendError::Busy(_) => crate::telemetry::IntakeError::Overloaded,
+            _ => crate::telemetry::IntakeError::StorageFailed,
+        }
+    }
+
+    /// Every one of them passes: the store recovers, the queue drains.
+    pub fn status(&self) -> axum::http::StatusCode {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
 enum Job {
     Append {
         records: Vec<Record>,
         /// Applied after `records`, never stored: answers that only confirm.
         transient: Vec<Record>,
-        done: oneshot::Sender<Result<(), String>>,
+        done: oneshot::Sender<Result<(), AppendError>>,
     },
     DeleteBefore(Millis),
 }
@@ -90,6 +128,9 @@ enum Job {
 #[derive(Clone, Debug)]
 pub struct Writer {
     tx: mpsc::Sender<Job>,
+    /// Records handed over and not yet taken by the writer thread.
+    queued: Arc<AtomicUsize>,
+    max_queued: usize,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
@@ -107,16 +148,32 @@ impl std::fmt::Debug for Job {
 impl Writer {
     /// Replays what the store holds since `since`, then starts the writer thread.
     pub fn start(mut store: Box<dyn Store>, shared: Arc<Shared>, since: Millis) -> Result<Self, WriterError> {
-        let records = store.load(since)?;
-        tracing::info!(records = records.len(), "replaying stored records");
-        shared.apply(&records);
+        // A batch at a time: replay never holds the whole log in memory.
+        let mut replayed = 0usize;
+        let scanned = store.scan(since, &mut |batch| {
+            replayed += batch.len();
+            shared.apply(&batch);
+        })?;
+        shared.telemetry.stored_batches_skipped(scanned.corrupt);
+        tracing::info!(records = replayed, corrupt_batches = scanned.corrupt, "replayed stored records");
+        let max_bytes = shared.config.max_storage_bytes;
+        if max_bytes > 0 {
+            store.cap_bytes(max_bytes)?;
+        }
         let (tx, rx) = mpsc::channel::<Job>();
-        let thread = std::thread::Builder::new()
-            .name("streamsight-writer".into())
-            .spawn(move || write_loop(store.as_mut(), &shared, &rx))
-            .map_err(WriterError::Spawn)?;
+        let queued = Arc::new(AtomicUsize::new(0));
+        let max_queued = shared.config.limits.max_queued_records;
+        let thread = {
+            let queued = queued.clone();
+            std::thread::Builder::new()
+                .name("streamsight-writer".into())
+                .spawn(move || write_loop(store.as_mut(), &shared, &rx, &queued))
+                .map_err(WriterError::Spawn)?
+        };
         Ok(Self {
             tx,
+            queued,
+            max_queued,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
         })
     }
@@ -135,21 +192,35 @@ impl Writer {
     }
 
     /// Returns once the records are on disk and applied.
-    pub async fn append(&self, records: Vec<Record>) -> Result<(), String> {
+    pub async fn append(&self, records: Vec<Record>) -> Result<(), AppendError> {
         self.append_with_transient(records, Vec::new()).await
     }
 
     /// Stores `records`, then applies them and `transient` (which is not stored).
-    pub async fn append_with_transient(&self, records: Vec<Record>, transient: Vec<Record>) -> Result<(), String> {
+    /// Refused without waiting when more than `max_queued_records` wait already:
+    /// a slow disk answers 503 instead of growing memory.
+    pub async fn append_with_transient(
+        &self,
+        records: Vec<Record>,
+        transient: Vec<Record>,
+    ) -> Result<(), AppendError> {
+        let n = records.len() + transient.len();
+        let before = self.queued.fetch_add(n, Ordering::AcqRel);
+        if before > 0 && before + n > self.max_queued {
+            self.queued.fetch_sub(n, Ordering::AcqRel);
+            return Err(AppendError::Busy(before));
+        }
         let (done, wait) = oneshot::channel();
-        self.tx
-            .send(Job::Append {
-                records,
-                transient,
-                done,
-            })
-            .map_err(|_| "the writer has stopped".to_owned())?;
-        wait.await.map_err(|_| "the writer has stopped".to_owned())?
+        let job = Job::Append {
+            records,
+            transient,
+            done,
+        };
+        if self.tx.send(job).is_err() {
+            self.queued.fetch_sub(n, Ordering::AcqRel);
+            return Err(AppendError::Stopped);
+        }
+        wait.await.map_err(|_| AppendError::Stopped)?
     }
 
     pub fn delete_before(&self, before: Millis) {
@@ -157,7 +228,7 @@ impl Writer {
     }
 }
 
-fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>) {
+fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, queued: &AtomicUsize) {
     while let Ok(first) = rx.recv() {
         let mut batch = Vec::new();
         let mut transient = Vec::new();
@@ -169,6 +240,7 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>) 
                 transient: t,
                 done,
             } => {
+                queued.fetch_sub(records.len() + t.len(), Ordering::AcqRel);
                 batch.extend(records);
                 transient.extend(t);
                 waiting.push(done);
@@ -180,7 +252,15 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>) 
             take(job);
         }
         if !waiting.is_empty() {
-            let result = store.append(&batch).map_err(|e| e.to_string());
+            let result = store.append(&batch).map_err(|e| AppendError::Storage(e.to_string()));
+            let max_bytes = shared.config.max_storage_bytes;
+            if max_bytes > 0 {
+                match store.cap_bytes(max_bytes) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(deleted = n, max_bytes, "storage cap enforced"),
+                    Err(e) => tracing::error!(error = %e, "storage cap failed"),
+                }
+            }
             if result.is_ok() {
                 shared.apply(&batch);
                 shared.apply(&transient);

@@ -2,34 +2,64 @@
 //! counts in one place, with a fixed set of labels.
 
 use serde::Serialize;
+use streamsight_core::{Limit, LimitCounts};
+use streamsight_wire::dsm::payload::Counted;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Why a request to the intake was refused (the `kind` label).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum IntakeError {
     BodyTooLarge,
     DecompressedTooLarge,
     BadGzip,
     BadMsgpack,
     UnsupportedEncoding,
+    UnsupportedContentType,
     BadSketch,
+    TimeOutOfRange,
     StorageFailed,
+    Overloaded,
+    /// More of something than one payload may hold.
+    TooMany(Counted),
 }
 
 impl IntakeError {
-    pub const ALL: [IntakeError; 7] = [
+    pub const ALL: [IntakeError; 17] = [
         IntakeError::BodyTooLarge,
         IntakeError::DecompressedTooLarge,
         IntakeError::BadGzip,
         IntakeError::BadMsgpack,
         IntakeError::UnsupportedEncoding,
+        IntakeError::UnsupportedContentType,
         IntakeError::BadSketch,
+        IntakeError::TimeOutOfRange,
         IntakeError::StorageFailed,
+        IntakeError::Overloaded,
+        IntakeError::TooMany(Counted::Buckets),
+        IntakeError::TooMany(Counted::Backlogs),
+        IntakeError::TooMany(Counted::StatsPoints),
+        IntakeError::TooMany(Counted::FailedSends),
+        IntakeError::TooMany(Counted::DeliveryFacts),
+        IntakeError::TooMany(Counted::Tags),
+        IntakeError::TooMany(Counted::TraceIds),
     ];
+
+    fn index(self) -> usize {
+        Self::ALL.iter().position(|&e| e == self).unwrap_or(0)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
+            IntakeError::UnsupportedContentType => "unsupported_content_type",
+            IntakeError::TimeOutOfRange => "time_out_of_range",
+            IntakeError::Overloaded => "overloaded",
+            IntakeError::TooMany(Counted::Buckets) => "too_many_buckets",
+            IntakeError::TooMany(Counted::Backlogs) => "too_many_backlogs",
+            IntakeError::TooMany(Counted::StatsPoints) => "too_many_stats_points",
+            IntakeError::TooMany(Counted::FailedSends) => "too_many_failed_sends",
+            IntakeError::TooMany(Counted::DeliveryFacts) => "too_many_delivery_facts",
+            IntakeError::TooMany(Counted::Tags) => "too_many_tags",
+            IntakeError::TooMany(Counted::TraceIds) => "too_many_trace_ids",
             IntakeError::BodyTooLarge => "body_too_large",
             IntakeError::DecompressedTooLarge => "decompressed_too_large",
             IntakeError::BadGzip => "bad_gzip",
@@ -38,6 +68,12 @@ impl IntakeError {
             IntakeError::BadSketch => "bad_sketch",
             IntakeError::StorageFailed => "storage_failed",
         }
+    }
+}
+
+impl Serialize for IntakeError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -86,6 +122,8 @@ pub enum IntakeEvent<'a> {
         endpoint: DroppedEndpoint,
         bytes: usize,
     },
+    /// A connection or request refused by a limit of the HTTP servers or writer.
+    Limited { limit: Limit, listener: &'static str },
 }
 
 #[derive(Debug, Default)]
@@ -98,6 +136,8 @@ pub struct IntakeTelemetry {
     errors: [AtomicU64; IntakeError::ALL.len()],
     dropped_bodies: [AtomicU64; DroppedEndpoint::ALL.len()],
     dropped_bytes: [AtomicU64; DroppedEndpoint::ALL.len()],
+    limited: [AtomicU64; Limit::ALL.len()],
+    corrupt_batches: AtomicU64,
 }
 
 #[derive(Debug, Serialize)]
@@ -128,12 +168,16 @@ impl IntakeTelemetry {
                 tracing::debug!(bytes, backlogs, pathway_points, failed_sends, "payload accepted");
             }
             IntakeEvent::PayloadRejected { error, detail } => {
-                self.errors[error as usize].fetch_add(1, Relaxed);
+                self.errors[error.index()].fetch_add(1, Relaxed);
                 tracing::warn!(kind = error.as_str(), detail, "payload rejected");
             }
             IntakeEvent::PointDropped { error, detail } => {
-                self.errors[error as usize].fetch_add(1, Relaxed);
+                self.errors[error.index()].fetch_add(1, Relaxed);
                 tracing::debug!(kind = error.as_str(), detail, "point dropped");
+            }
+            IntakeEvent::Limited { limit, listener } => {
+                self.limited[limit as usize].fetch_add(1, Relaxed);
+                tracing::debug!(limit = limit.as_str(), listener, "refused by a limit");
             }
             IntakeEvent::BodyDropped { endpoint, bytes } => {
                 self.dropped_bodies[endpoint as usize].fetch_add(1, Relaxed);
@@ -141,6 +185,24 @@ impl IntakeTelemetry {
                 tracing::trace!(endpoint = endpoint.as_str(), bytes, "body counted and dropped");
             }
         }
+    }
+
+    /// Stored batches a replay could not decode and skipped.
+    pub fn stored_batches_skipped(&self, n: u64) {
+        self.corrupt_batches.fetch_add(n, Relaxed);
+    }
+
+    pub fn corrupt_batches(&self) -> u64 {
+        self.corrupt_batches.load(Relaxed)
+    }
+
+    /// Connections and requests refused by the servers' and writer's limits.
+    pub fn limited(&self) -> LimitCounts {
+        let mut counts = LimitCounts::default();
+        for l in Limit::ALL {
+            counts.add_n(l, self.limited[l as usize].load(Relaxed));
+        }
+        counts
     }
 
     pub fn snapshot(&self) -> IntakeStats {
@@ -152,7 +214,7 @@ impl IntakeTelemetry {
             failed_send_reports: self.failed_sends.load(Relaxed),
             errors: IntakeError::ALL
                 .iter()
-                .map(|&e| (e, self.errors[e as usize].load(Relaxed)))
+                .map(|&e| (e, self.errors[e.index()].load(Relaxed)))
                 .collect(),
             dropped: DroppedEndpoint::ALL
                 .iter()

@@ -147,8 +147,9 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
         "kafka_consumergroup_group_lag{cluster_name=\"mock\",group=\"billing\",topic=\"orders\",partition=\"0\"} 6"
     ));
 
-    // An instrumented producer reports into the same cluster: its acks and the
-    // broker's answers merge (end offset = max of both).
+    // An instrumented producer reports into the same cluster. Its ack of offset
+    // 11 is beyond what the broker answered (10 records): it is held, and never
+    // raises lag above broker truth, until the broker's end reaches it.
     let ns = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
     let payload = Payload {
         env: "prod".into(),
@@ -182,6 +183,14 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 202);
+    // 202 means applied: the held ack shows nowhere.
+    let (_, lag) = get(&client, &format!("{api}/api/v1/lag?group=billing")).await;
+    assert_eq!(
+        (lag["rows"][0]["end_offset"].as_i64(), lag["rows"][0]["lag_messages"].as_i64()),
+        (Some(10), Some(6)),
+        "{lag:#}"
+    );
+    produce(&cluster, "orders", 2).await;
     let lag = wait_for(&client, &format!("{api}/api/v1/lag?group=billing"), |b| {
         b["rows"][0]["end_offset"] == 12
     })

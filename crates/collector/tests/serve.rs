@@ -25,13 +25,13 @@ async fn start(storage: String) -> Running {
     start_with(storage, ServeConfig::default()).await
 }
 
-async fn start_with(storage: String, base: ServeConfig) -> Running {
+async fn start_with(storage: String, mut base: ServeConfig) -> Running {
+    base.limits.max_body_bytes = 1 << 20;
+    base.limits.payload.max_decompressed_bytes = 4 << 20;
     let config = ServeConfig {
         intake_listen: "127.0.0.1:0".parse().unwrap(),
         api_listen: "127.0.0.1:0".parse().unwrap(),
         storage,
-        max_body_bytes: 1 << 20,
-        max_decompressed_bytes: 4 << 20,
         ..base
     };
     serve(config, EngineConfig::default()).await.unwrap()
@@ -318,6 +318,17 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
     rmp::encode::write_str(&mut bad_value, "Value").unwrap();
     rmp::encode::write_str(&mut bad_value, "1000").unwrap();
     let bomb = gzip(&vec![0u8; 16 << 20]);
+    // `{"Stats":[{"Stats":[{} × 1,000,000]}]}`: 1 KB gzipped.
+    let mut empty_points = Vec::new();
+    rmp::encode::write_map_len(&mut empty_points, 1).unwrap();
+    rmp::encode::write_str(&mut empty_points, "Stats").unwrap();
+    rmp::encode::write_array_len(&mut empty_points, 1).unwrap();
+    rmp::encode::write_map_len(&mut empty_points, 1).unwrap();
+    rmp::encode::write_str(&mut empty_points, "Stats").unwrap();
+    rmp::encode::write_array_len(&mut empty_points, 1_000_000).unwrap();
+    empty_points.extend(std::iter::repeat_n(0x80, 1_000_000));
+    let empty_points = gzip(&empty_points);
+    assert!(empty_points.len() < 2_000, "{}", empty_points.len());
     let corpus: Vec<(&str, Vec<u8>, bool, u16, &str)> = vec![
         ("empty body", vec![], false, 400, "bad_msgpack"),
         ("not msgpack", b"{\"json\": true}".to_vec(), false, 400, "bad_msgpack"),
@@ -343,6 +354,7 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
         ),
         ("gzip header on plain bytes", good.clone(), true, 400, "bad_gzip"),
         ("gzip bomb", bomb, true, 413, "decompressed_too_large"),
+        ("a million empty points", empty_points, true, 413, "too_many_stats_points"),
         ("body over the limit", vec![0x90; 2 << 20], false, 413, "body_too_large"),
         (
             "random bytes",
@@ -365,12 +377,24 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
     }
     let brotli = client
         .post(&intake)
+        .header("Content-Type", "application/msgpack")
         .header("Content-Encoding", "br")
         .body(good)
         .send()
         .await
         .unwrap();
     assert_eq!(brotli.status().as_u16(), 415);
+    // What a web page can send without a preflight is refused.
+    for content_type in [None, Some("text/plain"), Some("application/x-www-form-urlencoded")] {
+        let mut req = client.post(&intake).body(rmp_serde_bytes(&producer_payload(start_ns)));
+        if let Some(t) = content_type {
+            req = req.header("Content-Type", t);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 415, "{content_type:?}");
+        let json: Value = resp.json().await.unwrap();
+        assert_eq!(json["error"], "unsupported_content_type");
+    }
 
     let after = lag_row(&client, &api).await;
     assert_eq!(before["lag_messages"], after["lag_messages"]);

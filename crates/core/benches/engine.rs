@@ -140,7 +140,7 @@ fn big_engine() -> (Engine, Vec<GroupPartitionId>, Millis) {
                 .unwrap();
         }
     }
-    let groups: Vec<_> = (0..G).map(|g| engine.group_id("c", &format!("group-{g}"))).collect();
+    let groups: Vec<_> = (0..G).map(|g| engine.group_id("c", &format!("group-{g}")).unwrap()).collect();
     let mut gps = Vec::with_capacity(P * G);
     for (g, &gid) in groups.iter().enumerate() {
         for &pid in &ids {
@@ -155,7 +155,7 @@ fn big_engine() -> (Engine, Vec<GroupPartitionId>, Millis) {
                     .committed(gid, pid, offset, Millis(500_000 + k * 10_000))
                     .unwrap();
             }
-            gps.push(engine.group_partition_id(gid, pid));
+            gps.push(engine.group_partition_id(gid, pid).unwrap());
         }
     }
     (engine, gps, Millis(600_000))

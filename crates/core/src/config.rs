@@ -32,6 +32,41 @@ pub struct EngineConfig {
     pub producer_failing_for: Duration,
     /// Consecutive broker answers below an earlier one that make a reset.
     pub reset_confirmations: u32,
+    /// How many names input may create (`[engine.cardinality]`).
+    pub cardinality: Cardinality,
+}
+
+/// Bounds on what observations may create. A new name over a bound is refused
+/// (`RejectReason::Limited`) and counted by [`crate::Limit`]; what is already
+/// known keeps working, so a flood of new names cannot push real series out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cardinality {
+    pub max_clusters: usize,
+    pub max_topics_per_cluster: usize,
+    /// Partition ids at or above this are refused: Kafka topics have fewer.
+    pub max_partitions_per_topic: usize,
+    pub max_groups_per_cluster: usize,
+    /// Partitions over all topics: each may cost up to `history_bytes`.
+    pub max_partitions: usize,
+    /// Group-partitions over all groups.
+    pub max_group_partitions: usize,
+    /// Longest cluster, topic or group name, in bytes (Kafka's topic limit is 249).
+    pub max_name_bytes: usize,
+}
+
+impl Default for Cardinality {
+    fn default() -> Self {
+        Self {
+            max_clusters: 1_000,
+            max_topics_per_cluster: 20_000,
+            max_partitions_per_topic: 10_000,
+            max_groups_per_cluster: 20_000,
+            max_partitions: 1_000_000,
+            max_group_partitions: 2_000_000,
+            max_name_bytes: 1_024,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -46,6 +81,7 @@ impl Default for EngineConfig {
             stop_grace: Duration::from_secs(60),
             producer_failing_for: Duration::from_secs(60),
             reset_confirmations: 2,
+            cardinality: Cardinality::default(),
         }
     }
 }

@@ -30,7 +30,7 @@ pub const WINDOW_MS: i64 = 60_000;
 const TRACE_IDS_KEPT: usize = 5;
 
 pub fn window_of(timestamp_ms: i64) -> i64 {
-    timestamp_ms - timestamp_ms.rem_euclid(WINDOW_MS)
+    timestamp_ms.saturating_sub(timestamp_ms.rem_euclid(WINDOW_MS))
 }
 
 /// One drop-accounting fact, as the log keeps it: an SDK's counts with their
@@ -96,7 +96,15 @@ pub struct LedgerParams {
     pub grace_ms: i64,
     /// Reconciled windows kept for the API, per group-partition.
     pub keep_windows: usize,
+    /// Open (partition or group-partition, window) counts held at once; new
+    /// ones beyond are refused and counted, so a flood of names stays bounded.
+    pub max_open_windows: usize,
+    /// (cluster, topic) pairs and groups on them that report counts.
+    pub max_series: usize,
 }
+
+/// Skipped or expired ranges kept per group-partition: the newest.
+const RANGES_KEPT: usize = 256;
 
 impl Default for LedgerParams {
     fn default() -> Self {
@@ -104,6 +112,8 @@ impl Default for LedgerParams {
             settle_ms: 30_000,
             grace_ms: 300_000,
             keep_windows: 60,
+            max_open_windows: 500_000,
+            max_series: 100_000,
         }
     }
 }
@@ -166,16 +176,17 @@ impl Causes {
     }
 
     pub fn total(&self) -> u64 {
-        self.values().iter().sum()
+        self.values().iter().fold(0u64, |a, &b| a.saturating_add(b))
     }
 
     fn add(&mut self, other: &Causes) {
-        self.never_reached_kafka += other.never_reached_kafka;
-        self.expired_by_retention += other.expired_by_retention;
-        self.skipped += other.skipped;
-        self.failed_in_processing += other.failed_in_processing;
-        self.dead_lettered += other.dead_lettered;
-        self.unexplained += other.unexplained;
+        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        add(&mut self.never_reached_kafka, other.never_reached_kafka);
+        add(&mut self.expired_by_retention, other.expired_by_retention);
+        add(&mut self.skipped, other.skipped);
+        add(&mut self.failed_in_processing, other.failed_in_processing);
+        add(&mut self.dead_lettered, other.dead_lettered);
+        add(&mut self.unexplained, other.unexplained);
     }
 }
 
@@ -224,6 +235,10 @@ pub struct Ledger {
     reports: BTreeMap<GroupPartition, Vec<WindowReport>>,
     done: std::collections::BTreeSet<(GroupPartition, i64)>,
     totals: BTreeMap<(String, String, String), Totals>,
+    /// Counts refused by `max_open_windows` or `max_series`.
+    limited: u64,
+    /// Groups over all (cluster, topic) pairs, against `max_series`.
+    series: usize,
 }
 
 /// Cumulative counts per (cluster, group, topic), for counters.
@@ -242,7 +257,8 @@ fn overlap(ranges: &[(i64, i64)], first: i64, last: i64) -> (u64, Vec<(i64, i64)
     for &(a, b) in ranges {
         let (lo, hi) = (a.max(first), b.min(last));
         if lo <= hi {
-            n += u64::try_from(hi - lo + 1).unwrap_or(0);
+            let len = u64::try_from(hi.saturating_sub(lo)).unwrap_or(0).saturating_add(1);
+            n = n.saturating_add(len);
             hit.push((lo, hi));
         }
     }
@@ -268,16 +284,20 @@ impl Ledger {
 
     /// `acked` records landed on the partition in the window, between these offsets.
     pub fn produced(&mut self, key: PartitionKey, window: i64, acked: u64, first: i64, last: i64) {
-        let p = self.produced.entry((key, window_of(window))).or_default();
-        p.acked += acked;
+        let Some(p) = self.open_produced(key, window) else {
+            return;
+        };
+        p.acked = p.acked.saturating_add(acked);
         p.first_offset = Some(p.first_offset.map_or(first, |f| f.min(first)));
         p.last_offset = Some(p.last_offset.map_or(last, |l| l.max(last)));
     }
 
     /// Sends that failed, in the window of their record timestamps.
     pub fn failed_sends(&mut self, key: PartitionKey, window: i64, count: u64, trace_ids: &[String]) {
-        let p = self.produced.entry((key, window_of(window))).or_default();
-        p.failed += count;
+        let Some(p) = self.open_produced(key, window) else {
+            return;
+        };
+        p.failed = p.failed.saturating_add(count);
         for id in trace_ids {
             keep_sample(&mut p.failed_trace_ids, Some(id));
         }
@@ -297,32 +317,65 @@ impl Ledger {
         dead_lettered: u64,
         trace_ids: &[String],
     ) {
-        self.instrumented(cluster, group, topic);
+        if !self.instrumented(cluster, group, topic) {
+            return;
+        }
         let key = (gp(cluster, group, topic, partition), window_of(window));
+        if !self.consumed.contains_key(&key) && self.consumed.len() >= self.params.max_open_windows {
+            self.limited += 1;
+            return;
+        }
         let c = self.consumed.entry(key).or_default();
-        c.received += received;
-        c.failed += failed;
-        c.dead_lettered += dead_lettered;
+        c.received = c.received.saturating_add(received);
+        c.failed = c.failed.saturating_add(failed);
+        c.dead_lettered = c.dead_lettered.saturating_add(dead_lettered);
         for id in trace_ids {
             keep_sample(&mut c.trace_ids, Some(id));
         }
     }
 
-    fn instrumented(&mut self, cluster: &str, group: &str, topic: &str) {
-        let groups = self.groups.entry((cluster.to_owned(), topic.to_owned())).or_default();
-        if !groups.contains(group) {
-            groups.insert(group.to_owned());
+    /// Notes that the group reports counts on the topic; false when that is a
+    /// new series over the limit.
+    fn instrumented(&mut self, cluster: &str, group: &str, topic: &str) -> bool {
+        let key = (cluster.to_owned(), topic.to_owned());
+        if self.groups.get(&key).is_some_and(|g| g.contains(group)) {
+            return true;
         }
+        if self.series >= self.params.max_series {
+            self.limited += 1;
+            return false;
+        }
+        self.series += 1;
+        self.groups.entry(key).or_default().insert(group.to_owned());
+        true
+    }
+
+    fn open_produced(&mut self, key: PartitionKey, window: i64) -> Option<&mut Produced> {
+        let key = (key, window_of(window));
+        if !self.produced.contains_key(&key) && self.produced.len() >= self.params.max_open_windows {
+            self.limited += 1;
+            return None;
+        }
+        Some(self.produced.entry(key).or_default())
+    }
+
+    /// Counts refused by the ledger's limits.
+    pub fn limited(&self) -> u64 {
+        self.limited
+    }
+
+    fn push_range(ranges: &mut BTreeMap<GroupPartition, Vec<(i64, i64)>>, id: GroupPartition, range: (i64, i64)) {
+        let kept = ranges.entry(id).or_default();
+        if kept.len() >= RANGES_KEPT {
+            kept.remove(0);
+        }
+        kept.push(range);
     }
 
     /// The consumer jumped over `first..=last` (a reset, a seek).
     pub fn skipped(&mut self, cluster: &str, group: &str, topic: &str, partition: i32, first: i64, last: i64) {
-        if first <= last {
-            self.instrumented(cluster, group, topic);
-            self.skipped
-                .entry(gp(cluster, group, topic, partition))
-                .or_default()
-                .push((first, last));
+        if first <= last && self.instrumented(cluster, group, topic) {
+            Self::push_range(&mut self.skipped, gp(cluster, group, topic, partition), (first, last));
         }
     }
 
@@ -349,10 +402,7 @@ impl Ledger {
     /// data-loss evidence).
     pub fn expired(&mut self, cluster: &str, group: &str, topic: &str, partition: i32, first: i64, last: i64) {
         if first <= last {
-            self.expired
-                .entry(gp(cluster, group, topic, partition))
-                .or_default()
-                .push((first, last));
+            Self::push_range(&mut self.expired, gp(cluster, group, topic, partition), (first, last));
         }
     }
 
@@ -367,7 +417,7 @@ impl Ledger {
         let due: Vec<(PartitionKey, i64)> = self
             .produced
             .keys()
-            .filter(|(_, w)| now.0 >= w + WINDOW_MS)
+            .filter(|(_, w)| now.0 >= w.saturating_add(WINDOW_MS))
             .cloned()
             .collect();
         for (key, window) in due {
@@ -381,16 +431,16 @@ impl Ledger {
                 if self.done.contains(&(id.clone(), window)) {
                     continue;
                 }
-                let end = window + WINDOW_MS;
+                let end = window.saturating_add(WINDOW_MS);
                 let caught_up = match (produced.last_offset, key.partition) {
                     (Some(last), Some(p)) => committed(&key.cluster, &group, &key.topic, p).is_some_and(|c| c > last),
                     // Nothing landed: nothing to wait for.
                     (None, _) => true,
                     (Some(_), None) => true,
                 };
-                let closed_by = if caught_up && now.0 >= end + self.params.settle_ms {
+                let closed_by = if caught_up && now.0 >= end.saturating_add(self.params.settle_ms) {
                     "caught_up"
-                } else if now.0 >= end + self.params.grace_ms {
+                } else if now.0 >= end.saturating_add(self.params.grace_ms) {
                     "grace"
                 } else {
                     continue;
@@ -401,11 +451,11 @@ impl Ledger {
                     .totals
                     .entry((key.cluster.clone(), group.clone(), key.topic.clone()))
                     .or_default();
-                t.sent += report.sent;
-                t.received += report.received;
-                t.delivered += report.delivered;
+                t.sent = t.sent.saturating_add(report.sent);
+                t.received = t.received.saturating_add(report.received);
+                t.delivered = t.delivered.saturating_add(report.delivered);
                 t.missing.add(&report.missing);
-                t.duplicates += report.duplicates;
+                t.duplicates = t.duplicates.saturating_add(report.duplicates);
                 let kept = self.reports.entry(id.clone()).or_default();
                 kept.push(report.clone());
                 if kept.len() > self.params.keep_windows {
@@ -442,7 +492,7 @@ impl Ledger {
         // out-of-range reset) skipped what had already expired.
         let expired = expired.min(in_kafka_missing);
         let skipped = skipped.min(in_kafka_missing - expired);
-        let processed_out = consumed.failed + consumed.dead_lettered;
+        let processed_out = consumed.failed.saturating_add(consumed.dead_lettered);
         let mut trace_ids = produced.failed_trace_ids.clone();
         for id in &consumed.trace_ids {
             keep_sample(&mut trace_ids, Some(id));
@@ -453,7 +503,7 @@ impl Ledger {
             topic: key.topic.clone(),
             partition: key.partition,
             window_start_ms: window,
-            sent: produced.acked + produced.failed,
+            sent: produced.acked.saturating_add(produced.failed),
             acked: produced.acked,
             received: consumed.received,
             delivered: consumed.received.saturating_sub(processed_out),
@@ -479,7 +529,7 @@ impl Ledger {
     /// Windows every group has reconciled, and old enough that no telemetry can
     /// still arrive for them, are dropped: memory stays bounded.
     fn forget_settled(&mut self, now: Millis) {
-        let horizon = now.0 - 2 * (WINDOW_MS + self.params.grace_ms);
+        let horizon = now.0.saturating_sub(self.params.grace_ms.saturating_add(WINDOW_MS).saturating_mul(2));
         self.produced.retain(|(_, w), _| *w >= horizon);
         self.consumed.retain(|(_, w), _| *w >= horizon);
         self.done.retain(|(_, w)| *w >= horizon);
@@ -623,5 +673,30 @@ mod tests {
         consumed(&mut l, 0, 0, 0);
         let r = l.reconcile(Millis(W + WINDOW_MS + 60_000), |_, _, _, _| None);
         assert_eq!((r[0].partition, r[0].missing.never_reached_kafka), (None, 4));
+    }
+
+    #[test]
+    fn extreme_counts_and_times_saturate_and_flood_stays_bounded() {
+        let mut l = Ledger::new(LedgerParams {
+            max_open_windows: 4,
+            max_series: 2,
+            ..LedgerParams::default()
+        });
+        for window in [i64::MIN, i64::MAX, -1, 0] {
+            l.produced(key(Some(0)), window, u64::MAX, 0, i64::MAX);
+            l.failed_sends(key(Some(0)), window, u64::MAX, &[]);
+            l.consumed("c", "g", "orders", 0, window, u64::MAX, u64::MAX, u64::MAX, &[]);
+        }
+        l.skipped("c", "g", "orders", 0, i64::MIN, i64::MAX);
+        for g in ["g2", "g3", "g4"] {
+            l.consumed("c", g, "orders", 0, W, 1, 0, 0, &[]);
+        }
+        l.produced(key(Some(1)), W, 1, 0, 0);
+        assert!(l.limited() >= 3, "{}", l.limited());
+        let reports = l.reconcile(Millis(i64::MAX), |_, _, _, _| Some(i64::MAX));
+        assert!(!reports.is_empty());
+        let totals = &l.totals()[&("c".to_owned(), "g".to_owned(), "orders".to_owned())];
+        assert_eq!(totals.sent, u64::MAX);
+        assert!(totals.missing.total() <= u64::MAX);
     }
 }

@@ -24,7 +24,7 @@ pub use engine::{
     PartitionReport,
 };
 pub use model::{
-    Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Observation, ObservationOf, OwnedObservation, Partition,
+    Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Limit, LimitCounts, Observation, ObservationOf, OwnedObservation, Partition,
     PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
 };
 pub use record::Record;

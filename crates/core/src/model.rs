@@ -217,10 +217,12 @@ pub enum RejectReason {
     MissingTag,
     #[error("a tag is malformed")]
     MalformedTag,
+    #[error("a new name over a cardinality limit")]
+    Limited,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 8] = [
+    pub const ALL: [RejectReason; 9] = [
         RejectReason::NegativePartition,
         RejectReason::InvalidOffsetSentinel,
         RejectReason::NegativeOffset,
@@ -229,6 +231,7 @@ impl RejectReason {
         RejectReason::UnknownBacklogType,
         RejectReason::MissingTag,
         RejectReason::MalformedTag,
+        RejectReason::Limited,
     ];
 
     /// The label used in metrics and JSON.
@@ -242,11 +245,21 @@ impl RejectReason {
             RejectReason::UnknownBacklogType => "unknown_backlog_type",
             RejectReason::MissingTag => "missing_tag",
             RejectReason::MalformedTag => "malformed_tag",
+            RejectReason::Limited => "limited",
         }
     }
 
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// What a tracer hands over for a failed send (partition or offset -1):
+    /// a failure report, where other rejections are just bad points.
+    pub fn is_failure_placeholder(self) -> bool {
+        matches!(
+            self,
+            RejectReason::NegativePartition | RejectReason::InvalidOffsetSentinel | RejectReason::NegativeOffset
+        )
     }
 }
 
@@ -269,6 +282,90 @@ impl RejectCounts {
 
     pub fn iter(&self) -> impl Iterator<Item = (RejectReason, u64)> + '_ {
         RejectReason::ALL.iter().map(|&r| (r, self.get(r)))
+    }
+}
+
+/// A bound on what input may create: over it, the new thing is refused and
+/// counted (`streamsight_limited_total{what}`), and nothing known is evicted.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    Clusters,
+    Topics,
+    Partitions,
+    PartitionId,
+    Groups,
+    GroupPartitions,
+    NameBytes,
+    Pathways,
+    Services,
+    DeliverySeries,
+    Connections,
+    InFlight,
+    QueuedRecords,
+}
+
+impl Limit {
+    pub const ALL: [Limit; 13] = [
+        Limit::Clusters,
+        Limit::Topics,
+        Limit::Partitions,
+        Limit::PartitionId,
+        Limit::Groups,
+        Limit::GroupPartitions,
+        Limit::NameBytes,
+        Limit::Pathways,
+        Limit::Services,
+        Limit::DeliverySeries,
+        Limit::Connections,
+        Limit::InFlight,
+        Limit::QueuedRecords,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Clusters => "clusters",
+            Limit::Topics => "topics",
+            Limit::Partitions => "partitions",
+            Limit::PartitionId => "partition_id",
+            Limit::Groups => "groups",
+            Limit::GroupPartitions => "group_partitions",
+            Limit::NameBytes => "name_bytes",
+            Limit::Pathways => "pathways",
+            Limit::Services => "services",
+            Limit::DeliverySeries => "delivery_series",
+            Limit::Connections => "connections",
+            Limit::InFlight => "in_flight",
+            Limit::QueuedRecords => "queued_records",
+        }
+    }
+}
+
+/// Refusals by limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LimitCounts([u64; Limit::ALL.len()]);
+
+impl LimitCounts {
+    pub fn add(&mut self, limit: Limit) {
+        self.0[limit as usize] += 1;
+    }
+
+    pub fn get(&self, limit: Limit) -> u64 {
+        self.0[limit as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Limit, u64)> + '_ {
+        Limit::ALL.iter().map(|&l| (l, self.get(l)))
+    }
+
+    pub fn add_all(&mut self, other: &LimitCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a = a.saturating_add(b);
+        }
+    }
+
+    pub fn add_n(&mut self, limit: Limit, n: u64) {
+        self.0[limit as usize] = self.0[limit as usize].saturating_add(n);
     }
 }
 

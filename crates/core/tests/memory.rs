@@ -43,7 +43,7 @@ fn bytes_per_partition_and_per_group_partition() {
     let per_partition = (net_bytes(&region) - pids.capacity() * 4) / PARTITIONS;
     let points = engine.evaluate_partition(pids[0], Millis(10_000_000)).history_points;
 
-    let gids: Vec<_> = group_names.iter().map(|g| engine.group_id("c", g)).collect();
+    let gids: Vec<_> = group_names.iter().map(|g| engine.group_id("c", g).unwrap()).collect();
     let region = Region::new(GLOBAL);
     for &gid in &gids {
         for &pid in &pids {

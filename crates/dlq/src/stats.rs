@@ -9,6 +9,9 @@ pub const RECENT_KEPT: usize = 100;
 pub const PREVIEW_BYTES: usize = 256;
 /// Offset samples kept per topic for velocity.
 const SAMPLES_KEPT: usize = 64;
+/// Distinct reasons counted per DLQ topic; records with a new reason beyond are
+/// counted under one `other` reason, so hostile headers cannot grow the map.
+pub const REASONS_KEPT: usize = 1_000;
 
 /// Why records are in a DLQ: counted per (source topic, error class, stage).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -107,6 +110,17 @@ impl DlqStats {
         if t.source_topic.is_none() && reason.source_topic != "unknown" {
             t.source_topic = Some(reason.source_topic.clone());
         }
+        let reason = if t.reasons.len() >= REASONS_KEPT && !t.reasons.contains_key(&reason) {
+            Reason {
+                source_topic: "other".into(),
+                error_class: "other".into(),
+                stage: "other".into(),
+                convention: "other".into(),
+                schema: String::new(),
+            }
+        } else {
+            reason
+        };
         *t.reasons.entry(reason).or_default() += 1;
         if t.recent.len() == RECENT_KEPT {
             t.recent.pop_front();
@@ -190,6 +204,32 @@ mod tests {
             "from the name when the record says nothing"
         );
         assert_eq!(r.recent.len(), 3);
+    }
+
+    #[test]
+    fn reasons_per_topic_are_bounded() {
+        let mut stats = DlqStats::default();
+        for i in 0..REASONS_KEPT + 50 {
+            let provenance = Provenance {
+                error_class: Some(format!("E{i}")),
+                convention: Some("streamsight"),
+                ..Provenance::default()
+            };
+            stats.record(
+                "orders.dlq",
+                RecentRecord {
+                    partition: 0,
+                    offset: i as i64,
+                    timestamp_ms: None,
+                    provenance: Some(provenance),
+                    preview: String::new(),
+                    value_bytes: 0,
+                },
+            );
+        }
+        let t = &stats.topics["orders.dlq"];
+        assert_eq!(t.reasons.len(), REASONS_KEPT + 1);
+        assert_eq!(t.reasons.values().sum::<u64>(), (REASONS_KEPT + 50) as u64);
     }
 
     #[test]

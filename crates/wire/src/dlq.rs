@@ -38,6 +38,15 @@ pub mod names {
 
 /// Longest error message written into a header.
 const MESSAGE_MAX: usize = 1_024;
+/// Longest header value read as text: anything longer is cut there.
+pub const VALUE_MAX: usize = 1_024;
+
+/// A trace id as the SDK and tracers write it: 1 to 32 hex digits (W3C's 128
+/// bits, or a Datadog id in hex). Anything else is not a trace id, and never goes
+/// into a URL.
+pub fn is_trace_id(id: &str) -> bool {
+    (1..=32).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
 
 /// Which extra naming to write besides streamsight's.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -118,7 +127,7 @@ impl Provenance {
     pub fn parse<'a>(headers: impl IntoIterator<Item = (&'a str, Option<&'a [u8]>)>) -> Option<Self> {
         let mut p = Provenance::default();
         let (mut own, mut spring, mut connect) = (false, false, false);
-        let s = |v: &[u8]| Some(String::from_utf8_lossy(v).into_owned());
+        let s = |v: &[u8]| Some(truncate(&String::from_utf8_lossy(&v[..v.len().min(VALUE_MAX + 4)]), VALUE_MAX).to_owned());
         let num = |v: &[u8]| std::str::from_utf8(v).ok().and_then(|t| t.trim().parse::<i64>().ok());
         // Spring's numbers are binary; a textual one (older versions) is read too.
         let spring_num = |v: &[u8]| match v.len() {
@@ -148,7 +157,7 @@ impl Provenance {
                     "error.class" => set(&mut p.error_class, s(v), true),
                     "error.message" => set(&mut p.error_message, s(v), true),
                     "schema.id" => set(&mut p.schema_id, s(v), true),
-                    "trace.id" => set(&mut p.trace_id, s(v), true),
+                    "trace.id" => set(&mut p.trace_id, s(v).filter(|id| is_trace_id(id)), true),
                     _ => {}
                 }
             } else if let Some(rest) = name.strip_prefix("kafka_dlt-") {
@@ -298,5 +307,23 @@ mod tests {
         assert_eq!(source_of_dlq_name("orders.DLT"), Some("orders"));
         assert_eq!(source_of_dlq_name("orders"), None);
         assert_eq!(source_of_dlq_name(".dlq"), None);
+    }
+
+    #[test]
+    fn hostile_headers_are_cut_and_bad_trace_ids_dropped() {
+        let huge = vec![b'x'; 1 << 20];
+        let evil_id = b"\"><script>alert(1)</script>";
+        let headers = [
+            ("streamsight.dlq.error.message", Some(&huge[..])),
+            ("streamsight.dlq.stage", Some(&huge[..])),
+            ("streamsight.dlq.trace.id", Some(&evil_id[..])),
+        ];
+        let p = Provenance::parse(headers).unwrap();
+        assert!(p.error_message.unwrap().len() <= VALUE_MAX);
+        assert!(p.stage.unwrap().len() <= VALUE_MAX);
+        assert_eq!(p.trace_id, None);
+        let ok = Provenance::parse([("streamsight.dlq.trace.id", Some(&b"0af7651916cd43dd8448eb211c80319c"[..]))]);
+        assert_eq!(ok.unwrap().trace_id.as_deref(), Some("0af7651916cd43dd8448eb211c80319c"));
+        assert!(!is_trace_id("") && !is_trace_id(&"a".repeat(33)) && is_trace_id("12ab"));
     }
 }

@@ -34,7 +34,7 @@ impl Engine {
     pub fn produced(&mut self, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
         let result = self.apply_produced(pid, offset, at);
         if let Err(reason) = result
-            && reason != RejectReason::OffsetOutOfRange
+            && reason.is_failure_placeholder()
         {
             // A tracer's placeholder for a failed send: a failure, never progress.
             let p = &mut self.partitions[pid.0 as usize];
@@ -71,7 +71,7 @@ impl Engine {
                 {
                     Ok(pid) => self.apply_produced(pid, offset, at),
                     // A tracer's placeholder for a failed send: a failure, never progress.
-                    Err(reason) if reason != RejectReason::OffsetOutOfRange => {
+                    Err(reason) if reason.is_failure_placeholder() => {
                         self.record_failure(partition, at);
                         Err(reason)
                     }
@@ -89,7 +89,7 @@ impl Engine {
             } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;
-                let gid = self.group_id(partition.cluster, group);
+                let gid = self.group_id(partition.cluster, group)?;
                 self.apply_committed(gid, pid, offset, at)
             }
             Observation::EndOffset {
@@ -114,7 +114,7 @@ impl Engine {
                 Ok(())
             }
             Observation::TopicRecreated { cluster, topic } => {
-                let tid = self.topic_id(cluster, topic);
+                let tid = self.topic_id(cluster, topic)?;
                 for pid in self.topics[tid.0 as usize].partitions.clone() {
                     self.reset(pid, None, at, ResetEvidence::TopicRecreated);
                 }
@@ -141,9 +141,10 @@ impl Engine {
 
     pub(super) fn record_failure(&mut self, p: PartitionRef<'_>, at: Millis) {
         if p.partition < 0 {
-            let tid = self.topic_id(p.cluster, p.topic);
-            let t = &mut self.topics[tid.0 as usize];
-            t.unassigned_failure_at = t.unassigned_failure_at.max(Some(at));
+            if let Ok(tid) = self.topic_id(p.cluster, p.topic) {
+                let t = &mut self.topics[tid.0 as usize];
+                t.unassigned_failure_at = t.unassigned_failure_at.max(Some(at));
+            }
         } else if let Ok(pid) = self.partition_id(p) {
             let s = &mut self.partitions[pid.0 as usize];
             s.last_failure_at = s.last_failure_at.max(Some(at));
@@ -155,13 +156,28 @@ impl Engine {
         let end = offset.checked_add(1).ok_or(RejectReason::OffsetOutOfRange)?;
         let p = &mut self.partitions[pid.0 as usize];
         p.last_success_at = p.last_success_at.max(Some(at));
-        p.acked_end = p.acked_end.max(Some(end));
-        if p.history.insert(end, at, Sighting::AtLeast, &self.history) {
-            p.end_seen_at = p.end_seen_at.max(Some(at));
-        } else {
+        // Where the broker is asked, an ack beyond its answer waits for the next
+        // one: a tracer cannot raise lag above broker truth.
+        if p.broker_end.is_some_and(|b| end > b) {
+            if p.unconfirmed.is_none_or(|(held, _)| end < held) {
+                p.unconfirmed = Some((end, at));
+            }
+            return Ok(());
+        }
+        if !self.insert_ack(pid, end, at) {
             self.stats.redundant += 1;
         }
         Ok(())
+    }
+
+    fn insert_ack(&mut self, pid: PartitionId, end: i64, at: Millis) -> bool {
+        let p = &mut self.partitions[pid.0 as usize];
+        p.acked_end = p.acked_end.max(Some(end));
+        let inserted = p.history.insert(end, at, Sighting::AtLeast, &self.history);
+        if inserted {
+            p.end_seen_at = p.end_seen_at.max(Some(at));
+        }
+        inserted
     }
 
     fn apply_end_offset(
@@ -189,7 +205,19 @@ impl Engine {
                     p.broker_end_max = p.broker_end_max.max(Some(end));
                 }
             }
+            // Sightings beyond the broker's own end (a tracer's, before the broker
+            // was asked) never happened: the history is corrected to the broker.
+            if p.history.truncate_above(end) {
+                p.acked_end = p.acked_end.map(|a| a.min(end));
+            }
+            if let Some((held, held_at)) = p.unconfirmed
+                && held <= end
+            {
+                p.unconfirmed = None;
+                self.insert_ack(pid, held, held_at);
+            }
         }
+        let p = &mut self.partitions[pid.0 as usize];
         if !p.history.insert(end, at, Sighting::Exact, &self.history) {
             self.stats.redundant += 1;
         }
@@ -223,7 +251,7 @@ impl Engine {
     /// A group committed `offset` (the next offset it will read).
     fn apply_committed(&mut self, gid: GroupId, pid: PartitionId, offset: i64, at: Millis) -> Result<(), RejectReason> {
         check_offset(offset)?;
-        let gpid = self.group_partition_id(gid, pid);
+        let gpid = self.group_partition_id(gid, pid)?;
         let p = &self.partitions[pid.0 as usize];
         let lag = match p.history.end_at(at).or(p.history.end()) {
             Some(end) => {
@@ -289,6 +317,7 @@ impl Engine {
         p.broker_end_max = new_end;
         p.broker_end = new_end;
         p.acked_end = None;
+        p.unconfirmed = None;
         p.log_start = None;
         p.control_marker = None;
         p.pending_end_reset = None;

@@ -6,8 +6,8 @@ use crate::config::{ConfigError, EngineConfig};
 use crate::health::{HealthInput, HealthParams, partition_status};
 use crate::history::{HistoryParams, OffsetHistory, ProduceTime, Sighting};
 use crate::model::{
-    EndOffsetSource, EngineEvent, LagReport, Observation, PartitionRef, RejectCounts, RejectReason, ResetEvidence,
-    Status,
+    EndOffsetSource, EngineEvent, LagReport, Limit, Observation, PartitionRef, RejectCounts, RejectReason,
+    ResetEvidence, Status,
 };
 use crate::time::{Millis, duration_ms};
 use crate::window::{Commit, CommitWindow};
@@ -26,7 +26,7 @@ pub use ids::{GroupId, GroupPartitionId, PartitionId};
 use ids::{NameId, Names, TopicId, index_u32};
 pub use report::{EngineStats, GroupPartitionNames, GroupReport, Idle, MemoryUsage, PartitionReport};
 pub use state::PARTITION_FIXED_BYTES;
-use state::{GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, TopicState};
+use state::{ClusterUsage, GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, TopicState, Usage};
 
 #[derive(Debug)]
 pub struct Engine {
@@ -46,6 +46,8 @@ pub struct Engine {
     groups: Vec<GroupState>,
     group_partitions: Chunked<GroupPartitionState, 1024>,
     losses: Map<GroupPartitionId, Loss>,
+    /// What counts against the cardinality limits.
+    usage: Usage,
     stats: EngineStats,
     events: Vec<EngineEvent>,
 }
@@ -72,6 +74,7 @@ impl Engine {
             groups: Vec::new(),
             group_partitions: Chunked::default(),
             losses: Map::default(),
+            usage: Usage::default(),
             stats: EngineStats::default(),
             events: Vec::new(),
         })

@@ -9,7 +9,12 @@ impl Engine {
         let g = &mut self.groups[gid.0 as usize];
         g.deleted = true;
         let key = (g.cluster, g.name);
-        for gpid in std::mem::take(&mut g.partitions) {
+        let members = std::mem::take(&mut g.partitions);
+        self.usage.group_partitions -= members.len();
+        if let Some(u) = self.usage.clusters.get_mut(&key.0) {
+            u.groups -= 1;
+        }
+        for gpid in members {
             let pid = self.group_partitions[gpid.0 as usize].partition;
             self.partitions[pid.0 as usize].groups.retain(|&(_, id)| id != gpid);
             self.group_partitions[gpid.0 as usize].window.clear();
@@ -29,12 +34,17 @@ impl Engine {
         if let Some(clusters) = self.topic_clusters.get_mut(&t) {
             clusters.retain(|&x| x != c);
         }
+        if let Some(u) = self.usage.clusters.get_mut(&c) {
+            u.topics -= 1;
+        }
         for pid in std::mem::take(&mut self.topics[tid.0 as usize].partitions) {
+            self.usage.partitions -= 1;
             let p = &mut self.partitions[pid.0 as usize];
             self.partition_ids.remove(&(tid, p.partition));
             p.deleted = true;
             p.history = OffsetHistory::new(&self.history);
             for (gid, gpid) in std::mem::take(&mut p.groups) {
+                self.usage.group_partitions -= 1;
                 self.groups[gid.0 as usize].partitions.retain(|&id| id != gpid);
                 self.group_partitions[gpid.0 as usize].window.clear();
                 self.losses.remove(&gpid);
@@ -73,16 +83,24 @@ impl Engine {
         Idle { groups, topics }
     }
 
-    /// The id of a valid partition, created on first sight. Hot paths look it up
-    /// once and call the id-taking methods.
+    /// The id of a valid partition, created on first sight within the
+    /// cardinality limits. Hot paths look it up once and call the id-taking methods.
     pub fn partition_id(&mut self, p: PartitionRef<'_>) -> Result<PartitionId, RejectReason> {
         if p.partition < 0 {
             return Err(RejectReason::NegativePartition);
         }
-        let tid = self.topic_id(p.cluster, p.topic);
+        let tid = self.topic_id(p.cluster, p.topic)?;
         if let Some(&pid) = self.partition_ids.get(&(tid, p.partition)) {
             return Ok(pid);
         }
+        let limits = &self.config.cardinality;
+        if p.partition as usize >= limits.max_partitions_per_topic {
+            return Err(self.limited(Limit::PartitionId));
+        }
+        if self.usage.partitions >= limits.max_partitions {
+            return Err(self.limited(Limit::Partitions));
+        }
+        self.usage.partitions += 1;
         let pid = PartitionId(index_u32(self.partitions.len()));
         self.partitions.push(PartitionState {
             topic: tid,
@@ -92,6 +110,7 @@ impl Engine {
             broker_end_max: None,
             broker_end: None,
             acked_end: None,
+            unconfirmed: None,
             log_start: None,
             control_marker: None,
             pending_end_reset: None,
@@ -107,11 +126,51 @@ impl Engine {
         Ok(pid)
     }
 
-    pub(super) fn topic_id(&mut self, cluster: &str, topic: &str) -> TopicId {
-        let key = (self.names.intern(cluster), self.names.intern(topic));
-        if let Some(&tid) = self.topic_ids.get(&key) {
-            return tid;
+    /// Counts a refusal by `limit`, and says it is one.
+    fn limited(&mut self, limit: Limit) -> RejectReason {
+        self.stats.limited.add(limit);
+        RejectReason::Limited
+    }
+
+    /// A name for something new: refused when longer than the limit.
+    fn new_name(&mut self, name: &str) -> Result<NameId, RejectReason> {
+        if name.len() > self.config.cardinality.max_name_bytes {
+            return Err(self.limited(Limit::NameBytes));
         }
+        Ok(self.names.intern(name))
+    }
+
+    /// A known cluster, or a new one within the limit. Names are only interned
+    /// once they are let in: a refused flood leaves nothing behind.
+    fn cluster(&mut self, cluster: &str) -> Result<NameId, RejectReason> {
+        if let Some(c) = self.names.get(cluster)
+            && self.usage.clusters.contains_key(&c)
+        {
+            return Ok(c);
+        }
+        if self.usage.clusters.len() >= self.config.cardinality.max_clusters {
+            return Err(self.limited(Limit::Clusters));
+        }
+        let c = self.new_name(cluster)?;
+        self.usage.clusters.insert(c, ClusterUsage::default());
+        Ok(c)
+    }
+
+    pub(super) fn topic_id(&mut self, cluster: &str, topic: &str) -> Result<TopicId, RejectReason> {
+        if let (Some(c), Some(t)) = (self.names.get(cluster), self.names.get(topic))
+            && let Some(&tid) = self.topic_ids.get(&(c, t))
+        {
+            return Ok(tid);
+        }
+        let c = self.cluster(cluster)?;
+        if self.usage.clusters[&c].topics >= self.config.cardinality.max_topics_per_cluster {
+            return Err(self.limited(Limit::Topics));
+        }
+        let t = self.new_name(topic)?;
+        if let Some(u) = self.usage.clusters.get_mut(&c) {
+            u.topics += 1;
+        }
+        let key = (c, t);
         let tid = TopicId(index_u32(self.topics.len()));
         self.topics.push(TopicState {
             cluster: key.0,
@@ -121,7 +180,7 @@ impl Engine {
         });
         self.topic_ids.insert(key, tid);
         self.topic_clusters.entry(key.1).or_default().push(key.0);
-        tid
+        Ok(tid)
     }
 
     /// The clusters a topic is known in. Tracers name the cluster on produce
@@ -131,11 +190,20 @@ impl Engine {
         clusters.into_iter().flatten().map(|&c| self.names.name(c))
     }
 
-    pub fn group_id(&mut self, cluster: &str, group: &str) -> GroupId {
-        let key = (self.names.intern(cluster), self.names.intern(group));
-        if let Some(&gid) = self.group_ids.get(&key) {
-            return gid;
+    /// The id of a group, created on first sight within the cardinality limits.
+    pub fn group_id(&mut self, cluster: &str, group: &str) -> Result<GroupId, RejectReason> {
+        if let Some(gid) = self.find_group(cluster, group) {
+            return Ok(gid);
         }
+        let c = self.cluster(cluster)?;
+        if self.usage.clusters[&c].groups >= self.config.cardinality.max_groups_per_cluster {
+            return Err(self.limited(Limit::Groups));
+        }
+        let g = self.new_name(group)?;
+        if let Some(u) = self.usage.clusters.get_mut(&c) {
+            u.groups += 1;
+        }
+        let key = (c, g);
         let gid = GroupId(index_u32(self.groups.len()));
         self.groups.push(GroupState {
             cluster: key.0,
@@ -144,13 +212,17 @@ impl Engine {
             deleted: false,
         });
         self.group_ids.insert(key, gid);
-        gid
+        Ok(gid)
     }
 
-    pub fn group_partition_id(&mut self, gid: GroupId, pid: PartitionId) -> GroupPartitionId {
+    pub fn group_partition_id(&mut self, gid: GroupId, pid: PartitionId) -> Result<GroupPartitionId, RejectReason> {
         if let Some(id) = self.existing_group_partition(gid, pid) {
-            return id;
+            return Ok(id);
         }
+        if self.usage.group_partitions >= self.config.cardinality.max_group_partitions {
+            return Err(self.limited(Limit::GroupPartitions));
+        }
+        self.usage.group_partitions += 1;
         let id = GroupPartitionId(index_u32(self.group_partitions.len()));
         self.group_partitions.push(GroupPartitionState {
             group: gid,
@@ -159,7 +231,7 @@ impl Engine {
         });
         self.groups[gid.0 as usize].partitions.push(id);
         self.partitions[pid.0 as usize].groups.push((gid, id));
-        id
+        Ok(id)
     }
 
     pub(super) fn existing_group_partition(&self, gid: GroupId, pid: PartitionId) -> Option<GroupPartitionId> {

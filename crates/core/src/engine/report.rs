@@ -9,6 +9,8 @@ pub struct EngineStats {
     /// Valid points that told nothing new (behind the known end, older commits).
     pub redundant: u64,
     pub rejected: RejectCounts,
+    /// Refusals by the cardinality limit that made them.
+    pub limited: crate::model::LimitCounts,
     pub resets: u64,
 }
 

@@ -37,6 +37,9 @@ pub(super) struct PartitionState {
     pub(super) broker_end: Option<i64>,
     /// Highest end offset produce acks prove (acked offset + 1).
     pub(super) acked_end: Option<i64>,
+    /// On a partition the broker is asked about: the lowest produce ack beyond
+    /// the broker's last answer, held until an answer reaches it.
+    pub(super) unconfirmed: Option<(i64, Millis)>,
     pub(super) log_start: Option<i64>,
     pub(super) control_marker: Option<i64>,
     pub(super) pending_end_reset: Option<PendingReset>,
@@ -74,4 +77,18 @@ pub(super) struct Loss {
     /// Offsets below this have been counted already.
     pub(super) counted_upto: i64,
     pub(super) messages: i64,
+}
+
+/// Live things per cluster, against the cardinality limits.
+#[derive(Debug, Default)]
+pub(super) struct ClusterUsage {
+    pub(super) topics: usize,
+    pub(super) groups: usize,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Usage {
+    pub(super) clusters: Map<NameId, ClusterUsage>,
+    pub(super) partitions: usize,
+    pub(super) group_partitions: usize,
 }

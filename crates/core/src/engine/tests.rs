@@ -443,7 +443,7 @@ fn the_id_path_is_validated_and_counted_as_observe_is() {
     let pid = e.partition_id(part(0)).unwrap();
     e.produced(pid, 5, secs(1)).unwrap();
     assert_eq!(e.produced(pid, -1, secs(2)), Err(RejectReason::InvalidOffsetSentinel));
-    let gid = e.group_id("c", "g");
+    let gid = e.group_id("c", "g").unwrap();
     e.committed(gid, pid, 3, secs(2)).unwrap();
     assert_eq!(
         e.committed(gid, pid, i64::MAX, secs(2)),
@@ -454,4 +454,113 @@ fn the_id_path_is_validated_and_counted_as_observe_is() {
     assert_eq!(e.stats().rejected.get(RejectReason::OffsetOutOfRange), 1);
     let gp = e.find("c", "g", T, 0).unwrap();
     assert!(e.evaluate(gp, secs(3)).producer_failing, "a -1 ack is a failure report");
+}
+
+fn limited(max: impl FnOnce(&mut crate::config::Cardinality)) -> Engine {
+    let mut config = EngineConfig::default();
+    max(&mut config.cardinality);
+    Engine::new(config).unwrap()
+}
+
+fn produce_to(e: &mut Engine, cluster: &str, topic: &str, partition: i32) -> Result<(), RejectReason> {
+    let partition = PartitionRef {
+        cluster,
+        topic,
+        partition,
+    };
+    e.observe(secs(1), &Observation::Produced { partition, offset: 1 })
+}
+
+#[test]
+fn new_names_over_a_limit_are_refused_and_counted_and_known_ones_keep_working() {
+    let mut e = limited(|c| {
+        c.max_clusters = 2;
+        c.max_topics_per_cluster = 3;
+        c.max_partitions_per_topic = 4;
+        c.max_groups_per_cluster = 2;
+        c.max_name_bytes = 16;
+    });
+    for t in ["a", "b", "c"] {
+        produce_to(&mut e, "c1", t, 0).unwrap();
+    }
+    assert_eq!(produce_to(&mut e, "c1", "d", 0), Err(RejectReason::Limited));
+    produce_to(&mut e, "c1", "a", 3).unwrap();
+    assert_eq!(produce_to(&mut e, "c1", "a", 4), Err(RejectReason::Limited));
+    assert_eq!(produce_to(&mut e, "c1", "a", i32::MAX), Err(RejectReason::Limited));
+    produce_to(&mut e, "c2", "a", 0).unwrap();
+    assert_eq!(produce_to(&mut e, "c3", "a", 0), Err(RejectReason::Limited));
+    assert_eq!(produce_to(&mut e, "c2", &"x".repeat(17), 0), Err(RejectReason::Limited));
+    for g in ["g1", "g2", "g3"] {
+        let _ = e.observe(
+            secs(2),
+            &Observation::Committed {
+                group: g,
+                partition: PartitionRef {
+                    cluster: "c1",
+                    topic: "a",
+                    partition: 0,
+                },
+                offset: 1,
+            },
+        );
+    }
+    assert!(e.find_group("c1", "g2").is_some());
+    assert!(e.find_group("c1", "g3").is_none());
+    let limited = &e.stats().limited;
+    assert_eq!(limited.get(Limit::Topics), 1);
+    assert_eq!(limited.get(Limit::PartitionId), 2);
+    assert_eq!(limited.get(Limit::Clusters), 1);
+    assert_eq!(limited.get(Limit::NameBytes), 1);
+    assert_eq!(limited.get(Limit::Groups), 1);
+    assert_eq!(e.stats().rejected.get(RejectReason::Limited), 6);
+    // A refused name leaves nothing behind, and forgetting frees a place.
+    assert!(e.names.get("d").is_none() && e.names.get("c3").is_none());
+    e.observe(secs(3), &Observation::TopicDeleted { cluster: "c1", topic: "b" }).unwrap();
+    produce_to(&mut e, "c1", "d", 0).unwrap();
+    e.observe(secs(3), &Observation::GroupDeleted { cluster: "c1", group: "g1" }).unwrap();
+    assert!(e.group_id("c1", "g3").is_ok());
+}
+
+#[test]
+fn total_partitions_and_group_partitions_are_bounded() {
+    let mut e = limited(|c| {
+        c.max_partitions = 3;
+        c.max_group_partitions = 2;
+    });
+    for p in 0..3 {
+        produce_to(&mut e, "c", "t", p).unwrap();
+    }
+    assert_eq!(produce_to(&mut e, "c", "u", 0), Err(RejectReason::Limited));
+    let gid = e.group_id("c", "g").unwrap();
+    let pids: Vec<_> = e.partitions().collect();
+    e.committed(gid, pids[0], 1, secs(2)).unwrap();
+    e.committed(gid, pids[1], 1, secs(2)).unwrap();
+    assert_eq!(e.committed(gid, pids[2], 1, secs(2)), Err(RejectReason::Limited));
+    assert_eq!(e.stats().limited.get(Limit::GroupPartitions), 1);
+    assert_eq!(e.stats().limited.get(Limit::Partitions), 1);
+}
+
+#[test]
+fn a_tracer_cannot_raise_lag_above_what_the_broker_answered() {
+    let mut e = engine();
+    // Before any broker answer, a wild ack is believed (nothing says otherwise)...
+    produce(&mut e, 1, 1 << 62).unwrap();
+    commit(&mut e, 2, 100).unwrap();
+    let gp = e.find("c", "g", T, 0).unwrap();
+    assert_eq!(e.evaluate(gp, secs(3)).lag_messages, Some((1 << 62) + 1 - 100));
+    // ...until the broker answers: the history that ran ahead is corrected.
+    broker_end(&mut e, 4, 150);
+    assert_eq!(e.evaluate(gp, secs(5)).lag_messages, Some(50));
+    // Acks beyond the broker's answer wait for it, and never raise lag.
+    produce(&mut e, 6, 1 << 62).unwrap();
+    produce(&mut e, 7, 159).unwrap();
+    assert_eq!(e.evaluate(gp, secs(8)).lag_messages, Some(50));
+    let pid = e.partitions().next().unwrap();
+    assert_eq!(e.evaluate_partition(pid, secs(8)).produce_offset, Some(149));
+    // The next answer confirms the held ack, with the time it was made.
+    broker_end(&mut e, 10, 400);
+    assert_eq!(e.evaluate(gp, secs(11)).lag_messages, Some(300));
+    let p = &e.partitions[pid.0 as usize];
+    assert!(p.history.points().iter().any(|pt| pt.end == 160 && pt.at == secs(7)));
+    assert!(p.history.end() == Some(400) && p.unconfirmed.is_none());
 }

@@ -163,6 +163,19 @@ impl OffsetHistory {
         self.push(Point { end, at }, params);
     }
 
+    /// Forgets the sightings above `end` (offsets a broker says do not exist);
+    /// true when there were any. Histories rise, so they are a suffix.
+    pub fn truncate_above(&mut self, end: i64) -> bool {
+        let keep = self.points.partition_point(|p| p.end <= end);
+        if keep == self.points.len() {
+            return false;
+        }
+        self.points.truncate(keep);
+        self.errs.truncate(keep);
+        self.door = Door::SHUT;
+        true
+    }
+
     /// Records that the end offset was `end` at `at`. Returns false when the point
     /// told nothing new (an older or equal end already known at that time).
     ///

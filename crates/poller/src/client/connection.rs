@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 
 /// A response larger than this is refused: no admin answer we ask for comes near it.
-const MAX_RESPONSE_BYTES: usize = 256 << 20;
+const MAX_RESPONSE_BYTES: usize = 64 << 20;
 /// The UNSUPPORTED_VERSION error code.
 const UNSUPPORTED_VERSION: i16 = 35;
 
@@ -126,7 +126,16 @@ impl Connection {
             Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
                 let mut scram = Scram::new(sasl.mechanism, &sasl.username, &sasl.password, Scram::nonce());
                 let server_first = step(scram.client_first()).await?;
-                let client_final = scram.client_final(&server_first).map_err(auth)?;
+                // Key derivation costs up to MAX_SCRAM_ITERATIONS hashes: off the
+                // async workers, so that one broker's answer cannot stall the rest.
+                let (scram_back, client_final) = tokio::task::spawn_blocking(move || {
+                    let answer = scram.client_final(&server_first);
+                    (scram, answer)
+                })
+                .await
+                .map_err(|e| auth(format!("key derivation failed: {e}")))?;
+                scram = scram_back;
+                let client_final = client_final.map_err(auth)?;
                 let server_final = step(client_final).await?;
                 scram.verify_server_final(&server_final).map_err(auth)?;
             }
@@ -290,8 +299,15 @@ impl Connection {
                 .ok()
                 .filter(|&l| l <= MAX_RESPONSE_BYTES)
                 .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame length {len}")))?;
-            let mut buf = vec![0; len];
-            self.stream.get_mut().read_exact(&mut buf).await?;
+            // Grown as bytes arrive: a length alone does not buy memory.
+            let mut buf = Vec::with_capacity(len.min(1 << 20));
+            (&mut *self.stream.get_mut()).take(len as u64).read_to_end(&mut buf).await?;
+            if buf.len() != len {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("frame ended after {} of {len} bytes", buf.len()),
+                ));
+            }
             Ok::<_, std::io::Error>(Bytes::from(buf))
         };
         match tokio::time::timeout(timeout, read).await {

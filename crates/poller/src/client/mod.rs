@@ -30,6 +30,10 @@ use kafka_protocol::protocol::{Decodable, Request, StrBytes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use streamsight_core::Millis;
+
+/// Brokers of one cluster ever dialled: the largest Kafka clusters have a few
+/// hundred; a metadata answer listing more is not believed past this.
+const MAX_BROKERS: usize = 1_024;
 use tokio_rustls::rustls::ClientConfig;
 
 /// Groups per batched OffsetFetch or DescribeGroups request.
@@ -216,11 +220,24 @@ impl ClusterClient {
             .with_topics(None)
             .with_allow_auto_topic_creation(false);
         let response = self.any_broker(&all_topics).await?;
+        // Only advertised brokers are ever dialled, and only so many of them.
+        if response.brokers.len() > MAX_BROKERS {
+            tracing::warn!(
+                cluster = %self.config.name,
+                advertised = response.brokers.len(),
+                kept = MAX_BROKERS,
+                "metadata advertises more brokers than are ever dialled"
+            );
+        }
         self.brokers = response
             .brokers
             .iter()
+            .take(MAX_BROKERS)
             .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
             .collect();
+        let known: std::collections::HashSet<&String> =
+            self.brokers.values().chain(self.config.bootstrap.iter()).collect();
+        self.connections.retain(|addr, _| known.contains(addr));
         for t in response.topics {
             let Some(name) = t.name else { continue };
             if t.is_internal && !self.config.include_internal_topics {

@@ -49,18 +49,30 @@ impl Mechanism {
 }
 
 /// The first message PLAIN sends: authorization id (empty), user, password.
+/// Kafka's own maximum (`scram.iterations` up to 16,384), with room to spare: a
+/// hostile broker asking for billions would otherwise burn a core per login.
+pub(crate) const MAX_SCRAM_ITERATIONS: u32 = 65_536;
+
 pub(crate) fn plain(username: &str, password: &str) -> Vec<u8> {
     format!("\0{username}\0{password}").into_bytes()
 }
 
 /// A SCRAM exchange in progress, from the client's side.
-#[derive(Debug)]
 pub(crate) struct Scram {
     mechanism: Mechanism,
     password: String,
     client_nonce: String,
     first_bare: String,
     server_signature: Vec<u8>,
+}
+
+impl std::fmt::Debug for Scram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scram")
+            .field("mechanism", &self.mechanism)
+            .field("password", &"<redacted>")
+            .finish_non_exhaustive()
+    }
 }
 
 impl Scram {
@@ -113,6 +125,11 @@ impl Scram {
         let iterations = iterations
             .filter(|&i| i > 0)
             .ok_or("server-first has no iteration count")?;
+        if iterations > MAX_SCRAM_ITERATIONS {
+            return Err(format!(
+                "server asks for {iterations} iterations; more than {MAX_SCRAM_ITERATIONS} is refused"
+            ));
+        }
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{},{server_first},{without_proof}", self.first_bare);
         let salted = self.salted_password(&salt, iterations);
@@ -206,6 +223,10 @@ mod tests {
         assert!(s.client_final(b"e=unknown-user").unwrap_err().contains("unknown-user"));
         assert!(s.client_final(b"r=abcd,s=!!,i=1").is_err());
         assert!(s.client_final(b"r=abcd,s=AAAA,i=0").is_err());
+        let started = std::time::Instant::now();
+        let greedy = s.client_final(b"r=abcd,s=AAAA,i=4000000000").unwrap_err();
+        assert!(greedy.contains("refused"), "{greedy}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused before deriving");
     }
 
     #[test]
@@ -218,6 +239,8 @@ mod tests {
             password: "hunter2".into(),
         };
         assert!(!format!("{c:?}").contains("hunter2"));
+        let scram = Scram::new(Mechanism::ScramSha256, "u", "hunter2", "n".into());
+        assert!(!format!("{scram:?}").contains("hunter2"));
         assert_eq!(plain("u", "p"), b"\0u\0p");
     }
 }

@@ -10,17 +10,106 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::Read;
 
-/// Limits on what one request may hold.
-#[derive(Copy, Clone, Debug)]
+/// Limits on what one request may hold. Counts are checked while decoding, so a
+/// small body that declares a million points stops at the limit instead of
+/// becoming a million records.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Bytes after decompression: a gzip bomb stops here.
     pub max_decompressed_bytes: usize,
+    /// Stats buckets.
+    pub max_buckets: usize,
+    /// Backlogs (offsets), over all buckets.
+    pub max_backlogs: usize,
+    /// Stats points (pathway records), over all buckets.
+    pub max_stats_points: usize,
+    /// Failed-send counts.
+    pub max_failed_sends: usize,
+    /// Delivery facts: produced, consumed, skipped and started counts together.
+    pub max_delivery_facts: usize,
+    /// Tags of backlogs and edge tags of points, together.
+    pub max_tags: usize,
+    /// Trace ids attached to counts, together.
+    pub max_trace_ids: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_decompressed_bytes: 64 << 20,
+            max_buckets: 1_000,
+            max_backlogs: 20_000,
+            max_stats_points: 20_000,
+            max_failed_sends: 10_000,
+            max_delivery_facts: 50_000,
+            max_tags: 200_000,
+            max_trace_ids: 50_000,
+        }
+    }
+}
+
+impl Limits {
+    /// No limit on counts: for payloads this process made itself.
+    pub fn unbounded_counts(max_decompressed_bytes: usize) -> Self {
+        Self {
+            max_decompressed_bytes,
+            max_buckets: usize::MAX,
+            max_backlogs: usize::MAX,
+            max_stats_points: usize::MAX,
+            max_failed_sends: usize::MAX,
+            max_delivery_facts: usize::MAX,
+            max_tags: usize::MAX,
+            max_trace_ids: usize::MAX,
+        }
+    }
+
+    fn of(&self, what: Counted) -> usize {
+        match what {
+            Counted::Buckets => self.max_buckets,
+            Counted::Backlogs => self.max_backlogs,
+            Counted::StatsPoints => self.max_stats_points,
+            Counted::FailedSends => self.max_failed_sends,
+            Counted::DeliveryFacts => self.max_delivery_facts,
+            Counted::Tags => self.max_tags,
+            Counted::TraceIds => self.max_trace_ids,
+        }
+    }
+}
+
+/// What a payload's lists hold, each with its own limit.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Counted {
+    Buckets,
+    Backlogs,
+    StatsPoints,
+    FailedSends,
+    DeliveryFacts,
+    Tags,
+    TraceIds,
+}
+
+impl Counted {
+    const ALL: [Counted; 7] = [
+        Counted::Buckets,
+        Counted::Backlogs,
+        Counted::StatsPoints,
+        Counted::FailedSends,
+        Counted::DeliveryFacts,
+        Counted::Tags,
+        Counted::TraceIds,
+    ];
+
+    /// The name used in errors and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Counted::Buckets => "buckets",
+            Counted::Backlogs => "backlogs",
+            Counted::StatsPoints => "stats_points",
+            Counted::FailedSends => "failed_sends",
+            Counted::DeliveryFacts => "delivery_facts",
+            Counted::Tags => "tags",
+            Counted::TraceIds => "trace_ids",
         }
     }
 }
@@ -33,6 +122,8 @@ pub enum PayloadError {
     TooLarge { limit: usize },
     #[error("body is not a valid pipeline stats payload: {0}")]
     Msgpack(String),
+    #[error("payload holds more than {limit} {}", what.as_str())]
+    OverLimit { what: Counted, limit: usize },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -48,9 +139,9 @@ pub struct Payload {
     pub tracer_version: String,
     #[serde(rename = "Version", deserialize_with = "nullable")]
     pub version: String,
-    #[serde(rename = "Stats", deserialize_with = "nullable")]
+    #[serde(rename = "Stats", deserialize_with = "buckets")]
     pub stats: Vec<Bucket>,
-    #[serde(rename = "ProcessTags", deserialize_with = "nullable")]
+    #[serde(rename = "ProcessTags", deserialize_with = "tags")]
     pub process_tags: Vec<String>,
     #[serde(rename = "ProductMask", deserialize_with = "flexible_u64")]
     pub product_mask: u64,
@@ -61,7 +152,7 @@ pub struct Payload {
     #[serde(rename = "Hostname", deserialize_with = "nullable")]
     pub hostname: String,
     /// streamsight's SDK: failed sends, which tracers do not report.
-    #[serde(rename = "StreamsightFailedSends", deserialize_with = "nullable")]
+    #[serde(rename = "StreamsightFailedSends", deserialize_with = "failed_sends")]
     pub failed_sends: Vec<FailedSends>,
     /// streamsight's SDK: message counts for drop accounting.
     #[serde(rename = "StreamsightDelivery", deserialize_with = "nullable")]
@@ -77,16 +168,16 @@ pub struct Bucket {
     /// Nanoseconds, 10 s by default.
     #[serde(rename = "Duration", deserialize_with = "flexible_u64")]
     pub duration: u64,
-    #[serde(rename = "Stats", deserialize_with = "nullable")]
+    #[serde(rename = "Stats", deserialize_with = "stats_points")]
     pub stats: Vec<StatsPoint>,
-    #[serde(rename = "Backlogs", deserialize_with = "nullable")]
+    #[serde(rename = "Backlogs", deserialize_with = "backlogs")]
     pub backlogs: Vec<Backlog>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StatsPoint {
-    #[serde(rename = "EdgeTags", deserialize_with = "nullable")]
+    #[serde(rename = "EdgeTags", deserialize_with = "tags")]
     pub edge_tags: Vec<String>,
     #[serde(rename = "Hash", deserialize_with = "flexible_u64")]
     pub hash: u64,
@@ -121,7 +212,7 @@ pub struct StatsPoint {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Backlog {
-    #[serde(rename = "Tags", deserialize_with = "nullable")]
+    #[serde(rename = "Tags", deserialize_with = "tags")]
     pub tags: Vec<String>,
     #[serde(rename = "Value", deserialize_with = "flexible_i64")]
     pub value: i64,
@@ -146,7 +237,7 @@ pub struct FailedSends {
     #[serde(rename = "WindowMs", deserialize_with = "flexible_i64")]
     pub window_ms: i64,
     /// A few trace ids of the failed records, to follow them.
-    #[serde(rename = "TraceIds", deserialize_with = "nullable")]
+    #[serde(rename = "TraceIds", deserialize_with = "trace_ids")]
     pub trace_ids: Vec<String>,
 }
 
@@ -156,13 +247,13 @@ pub struct FailedSends {
 pub struct Delivery {
     #[serde(rename = "KafkaClusterId", deserialize_with = "nullable")]
     pub cluster: String,
-    #[serde(rename = "Produced", deserialize_with = "nullable")]
+    #[serde(rename = "Produced", deserialize_with = "delivery_facts")]
     pub produced: Vec<ProducedCount>,
-    #[serde(rename = "Consumed", deserialize_with = "nullable")]
+    #[serde(rename = "Consumed", deserialize_with = "delivery_facts")]
     pub consumed: Vec<ConsumedCount>,
-    #[serde(rename = "Skipped", deserialize_with = "nullable")]
+    #[serde(rename = "Skipped", deserialize_with = "delivery_facts")]
     pub skipped: Vec<SkippedRange>,
-    #[serde(rename = "Started", deserialize_with = "nullable")]
+    #[serde(rename = "Started", deserialize_with = "delivery_facts")]
     pub started: Vec<ConsumeStart>,
 }
 
@@ -209,7 +300,7 @@ pub struct ConsumedCount {
     pub failed: u64,
     #[serde(rename = "DeadLettered", deserialize_with = "flexible_u64")]
     pub dead_lettered: u64,
-    #[serde(rename = "TraceIds", deserialize_with = "nullable")]
+    #[serde(rename = "TraceIds", deserialize_with = "trace_ids")]
     pub trace_ids: Vec<String>,
 }
 
@@ -262,14 +353,14 @@ pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, Pay
                 limit: limits.max_decompressed_bytes,
             });
         }
-        decode_msgpack(&out)
+        decode_msgpack(&out, limits)
     } else {
         if body.len() > limits.max_decompressed_bytes {
             return Err(PayloadError::TooLarge {
                 limit: limits.max_decompressed_bytes,
             });
         }
-        decode_msgpack(body)
+        decode_msgpack(body, limits)
     }
 }
 
@@ -283,9 +374,116 @@ pub fn encode(payload: &Payload) -> Vec<u8> {
     gz.finish().unwrap_or_default()
 }
 
-pub fn decode_msgpack(bytes: &[u8]) -> Result<Payload, PayloadError> {
-    let payload: Payload = rmp_serde::from_slice(bytes).map_err(|e| PayloadError::Msgpack(e.to_string()))?;
-    Ok(payload)
+/// Decodes msgpack, counting list elements against `limits` as they are read.
+pub fn decode_msgpack(bytes: &[u8], limits: Limits) -> Result<Payload, PayloadError> {
+    BUDGET.with(|b| b.set(Some(Budget::new(limits))));
+    let decoded = rmp_serde::from_slice::<Payload>(bytes);
+    let budget = BUDGET.with(|b| b.take());
+    match (decoded, budget.and_then(|b| b.exceeded)) {
+        (_, Some(what)) => Err(PayloadError::OverLimit {
+            what,
+            limit: limits.of(what),
+        }),
+        (Ok(payload), None) => Ok(payload),
+        (Err(e), None) => Err(PayloadError::Msgpack(e.to_string())),
+    }
+}
+
+/// What is left of a decode's limits. Serde's derive gives a field's
+/// deserializer no context, so the decode in progress on this thread keeps it.
+#[derive(Copy, Clone, Debug)]
+struct Budget {
+    left: [usize; Counted::ALL.len()],
+    exceeded: Option<Counted>,
+}
+
+impl Budget {
+    fn new(limits: Limits) -> Self {
+        Self {
+            left: Counted::ALL.map(|c| limits.of(c)),
+            exceeded: None,
+        }
+    }
+}
+
+thread_local! {
+    static BUDGET: std::cell::Cell<Option<Budget>> = const { std::cell::Cell::new(None) };
+}
+
+/// Takes `n` from the budget of `what`; false (and the budget marked exceeded)
+/// when not that many are left. Without a decode in progress, nothing is counted.
+fn charge(what: Counted, n: usize) -> bool {
+    BUDGET.with(|cell| {
+        let Some(mut b) = cell.get() else {
+            return true;
+        };
+        let left = &mut b.left[what as usize];
+        let ok = *left >= n;
+        if ok {
+            *left -= n;
+        } else {
+            b.exceeded = b.exceeded.or(Some(what));
+        }
+        cell.set(Some(b));
+        ok
+    })
+}
+
+/// A nullable list whose length is charged to `what`: a declared length over
+/// what is left fails before any element is read.
+fn bounded<'de, D, T>(d: D, what: Counted) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Seq<T>(Counted, std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Seq<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Vec<T>, E> {
+            Ok(Vec::new())
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Vec<T>, E> {
+            Ok(Vec::new())
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let over = || de::Error::custom(format_args!("too many {}", self.0.as_str()));
+            let declared = seq.size_hint().unwrap_or(0);
+            if !charge(self.0, declared) {
+                return Err(over());
+            }
+            let mut out = Vec::with_capacity(declared.min(1024));
+            while let Some(x) = seq.next_element()? {
+                // A declared length is charged already; only elements past it count here.
+                if out.len() >= declared && !charge(self.0, 1) {
+                    return Err(over());
+                }
+                out.push(x);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(Seq(what, std::marker::PhantomData))
+}
+
+macro_rules! bounded_fields {
+    ($($name:ident => $what:ident),* $(,)?) => {$(
+        fn $name<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+            bounded(d, Counted::$what)
+        }
+    )*};
+}
+
+bounded_fields! {
+    buckets => Buckets,
+    backlogs => Backlogs,
+    stats_points => StatsPoints,
+    failed_sends => FailedSends,
+    delivery_facts => DeliveryFacts,
+    tags => Tags,
+    trace_ids => TraceIds,
 }
 
 fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
@@ -427,6 +625,7 @@ mod tests {
         assert!(decode(&body, false, Limits::default()).is_ok());
         let small = Limits {
             max_decompressed_bytes: 16,
+            ..Limits::default()
         };
         assert!(matches!(
             decode(&body, true, small),
@@ -449,10 +648,80 @@ mod tests {
         assert!(bomb.len() < 200_000);
         let limits = Limits {
             max_decompressed_bytes: 4 << 20,
+            ..Limits::default()
         };
         assert!(matches!(
             decode(&bomb, true, limits),
             Err(PayloadError::TooLarge { .. })
+        ));
+    }
+
+    /// `{"Stats":[{"Stats":[{} × n]}]}`, as raw msgpack.
+    fn empty_points(n: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        rmp::encode::write_map_len(&mut b, 1).unwrap();
+        rmp::encode::write_str(&mut b, "Stats").unwrap();
+        rmp::encode::write_array_len(&mut b, 1).unwrap();
+        rmp::encode::write_map_len(&mut b, 1).unwrap();
+        rmp::encode::write_str(&mut b, "Stats").unwrap();
+        rmp::encode::write_array_len(&mut b, n).unwrap();
+        for _ in 0..n {
+            rmp::encode::write_map_len(&mut b, 0).unwrap();
+        }
+        b
+    }
+
+    #[test]
+    fn counts_are_limited_while_decoding() {
+        let limits = Limits {
+            max_stats_points: 100,
+            ..Limits::default()
+        };
+        assert_eq!(decode(&empty_points(100), false, limits).unwrap().stats[0].stats.len(), 100);
+        let err = decode(&empty_points(1_000_000), false, limits).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PayloadError::OverLimit {
+                    what: Counted::StatsPoints,
+                    limit: 100
+                }
+            ),
+            "{err}"
+        );
+        // A declared length is not trusted either: a header claiming a million
+        // elements with few behind it fails at the header.
+        let mut lying = empty_points(0);
+        lying.truncate(lying.len() - 1);
+        rmp::encode::write_array_len(&mut lying, 1_000_000).unwrap();
+        assert!(matches!(
+            decode(&lying, false, limits),
+            Err(PayloadError::OverLimit { .. })
+        ));
+        // Limits are per decode: the next one starts afresh.
+        assert!(decode(&empty_points(100), false, limits).is_ok());
+    }
+
+    #[test]
+    fn limits_add_up_over_buckets() {
+        let bucket = Bucket {
+            backlogs: vec![Backlog::default(); 3],
+            ..Bucket::default()
+        };
+        let p = Payload {
+            stats: vec![bucket.clone(), bucket],
+            ..Payload::default()
+        };
+        let limits = Limits {
+            max_backlogs: 5,
+            ..Limits::default()
+        };
+        assert!(matches!(
+            decode(&encode(&p), true, limits),
+            Err(PayloadError::OverLimit {
+                what: Counted::Backlogs,
+                ..
+            })
         ));
     }
 
@@ -534,7 +803,7 @@ mod properties {
         /// The fuzz target's property, in the ordinary test run.
         #[test]
         fn any_bytes_decode_or_fail_cleanly(bytes in prop::collection::vec(any::<u8>(), 0..512), gzipped: bool) {
-            let _ = decode(&bytes, gzipped, Limits { max_decompressed_bytes: 1 << 16 });
+            let _ = decode(&bytes, gzipped, Limits { max_decompressed_bytes: 1 << 16, ..Limits::default() });
         }
 
         /// Valid payloads with bytes flipped: deeper into the decoder than noise goes.

@@ -1,0 +1,188 @@
+//! How both listeners serve HTTP: a cap on open connections, a deadline for
+//! headers (and for idle kept-alive connections), one for each request, and a
+//! cap on requests in flight. Over a cap the answer is 503 with `Retry-After`
+//! at once, never a queue that grows with the attack.
+
+use crate::intake::error_response;
+use crate::state::Shared;
+use crate::telemetry::IntakeEvent;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::sync::Arc;
+use std::time::Duration;
+use streamsight_core::Limit;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+/// What one listener enforces, from `[serve.limits]`.
+#[derive(Clone, Debug)]
+pub(crate) struct Guard {
+    pub(crate) name: &'static str,
+    in_flight: Arc<Semaphore>,
+    max_connections: usize,
+    header_timeout: Duration,
+    request_timeout: Duration,
+    /// Host names this listener answers to; `None` answers any.
+    hosts: Option<Arc<Vec<String>>>,
+    shared: Arc<Shared>,
+}
+
+impl Guard {
+    pub(crate) fn new(name: &'static str, shared: Arc<Shared>) -> Self {
+        let limits = &shared.config.limits;
+        Self {
+            name,
+            in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+            max_connections: limits.max_connections.max(1),
+            header_timeout: limits.header_timeout,
+            request_timeout: limits.request_timeout,
+            hosts: None,
+            shared,
+        }
+    }
+
+    /// On a loopback listener, answers only `Host`s that name loopback or one of
+    /// `extra`: a web page whose name was rebound to 127.0.0.1 still sends its
+    /// own name, and is refused.
+    pub(crate) fn loopback_hosts(mut self, addr: std::net::SocketAddr) -> Self {
+        if addr.ip().is_loopback() {
+            let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()];
+            let extra = &self.shared.config.limits.api_hosts;
+            hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
+            self.hosts = Some(Arc::new(hosts));
+        }
+        self
+    }
+
+    fn limited(&self, limit: Limit) {
+        self.shared.telemetry.emit(IntakeEvent::Limited {
+            limit,
+            listener: self.name,
+        });
+    }
+}
+
+/// Serves `router` on `listener` under `guard` until `stop`; then stops
+/// accepting, lets requests under way finish and returns.
+pub(crate) async fn serve(listener: TcpListener, router: Router, guard: Guard, stop: watch::Receiver<bool>) {
+    let router = router.layer(middleware::from_fn_with_state(guard.clone(), per_request));
+    let connections = Arc::new(Semaphore::new(guard.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(guard.header_timeout);
+    let mut open = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = crate::stopped(stop.clone()) => break,
+        };
+        // Reap finished connections so the set does not grow.
+        while open.try_join_next().is_some() {}
+        let (stream, _) = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors, say: back off rather than spin.
+                tracing::warn!(error = %e, listener = guard.name, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            guard.limited(Limit::Connections);
+            open.spawn(refuse(stream));
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = http.serve_connection(TokioIo::new(stream), service);
+        let stop = stop.clone();
+        open.spawn(async move {
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = crate::stopped(stop.clone()) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+            drop(permit);
+        });
+    }
+    while open.join_next().await.is_some() {}
+}
+
+/// Answers a connection over the cap without reading it, and closes it.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 62\r\nConnection: close\r\n\r\n{\"error\":\"overloaded\",\"message\":\"too many open connections\"}\n";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+}
+
+/// Host check, in-flight cap and deadline, for every request.
+async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if let Some(hosts) = &guard.hosts
+        && let Some(host) = request.headers().get(header::HOST)
+        && !host_allowed(host.as_bytes(), hosts)
+    {
+        return error_response(
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            "this listener answers loopback host names only (see limits.api_hosts)",
+        );
+    }
+    // Probes stay answerable while the API is busy.
+    let probe = matches!(request.uri().path(), "/healthz" | "/readyz");
+    let permit = if probe {
+        None
+    } else {
+        match guard.in_flight.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                guard.limited(Limit::InFlight);
+                return error_response(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "too many requests in flight");
+            }
+        }
+    };
+    let response = match tokio::time::timeout(guard.request_timeout, next.run(request)).await {
+        Ok(r) => r,
+        Err(_) => error_response(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            &format!("the request was not read and answered within {:?}", guard.request_timeout),
+        ),
+    };
+    drop(permit);
+    response
+}
+
+fn host_allowed(host: &[u8], allowed: &[String]) -> bool {
+    let Ok(host) = std::str::from_utf8(host) else {
+        return false;
+    };
+    let host = host.trim().to_ascii_lowercase();
+    // Strip the port; an IPv6 literal keeps its brackets.
+    let name = match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host.as_str(),
+    };
+    allowed.iter().any(|a| a == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_compared_without_their_port() {
+        let allowed = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()];
+        for ok in ["localhost", "LOCALHOST:7411", "127.0.0.1:80", "[::1]:7411", "[::1]"] {
+            assert!(host_allowed(ok.as_bytes(), &allowed), "{ok}");
+        }
+        for bad in ["evil.example", "evil.example:7411", "127.0.0.1.evil.example", "", "[::2]:1"] {
+            assert!(!host_allowed(bad.as_bytes(), &allowed), "{bad}");
+        }
+        assert!(!host_allowed(&[0xff, 0xfe], &allowed));
+    }
+}
