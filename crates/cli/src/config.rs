@@ -62,7 +62,10 @@ fn parse_error(text: &str, e: &toml::de::Error) -> String {
     let before = &text[..span.start.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    let this_line = text[before.rfind('\n').map_or(0, |i| i + 1)..].lines().next().unwrap_or("");
+    let this_line = text[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .lines()
+        .next()
+        .unwrap_or("");
     let key = this_line.split('=').next().unwrap_or("").trim().to_ascii_lowercase();
     let message = if SECRET_KEYS.iter().any(|s| key.contains(s)) {
         format!("the value of `{key}` is invalid (not shown: it may be a secret)")
@@ -98,6 +101,10 @@ mod tests {
         assert!(ours.contains("line 7"), "{ours}");
         let unquoted = "[serve]\nstorage = sqlite://x\n";
         let err = toml::from_str::<Config>(unquoted).unwrap_err();
-        assert!(parse_error(unquoted, &err).starts_with("line 2"), "{}", parse_error(unquoted, &err));
+        assert!(
+            parse_error(unquoted, &err).starts_with("line 2"),
+            "{}",
+            parse_error(unquoted, &err)
+        );
     }
 }

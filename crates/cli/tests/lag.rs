@@ -4,10 +4,7 @@
 
 mod support;
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 
 fn lag(args: &[&str]) -> (bool, String, String) {
@@ -19,25 +16,7 @@ fn lag_from_the_cluster_and_from_a_collector_polling_it() {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic("orders", 2, 1).unwrap();
     let bootstrap = cluster.bootstrap_servers();
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .create()
-        .unwrap();
-    for i in 0..10 {
-        producer
-            .send(BaseRecord::<(), _>::to("orders").partition(i % 2).payload("x"))
-            .unwrap();
-    }
-    producer.flush(Duration::from_secs(5)).unwrap();
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("group.id", "billing")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset("orders", 0, Offset::Offset(2)).unwrap();
-    tpl.add_partition_offset("orders", 1, Offset::Offset(5)).unwrap();
-    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+    support::seed_cluster(&bootstrap, "orders", &[5, 5], "billing", &[2, 5]);
 
     // Directly: the mock cannot list groups, so the group is named.
     let (ok, out, err) = lag(&[

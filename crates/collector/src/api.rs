@@ -45,12 +45,15 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn prometheus(State(shared): State<Arc<Shared>>) -> Response {
-    let body = metrics::render(&shared, clock::now());
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        body,
-    )
-        .into_response()
+    crate::server::off_worker(shared, move |shared| {
+        let body = metrics::render(shared, clock::now());
+        (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            body,
+        )
+            .into_response()
+    })
+    .await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -87,12 +90,15 @@ async fn lag(
     State(shared): State<Arc<Shared>>,
     filter: Result<Query<LagFilter>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let Query(filter) = match filter {
-        Ok(f) => f,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-    };
-    let now = clock::now();
-    axum::Json(json!({ "now_ms": now.0, "rows": lag_rows(&shared, now, &filter) })).into_response()
+    crate::server::off_worker(shared, move |shared| {
+        let Query(filter) = match filter {
+            Ok(f) => f,
+            Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+        };
+        let now = clock::now();
+        axum::Json(json!({ "now_ms": now.0, "rows": lag_rows(shared, now, &filter) })).into_response()
+    })
+    .await
 }
 
 #[derive(Debug, Serialize)]
@@ -143,48 +149,54 @@ fn group_rows(shared: &Shared, now: Millis) -> Vec<GroupRow> {
 }
 
 async fn groups(State(shared): State<Arc<Shared>>) -> Response {
-    axum::Json(json!({ "groups": group_rows(&shared, clock::now()) })).into_response()
+    crate::server::off_worker(shared, move |shared| {
+        axum::Json(json!({ "groups": group_rows(shared, clock::now()) })).into_response()
+    })
+    .await
 }
 
 async fn group(State(shared): State<Arc<Shared>>, Path((cluster, group)): Path<(String, String)>) -> Response {
-    let now = clock::now();
-    let (gid, summary) = {
-        let engine = shared.lag.engine();
-        let Some(gid) = engine.find_group(&cluster, &group) else {
-            return error_response(
-                StatusCode::NOT_FOUND,
-                "unknown_group",
-                &format!("no group {group:?} in cluster {cluster:?}"),
-            );
-        };
-        let partitions: Vec<serde_json::Value> = engine
-            .group_members(gid)
-            .iter()
-            .map(|&gp| {
-                let n = engine.names(gp);
-                json!({
-                    "topic": n.topic,
-                    "partition": n.partition,
-                    "lag": engine.evaluate(gp, now),
-                    "recent_commits": engine.commits(gp).collect::<Vec<_>>(),
+    crate::server::off_worker(shared, move |shared| {
+        let now = clock::now();
+        let (gid, summary) = {
+            let engine = shared.lag.engine();
+            let Some(gid) = engine.find_group(&cluster, &group) else {
+                return error_response(
+                    StatusCode::NOT_FOUND,
+                    "unknown_group",
+                    &format!("no group {group:?} in cluster {cluster:?}"),
+                );
+            };
+            let partitions: Vec<serde_json::Value> = engine
+                .group_members(gid)
+                .iter()
+                .map(|&gp| {
+                    let n = engine.names(gp);
+                    json!({
+                        "topic": n.topic,
+                        "partition": n.partition,
+                        "lag": engine.evaluate(gp, now),
+                        "recent_commits": engine.commits(gp).collect::<Vec<_>>(),
+                    })
                 })
-            })
-            .collect();
-        (
-            gid,
-            json!({ "status": engine.evaluate_group(gid, now).status, "partitions": partitions }),
-        )
-    };
-    let history = shared.lag.group_history(gid);
-    axum::Json(json!({
-        "now_ms": now.0,
-        "cluster": cluster,
-        "group": group,
-        "status": summary["status"],
-        "partitions": summary["partitions"],
-        "history": history,
-    }))
-    .into_response()
+                .collect();
+            (
+                gid,
+                json!({ "status": engine.evaluate_group(gid, now).status, "partitions": partitions }),
+            )
+        };
+        let history = shared.lag.group_history(gid);
+        axum::Json(json!({
+            "now_ms": now.0,
+            "cluster": cluster,
+            "group": group,
+            "status": summary["status"],
+            "partitions": summary["partitions"],
+            "history": history,
+        }))
+        .into_response()
+    })
+    .await
 }
 
 #[derive(Debug, Serialize)]
@@ -197,21 +209,24 @@ struct PartitionRow {
 }
 
 async fn partitions(State(shared): State<Arc<Shared>>) -> Response {
-    let now = clock::now();
-    let engine = shared.lag.engine();
-    let rows: Vec<PartitionRow> = engine
-        .partitions()
-        .map(|pid| {
-            let (cluster, topic, partition) = engine.partition_names(pid);
-            PartitionRow {
-                cluster: cluster.to_owned(),
-                topic: topic.to_owned(),
-                partition,
-                report: engine.evaluate_partition(pid, now),
-            }
-        })
-        .collect();
-    axum::Json(json!({ "now_ms": now.0, "partitions": rows })).into_response()
+    crate::server::off_worker(shared, move |shared| {
+        let now = clock::now();
+        let engine = shared.lag.engine();
+        let rows: Vec<PartitionRow> = engine
+            .partitions()
+            .map(|pid| {
+                let (cluster, topic, partition) = engine.partition_names(pid);
+                PartitionRow {
+                    cluster: cluster.to_owned(),
+                    topic: topic.to_owned(),
+                    partition,
+                    report: engine.evaluate_partition(pid, now),
+                }
+            })
+            .collect();
+        axum::Json(json!({ "now_ms": now.0, "partitions": rows })).into_response()
+    })
+    .await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -224,18 +239,21 @@ async fn pathways(
     State(shared): State<Arc<Shared>>,
     window: Result<Query<Window>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let Query(window) = match window {
-        Ok(w) => w,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-    };
-    let now = clock::now();
-    let span = window
-        .window_seconds
-        .map_or(crate::time_ms(shared.config.pathway_window), |s| {
-            i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
-        });
-    let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
-    axum::Json(graph).into_response()
+    crate::server::off_worker(shared, move |shared| {
+        let Query(window) = match window {
+            Ok(w) => w,
+            Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+        };
+        let now = clock::now();
+        let span = window
+            .window_seconds
+            .map_or(crate::time_ms(shared.config.pathway_window), |s| {
+                i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
+            });
+        let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
+        axum::Json(graph).into_response()
+    })
+    .await
 }
 
 async fn rejections(State(shared): State<Arc<Shared>>) -> Response {

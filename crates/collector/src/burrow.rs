@@ -57,8 +57,11 @@ fn cluster_names(shared: &Shared) -> BTreeSet<String> {
 }
 
 async fn clusters(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap) -> Response {
-    let names: Vec<_> = cluster_names(&shared).into_iter().collect();
-    ok("cluster list returned", &uri, &headers, "clusters", json!(names))
+    crate::server::off_worker(shared, move |shared| {
+        let names: Vec<_> = cluster_names(shared).into_iter().collect();
+        ok("cluster list returned", &uri, &headers, "clusters", json!(names))
+    })
+    .await
 }
 
 async fn cluster(
@@ -67,30 +70,33 @@ async fn cluster(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if !cluster_names(&shared).contains(&cluster) {
-        return not_found("cluster not found", &uri, &headers);
-    }
-    let view = shared.clusters.view().get(&cluster).cloned();
-    let module = match view {
-        Some(v) => json!({
-            "class-name": "kafka",
-            "servers": v.bootstrap,
-            "client-profile": { "name": "streamsight", "client-id": "streamsight-poller", "kafka-version": "" },
-            "topic-refresh": v.poll_interval_ms / 1000,
-            "offset-refresh": v.poll_interval_ms / 1000,
-            "streamsight": {
-                "polls": v.polls,
-                "failed_polls": v.failed_polls,
-                "requests": v.requests,
-                "last_poll_ms": v.last_poll_ms,
-                "brokers": v.last.as_ref().map(|s| &s.brokers),
-                "errors": v.last.as_ref().map(|s| &s.errors),
-            },
-        }),
-        // Known only from instrumented clients: nothing polls it.
-        None => json!({ "class-name": "streamsight-intake", "servers": [], "streamsight": { "polled": false } }),
-    };
-    ok("cluster module detail returned", &uri, &headers, "module", module)
+    crate::server::off_worker(shared, move |shared| {
+        if !cluster_names(shared).contains(&cluster) {
+            return not_found("cluster not found", &uri, &headers);
+        }
+        let view = shared.clusters.view().get(&cluster).cloned();
+        let module = match view {
+            Some(v) => json!({
+                "class-name": "kafka",
+                "servers": v.bootstrap,
+                "client-profile": { "name": "streamsight", "client-id": "streamsight-poller", "kafka-version": "" },
+                "topic-refresh": v.poll_interval_ms / 1000,
+                "offset-refresh": v.poll_interval_ms / 1000,
+                "streamsight": {
+                    "polls": v.polls,
+                    "failed_polls": v.failed_polls,
+                    "requests": v.requests,
+                    "last_poll_ms": v.last_poll_ms,
+                    "brokers": v.last.as_ref().map(|s| &s.brokers),
+                    "errors": v.last.as_ref().map(|s| &s.errors),
+                },
+            }),
+            // Known only from instrumented clients: nothing polls it.
+            None => json!({ "class-name": "streamsight-intake", "servers": [], "streamsight": { "polled": false } }),
+        };
+        ok("cluster module detail returned", &uri, &headers, "module", module)
+    })
+    .await
 }
 
 async fn consumers(
@@ -99,23 +105,26 @@ async fn consumers(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if !cluster_names(&shared).contains(&cluster) {
-        return not_found("cluster not found", &uri, &headers);
-    }
-    let mut groups: BTreeSet<String> = {
-        let engine = shared.lag.engine();
-        engine
-            .groups()
-            .map(|g| engine.group_name(g))
-            .filter(|(c, _)| *c == cluster)
-            .map(|(_, g)| g.to_owned())
-            .collect()
-    };
-    // Groups with no committed offsets yet are still groups.
-    if let Some(snap) = shared.clusters.snapshot(&cluster) {
-        groups.extend(snap.groups.iter().filter(|g| g.exists()).map(|g| g.name.clone()));
-    }
-    ok("consumer list returned", &uri, &headers, "consumers", json!(groups))
+    crate::server::off_worker(shared, move |shared| {
+        if !cluster_names(shared).contains(&cluster) {
+            return not_found("cluster not found", &uri, &headers);
+        }
+        let mut groups: BTreeSet<String> = {
+            let engine = shared.lag.engine();
+            engine
+                .groups()
+                .map(|g| engine.group_name(g))
+                .filter(|(c, _)| *c == cluster)
+                .map(|(_, g)| g.to_owned())
+                .collect()
+        };
+        // Groups with no committed offsets yet are still groups.
+        if let Some(snap) = shared.clusters.snapshot(&cluster) {
+            groups.extend(snap.groups.iter().filter(|g| g.exists()).map(|g| g.name.clone()));
+        }
+        ok("consumer list returned", &uri, &headers, "consumers", json!(groups))
+    })
+    .await
 }
 
 /// Who owns a partition, from the poller's last DescribeGroups.
@@ -250,7 +259,10 @@ async fn status(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    status_response(&shared, &cluster, &group, false, &uri, &headers)
+    crate::server::off_worker(shared, move |shared| {
+        status_response(shared, &cluster, &group, false, &uri, &headers)
+    })
+    .await
 }
 
 async fn lag(
@@ -259,7 +271,10 @@ async fn lag(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    status_response(&shared, &cluster, &group, true, &uri, &headers)
+    crate::server::off_worker(shared, move |shared| {
+        status_response(shared, &cluster, &group, true, &uri, &headers)
+    })
+    .await
 }
 
 /// `/status` lists the partitions that are not OK, `/lag` all of them.
@@ -276,39 +291,42 @@ async fn consumer(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let now = clock::now();
-    let engine = shared.lag.engine();
-    let Some(gid) = engine.find_group(&cluster, &group) else {
-        return not_found("cluster or consumer not found", &uri, &headers);
-    };
-    let mut topics = serde_json::Map::new();
-    for &gp in engine.group_members(gid) {
-        let n = engine.names(gp);
-        let r = engine.evaluate(gp, now);
-        let (owner, client_id) = owner(&shared, n.cluster, n.group, n.topic, n.partition);
-        let list = topics.entry(n.topic.to_owned()).or_insert_with(|| json!([]));
-        let Some(list) = list.as_array_mut() else { continue };
-        // Burrow's lists are indexed by partition. The engine refuses ids at or
-        // above `max_partitions_per_topic`, so the gaps a list may need are
-        // bounded by configuration, never by an id a client sent.
-        let index = usize::try_from(n.partition).unwrap_or(0);
-        if list.len() <= index {
-            list.resize(index + 1, Value::Null);
+    crate::server::off_worker(shared, move |shared| {
+        let now = clock::now();
+        let engine = shared.lag.engine();
+        let Some(gid) = engine.find_group(&cluster, &group) else {
+            return not_found("cluster or consumer not found", &uri, &headers);
+        };
+        let mut topics = serde_json::Map::new();
+        for &gp in engine.group_members(gid) {
+            let n = engine.names(gp);
+            let r = engine.evaluate(gp, now);
+            let (owner, client_id) = owner(shared, n.cluster, n.group, n.topic, n.partition);
+            let list = topics.entry(n.topic.to_owned()).or_insert_with(|| json!([]));
+            let Some(list) = list.as_array_mut() else { continue };
+            // Burrow's lists are indexed by partition. The engine refuses ids at or
+            // above `max_partitions_per_topic`, so the gaps a list may need are
+            // bounded by configuration, never by an id a client sent.
+            let index = usize::try_from(n.partition).unwrap_or(0);
+            if list.len() <= index {
+                list.resize(index + 1, Value::Null);
+            }
+            list[index] = json!({
+                "offsets": engine.commits(gp).map(offset_json).collect::<Vec<_>>(),
+                "owner": owner,
+                "client_id": client_id,
+                "current-lag": r.lag_messages,
+            });
         }
-        list[index] = json!({
-            "offsets": engine.commits(gp).map(offset_json).collect::<Vec<_>>(),
-            "owner": owner,
-            "client_id": client_id,
-            "current-lag": r.lag_messages,
-        });
-    }
-    ok(
-        "consumer detail returned",
-        &uri,
-        &headers,
-        "topics",
-        Value::Object(topics),
-    )
+        ok(
+            "consumer detail returned",
+            &uri,
+            &headers,
+            "topics",
+            Value::Object(topics),
+        )
+    })
+    .await
 }
 
 fn topic_offsets(engine: &Engine, cluster: &str) -> std::collections::BTreeMap<String, Vec<Option<i64>>> {
@@ -335,11 +353,14 @@ async fn topics(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if !cluster_names(&shared).contains(&cluster) {
-        return not_found("cluster not found", &uri, &headers);
-    }
-    let names: Vec<String> = topic_offsets(&shared.lag.engine(), &cluster).into_keys().collect();
-    ok("topic list returned", &uri, &headers, "topics", json!(names))
+    crate::server::off_worker(shared, move |shared| {
+        if !cluster_names(shared).contains(&cluster) {
+            return not_found("cluster not found", &uri, &headers);
+        }
+        let names: Vec<String> = topic_offsets(&shared.lag.engine(), &cluster).into_keys().collect();
+        ok("topic list returned", &uri, &headers, "topics", json!(names))
+    })
+    .await
 }
 
 async fn topic(
@@ -348,8 +369,11 @@ async fn topic(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    match topic_offsets(&shared.lag.engine(), &cluster).remove(&topic) {
-        Some(offsets) => ok("topic offsets returned", &uri, &headers, "offsets", json!(offsets)),
-        None => not_found("topic not found", &uri, &headers),
-    }
+    crate::server::off_worker(shared, move |shared| {
+        match topic_offsets(&shared.lag.engine(), &cluster).remove(&topic) {
+            Some(offsets) => ok("topic offsets returned", &uri, &headers, "offsets", json!(offsets)),
+            None => not_found("topic not found", &uri, &headers),
+        }
+    })
+    .await
 }

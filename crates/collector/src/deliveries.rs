@@ -1,11 +1,11 @@
 //! Drop accounting in the collector: the SDKs' counts become stored facts, the
 //! facts feed the core's [`Ledger`], and housekeeping reconciles closed windows.
 
+use crate::intake::Dates;
 use std::collections::VecDeque;
 use streamsight_core::Record;
 use streamsight_core::delivery::{Fact, Ledger, LedgerParams, PartitionKey, WindowReport};
 use streamsight_core::{Engine, EngineEvent, Millis};
-use crate::intake::Dates;
 use streamsight_wire::dsm::payload::Payload;
 
 /// Problem windows (something missing or duplicated) kept for the API.

@@ -34,6 +34,10 @@ pub const ENDPOINTS: [&str; 7] = [
 struct Intake {
     shared: Arc<Shared>,
     writer: Writer,
+    /// Decompression and decoding run off the async workers, this many at once:
+    /// a burst of heavy bodies waits its turn instead of starving every other
+    /// request (and each holds its decompressed bytes only while it runs).
+    decoders: Arc<tokio::sync::Semaphore>,
 }
 
 pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
@@ -47,7 +51,17 @@ pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
         .route("/telemetry/proxy/{*rest}", any(telemetry))
         // Bodies are read under our own limit so that the refusal is a JSON error.
         .layer(DefaultBodyLimit::disable())
-        .with_state(Intake { shared, writer })
+        .with_state(Intake {
+            shared,
+            writer,
+            decoders: Arc::new(tokio::sync::Semaphore::new(decoders())),
+        })
+}
+
+/// One core is left to the async workers, so that probes and light requests
+/// are answered while the rest decode.
+fn decoders() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
 }
 
 async fn info() -> impl IntoResponse {
@@ -130,8 +144,26 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             );
         }
     };
-    let payload = match payload::decode(&body, gzipped, limits.payload) {
-        Ok(p) => p,
+    let decoded = {
+        let Ok(_permit) = intake.decoders.acquire().await else {
+            return reject(
+                IntakeError::Overloaded,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting down".into(),
+            );
+        };
+        let (body, shared) = (body.clone(), shared.clone());
+        tokio::task::spawn_blocking(move || decode_and_translate(&shared, &body, gzipped)).await
+    };
+    let Ok(decoded) = decoded else {
+        return reject(
+            IntakeError::BadMsgpack,
+            StatusCode::BAD_REQUEST,
+            "the decoder failed".into(),
+        );
+    };
+    let translated = match decoded {
+        Ok(t) => t,
         Err(e) => {
             let (error, status) = match &e {
                 PayloadError::Gzip(_) => (IntakeError::BadGzip, StatusCode::BAD_REQUEST),
@@ -141,25 +173,6 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             };
             return reject(error, status, e.to_string());
         }
-    };
-    let now = clock::now();
-    let dates = Dates {
-        received: now,
-        oldest: Millis(now.0.saturating_sub(crate::time_ms(shared.config.retention))),
-        newest: Millis(now.0.saturating_add(crate::time_ms(limits.max_clock_skew))),
-    };
-    let translated = {
-        let engine = shared.lag.engine();
-        let default = shared.config.default_cluster.as_str();
-        // Only a cluster a tracer named counts: never a default one, whichever env.
-        let resolve = |topic: &str| {
-            let mut named = engine.clusters_of(topic).filter(|c| !is_default_cluster(c, default));
-            match (named.next(), named.next()) {
-                (Some(only), None) => Some(only.to_owned()),
-                _ => None,
-            }
-        };
-        translate(&payload, dates, default, &resolve)
     };
     for (error, detail) in &translated.dropped {
         telemetry.emit(IntakeEvent::PointDropped { error: *error, detail });
@@ -186,6 +199,30 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         axum::Json(json!({ "accepted": accepted, "dropped": translated.dropped.len(), "errors": dropped })),
     )
         .into_response()
+}
+
+/// The CPU-heavy part of a request, for a blocking thread: decompress, decode
+/// under the payload limits, and translate to records.
+fn decode_and_translate(shared: &Shared, body: &[u8], gzipped: bool) -> Result<Translated, PayloadError> {
+    let limits = &shared.config.limits;
+    let payload = payload::decode(body, gzipped, limits.payload)?;
+    let now = clock::now();
+    let dates = Dates {
+        received: now,
+        oldest: Millis(now.0.saturating_sub(crate::time_ms(shared.config.retention))),
+        newest: Millis(now.0.saturating_add(crate::time_ms(limits.max_clock_skew))),
+    };
+    let engine = shared.lag.engine();
+    let default = shared.config.default_cluster.as_str();
+    // Only a cluster a tracer named counts: never a default one, whichever env.
+    let resolve = |topic: &str| {
+        let mut named = engine.clusters_of(topic).filter(|c| !is_default_cluster(c, default));
+        match (named.next(), named.next()) {
+            (Some(only), None) => Some(only.to_owned()),
+            _ => None,
+        }
+    };
+    Ok(translate(&payload, dates, default, &resolve))
 }
 
 /// What a payload becomes: records for the log, and what could not be used.
@@ -345,7 +382,10 @@ pub fn translate(
     if facts.out_of_range > 0 {
         out.dropped.push((
             IntakeError::TimeOutOfRange,
-            format!("{} delivery counts dated outside the accepted range", facts.out_of_range),
+            format!(
+                "{} delivery counts dated outside the accepted range",
+                facts.out_of_range
+            ),
         ));
     }
     out.records.extend(facts.records);

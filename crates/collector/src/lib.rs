@@ -185,13 +185,21 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
     loop {
         tick.tick().await;
         let now = clock::now();
-        shared.lag.sample_groups(now);
-        shared.deliveries.reconcile(now, &shared.lag);
-        let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
-        shared.pathways.prune(now.0.saturating_sub(kept));
+        // Walks every group under the services' locks: a blocking thread's work.
+        let expired = {
+            let shared = shared.clone();
+            tokio::task::spawn_blocking(move || {
+                shared.lag.sample_groups(now);
+                shared.deliveries.reconcile(now, &shared.lag);
+                let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
+                shared.pathways.prune(now.0.saturating_sub(kept));
+                idle_records(&shared, now)
+            })
+            .await
+            .unwrap_or_default()
+        };
         // Cheap when nothing is due: the log is indexed by time.
         writer.delete_before(Millis(now.0.saturating_sub(retention_ms)));
-        let expired = idle_records(&shared, now);
         if !expired.is_empty() {
             tracing::info!(records = expired.len(), "forgetting idle groups and topics");
             if let Err(e) = writer.append(expired).await {

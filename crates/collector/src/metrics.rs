@@ -44,7 +44,9 @@ pub fn render(shared: &Shared, now: Millis) -> String {
         shared.telemetry.corrupt_batches()
     );
     let window = crate::time_ms(shared.config.pathway_window);
-    let graph = shared.pathways.graph(now.0 - window, now.0 + 1);
+    let graph = shared
+        .pathways
+        .graph(now.0.saturating_sub(window), now.0.saturating_add(1));
     render_pathways(&mut out, &graph);
     render_poller(&mut out, &shared.clusters.view());
     render_deliveries(&mut out, &shared.deliveries.view());

@@ -4,8 +4,8 @@
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use streamsight_core::pathway::PathwayPoint;
-use streamsight_core::{Limit, LimitCounts};
 use streamsight_core::sketch::Sketch;
+use streamsight_core::{Limit, LimitCounts};
 
 #[derive(Debug, Default)]
 pub struct Pathways {
@@ -42,7 +42,10 @@ fn point_bytes(p: &PathwayPoint) -> usize {
     let bins: usize = sketches.iter().map(|s| s.bins().len()).sum();
     std::mem::size_of::<PathwayPoint>()
         + bins * std::mem::size_of::<(f64, f64)>()
-        + p.edge_tags.iter().map(|t| t.len() + std::mem::size_of::<String>()).sum::<usize>()
+        + p.edge_tags
+            .iter()
+            .map(|t| t.len() + std::mem::size_of::<String>())
+            .sum::<usize>()
         + p.service.len()
         + p.env.len()
 }
@@ -216,7 +219,7 @@ impl Pathways {
             acc.payload.merge(&p.payload_size);
             acc.count += p.count();
         }
-        let seconds = ((to_ms - from_ms) as f64 / 1000.0).max(1.0);
+        let seconds = (to_ms.saturating_sub(from_ms) as f64 / 1000.0).max(1.0);
         let mut edges: Vec<Edge> = edges
             .into_iter()
             .map(|((from, to, direction, group, env), acc)| Edge {

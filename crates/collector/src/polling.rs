@@ -14,11 +14,23 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
     let mut client = ClusterClient::new(config.clone());
     let mut tick = tokio::time::interval(config.poll_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut unknown = UnknownGroups::default();
+    let mut round = 0u64;
     loop {
         tick.tick().await;
-        let groups = groups_to_ask(&shared, &config);
+        round += 1;
+        let groups = {
+            let (shared, config) = (shared.clone(), config.clone());
+            let due = unknown.due_set(round);
+            tokio::task::spawn_blocking(move || groups_to_ask(&shared, &config, &due))
+                .await
+                .unwrap_or_default()
+        };
         let started = Instant::now();
         let snap = client.poll(clock::now(), &groups).await;
+        if snap.metadata_ok {
+            unknown.update(&groups, &snap, &config, round);
+        }
         let elapsed = started.elapsed();
         let update = tracker.update(&snap);
         let stored = update.durable.len();
@@ -46,17 +58,76 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
     }
 }
 
+/// Groups only instrumented clients named, that the broker answered nothing for:
+/// asked again after 2, 4, 8... polls (at most every `MAX_BACKOFF` polls), so
+/// that names sent to the intake cannot multiply requests to the cluster.
+#[derive(Debug, Default)]
+pub(crate) struct UnknownGroups {
+    /// Group -> (consecutive empty answers, round it may be asked again).
+    misses: std::collections::HashMap<String, (u32, u64)>,
+}
+
+const MAX_BACKOFF: u64 = 64;
+/// Groups only clients named, asked per poll at most.
+const MAX_REPORTED_GROUPS: usize = 1_000;
+
+impl UnknownGroups {
+    /// The groups not to ask this round.
+    fn due_set(&self, round: u64) -> std::collections::HashSet<String> {
+        self.misses
+            .iter()
+            .filter(|&(_, &(_, next))| round < next)
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    fn update(
+        &mut self,
+        asked: &BTreeSet<String>,
+        snap: &streamsight_poller::Snapshot,
+        config: &ClusterConfig,
+        round: u64,
+    ) {
+        let answered: BTreeSet<&str> = snap
+            .groups
+            .iter()
+            .filter(|g| g.listed || !g.offsets.is_empty())
+            .map(|g| g.name.as_str())
+            .collect();
+        for group in asked {
+            if answered.contains(group.as_str()) || config.groups.contains(group) {
+                self.misses.remove(group);
+            } else {
+                let (n, _) = self.misses.get(group).copied().unwrap_or((0, 0));
+                let n = n.saturating_add(1);
+                let wait = (1u64 << n.min(6)).min(MAX_BACKOFF);
+                self.misses.insert(group.clone(), (n, round + wait));
+            }
+        }
+        // Forget groups the engine no longer has: the map stays as small as it.
+        if self.misses.len() > 4 * MAX_REPORTED_GROUPS {
+            self.misses.retain(|g, _| asked.contains(g));
+        }
+    }
+}
+
 /// Groups named in the config and those instrumented clients reported in this
-/// cluster: asked for by name, since not every broker can list groups.
-fn groups_to_ask(shared: &Shared, config: &ClusterConfig) -> BTreeSet<String> {
+/// cluster (the latter within the backoff and cap of [`UnknownGroups`]): asked
+/// for by name, since not every broker can list groups.
+fn groups_to_ask(
+    shared: &Shared,
+    config: &ClusterConfig,
+    waiting: &std::collections::HashSet<String>,
+) -> BTreeSet<String> {
     let engine = shared.lag.engine();
     let mut groups: BTreeSet<String> = config.groups.iter().cloned().collect();
     groups.extend(
         engine
             .groups()
             .map(|g| engine.group_name(g))
-            .filter(|(c, _)| *c == config.name)
-            .map(|(_, g)| g.to_owned()),
+            .filter(|(c, g)| *c == config.name && !waiting.contains(*g))
+            .map(|(_, g)| g.to_owned())
+            .take(MAX_REPORTED_GROUPS),
     );
     groups
 }
@@ -71,5 +142,31 @@ fn seed(shared: &Shared, tracker: &mut Tracker, cluster: &str) {
         {
             tracker.remember_commit(n.group, n.topic, n.partition, last.offset);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_the_broker_does_not_know_are_asked_less_and_less() {
+        let config = ClusterConfig::new("c", "k:9092");
+        let mut unknown = UnknownGroups::default();
+        let asked: BTreeSet<String> = ["ghost".to_owned()].into();
+        let snap = streamsight_poller::Snapshot {
+            metadata_ok: true,
+            ..Default::default()
+        };
+        let mut asked_in = Vec::new();
+        for round in 1..=200 {
+            if !unknown.due_set(round).contains("ghost") {
+                asked_in.push(round);
+                unknown.update(&asked, &snap, &config, round);
+            }
+        }
+        // 2, 4, 8, 16, 32, then every 64 polls: 8 requests in 200 polls, not 200.
+        assert!(asked_in.len() <= 8, "{asked_in:?}");
+        assert!(!unknown.due_set(1).contains("real"), "a new name is asked at once");
     }
 }

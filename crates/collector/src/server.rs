@@ -141,7 +141,11 @@ async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -
             Ok(p) => Some(p),
             Err(_) => {
                 guard.limited(Limit::InFlight);
-                return error_response(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "too many requests in flight");
+                return error_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "overloaded",
+                    "too many requests in flight",
+                );
             }
         }
     };
@@ -150,11 +154,27 @@ async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -
         Err(_) => error_response(
             StatusCode::REQUEST_TIMEOUT,
             "request_timeout",
-            &format!("the request was not read and answered within {:?}", guard.request_timeout),
+            &format!(
+                "the request was not read and answered within {:?}",
+                guard.request_timeout
+            ),
         ),
     };
     drop(permit);
     response
+}
+
+/// Runs a handler's reading of the services on a blocking thread: walking a
+/// large estate must not hold an async worker, nor the tasks queued behind it
+/// (a probe's answer among them).
+pub(crate) async fn off_worker(
+    shared: Arc<Shared>,
+    read: impl FnOnce(&Shared) -> Response + Send + 'static,
+) -> Response {
+    match tokio::task::spawn_blocking(move || read(&shared)).await {
+        Ok(response) => response,
+        Err(e) => error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e.to_string()),
+    }
 }
 
 fn host_allowed(host: &[u8], allowed: &[String]) -> bool {
@@ -180,7 +200,13 @@ mod tests {
         for ok in ["localhost", "LOCALHOST:7411", "127.0.0.1:80", "[::1]:7411", "[::1]"] {
             assert!(host_allowed(ok.as_bytes(), &allowed), "{ok}");
         }
-        for bad in ["evil.example", "evil.example:7411", "127.0.0.1.evil.example", "", "[::2]:1"] {
+        for bad in [
+            "evil.example",
+            "evil.example:7411",
+            "127.0.0.1.evil.example",
+            "",
+            "[::2]:1",
+        ] {
             assert!(!host_allowed(bad.as_bytes(), &allowed), "{bad}");
         }
         assert!(!host_allowed(&[0xff, 0xfe], &allowed));

@@ -44,6 +44,9 @@ pub struct GroupSample {
     pub max_lag_seconds: Option<f64>,
 }
 
+/// Records applied per hold of the engine's lock.
+const APPLY_CHUNK: usize = 1_024;
+
 /// Lag and health: the engine, the events it raised, each group's recent samples.
 #[derive(Debug)]
 pub struct LagService {
@@ -83,13 +86,16 @@ impl LagService {
     /// Applies the engine's part of `records`; returns the events they raised,
     /// which are also kept for the API.
     pub(crate) fn apply(&self, records: &[Record]) -> Vec<EngineEvent> {
-        let new_events = {
+        // A chunk at a time: readers (API handlers, the poller) wait for one
+        // chunk, never for a whole large batch.
+        let mut new_events = Vec::new();
+        for chunk in records.chunks(APPLY_CHUNK) {
             let mut engine = lock(&self.engine);
-            for r in records {
+            for r in chunk {
                 r.apply(&mut engine);
             }
-            engine.drain_events()
-        };
+            new_events.extend(engine.drain_events());
+        }
         if !new_events.is_empty() {
             let mut events = lock(&self.events);
             for e in &new_events {
@@ -204,7 +210,7 @@ impl DeliveryService {
     }
 
     /// Reconciles the windows that are due.
-    pub(crate) fn reconcile(&self, now: Millis, lag: &LagService) {
+    pub fn reconcile(&self, now: Millis, lag: &LagService) {
         let mut deliveries = lock(&self.deliveries);
         deliveries.reconcile(now, &lag.engine());
     }

@@ -155,7 +155,11 @@ impl Writer {
             shared.apply(&batch);
         })?;
         shared.telemetry.stored_batches_skipped(scanned.corrupt);
-        tracing::info!(records = replayed, corrupt_batches = scanned.corrupt, "replayed stored records");
+        tracing::info!(
+            records = replayed,
+            corrupt_batches = scanned.corrupt,
+            "replayed stored records"
+        );
         let max_bytes = shared.config.max_storage_bytes;
         if max_bytes > 0 {
             store.cap_bytes(max_bytes)?;
@@ -199,11 +203,7 @@ impl Writer {
     /// Stores `records`, then applies them and `transient` (which is not stored).
     /// Refused without waiting when more than `max_queued_records` wait already:
     /// a slow disk answers 503 instead of growing memory.
-    pub async fn append_with_transient(
-        &self,
-        records: Vec<Record>,
-        transient: Vec<Record>,
-    ) -> Result<(), AppendError> {
+    pub async fn append_with_transient(&self, records: Vec<Record>, transient: Vec<Record>) -> Result<(), AppendError> {
         let n = records.len() + transient.len();
         let before = self.queued.fetch_add(n, Ordering::AcqRel);
         if before > 0 && before + n > self.max_queued {

@@ -2,9 +2,9 @@
 //! counts in one place, with a fixed set of labels.
 
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use streamsight_core::{Limit, LimitCounts};
 use streamsight_wire::dsm::payload::Counted;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Why a request to the intake was refused (the `kind` label).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -123,7 +123,10 @@ pub enum IntakeEvent<'a> {
         bytes: usize,
     },
     /// A connection or request refused by a limit of the HTTP servers or writer.
-    Limited { limit: Limit, listener: &'static str },
+    Limited {
+        limit: Limit,
+        listener: &'static str,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -138,6 +141,22 @@ pub struct IntakeTelemetry {
     dropped_bytes: [AtomicU64; DroppedEndpoint::ALL.len()],
     limited: [AtomicU64; Limit::ALL.len()],
     corrupt_batches: AtomicU64,
+    log_gate: LogGate,
+}
+
+/// Lets one warning through per second.
+#[derive(Debug, Default)]
+struct LogGate {
+    last_second: AtomicU64,
+}
+
+impl LogGate {
+    fn open(&self) -> bool {
+        let second = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.last_second.swap(second, Relaxed) != second
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -169,7 +188,16 @@ impl IntakeTelemetry {
             }
             IntakeEvent::PayloadRejected { error, detail } => {
                 self.errors[error.index()].fetch_add(1, Relaxed);
-                tracing::warn!(kind = error.as_str(), detail, "payload rejected");
+                // A flood of bad requests must not become a flood of log lines.
+                if self.log_gate.open() {
+                    tracing::warn!(
+                        kind = error.as_str(),
+                        detail,
+                        "payload rejected (more are counted, not logged, for a second)"
+                    );
+                } else {
+                    tracing::debug!(kind = error.as_str(), detail, "payload rejected");
+                }
             }
             IntakeEvent::PointDropped { error, detail } => {
                 self.errors[error.index()].fetch_add(1, Relaxed);

@@ -186,7 +186,10 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
     // 202 means applied: the held ack shows nowhere.
     let (_, lag) = get(&client, &format!("{api}/api/v1/lag?group=billing")).await;
     assert_eq!(
-        (lag["rows"][0]["end_offset"].as_i64(), lag["rows"][0]["lag_messages"].as_i64()),
+        (
+            lag["rows"][0]["end_offset"].as_i64(),
+            lag["rows"][0]["lag_messages"].as_i64()
+        ),
         (Some(10), Some(6)),
         "{lag:#}"
     );

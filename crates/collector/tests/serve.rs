@@ -354,7 +354,13 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
         ),
         ("gzip header on plain bytes", good.clone(), true, 400, "bad_gzip"),
         ("gzip bomb", bomb, true, 413, "decompressed_too_large"),
-        ("a million empty points", empty_points, true, 413, "too_many_stats_points"),
+        (
+            "a million empty points",
+            empty_points,
+            true,
+            413,
+            "too_many_stats_points",
+        ),
         ("body over the limit", vec![0x90; 2 << 20], false, 413, "body_too_large"),
         (
             "random bytes",
@@ -603,4 +609,23 @@ async fn shutdown_answers_what_is_under_way_stops_everything_and_flushes_the_wri
         .count();
     assert!(observations >= 2, "{stored:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_api_answers_loopback_names_only() {
+    let mut base = ServeConfig::default();
+    base.limits.api_hosts = vec!["streamsight.internal".into()];
+    let running = start_with("memory://".into(), base).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/api/v1/lag", running.api_addr);
+    for (host, status) in [
+        ("evil.example", 421),
+        ("evil.example:7411", 421),
+        ("localhost:7411", 200),
+        ("127.0.0.1", 200),
+        ("streamsight.internal:7411", 200),
+    ] {
+        let resp = client.get(&url).header("Host", host).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{host}");
+    }
 }

@@ -140,7 +140,9 @@ fn big_engine() -> (Engine, Vec<GroupPartitionId>, Millis) {
                 .unwrap();
         }
     }
-    let groups: Vec<_> = (0..G).map(|g| engine.group_id("c", &format!("group-{g}")).unwrap()).collect();
+    let groups: Vec<_> = (0..G)
+        .map(|g| engine.group_id("c", &format!("group-{g}")).unwrap())
+        .collect();
     let mut gps = Vec::with_capacity(P * G);
     for (g, &gid) in groups.iter().enumerate() {
         for &pid in &ids {

@@ -24,8 +24,8 @@ pub use engine::{
     PartitionReport,
 };
 pub use model::{
-    Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Limit, LimitCounts, Observation, ObservationOf, OwnedObservation, Partition,
-    PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
+    Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Limit, LimitCounts, Observation, ObservationOf,
+    OwnedObservation, Partition, PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
 };
 pub use record::Record;
 pub use time::Millis;

@@ -299,7 +299,10 @@ mod tests {
             .conn
             .execute("UPDATE batches SET body = x'09ff' WHERE id = 2", [])
             .unwrap();
-        store.conn.execute("UPDATE batches SET body = 'text' WHERE id = 3", []).unwrap();
+        store
+            .conn
+            .execute("UPDATE batches SET body = 'text' WHERE id = 3", [])
+            .unwrap();
         let mut got = Vec::new();
         let scanned = store.scan(Millis(0), &mut |b| got.extend(b)).unwrap();
         assert_eq!((got.len(), scanned.corrupt), (3, 2));
@@ -343,4 +346,3 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
-

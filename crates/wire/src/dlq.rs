@@ -127,7 +127,8 @@ impl Provenance {
     pub fn parse<'a>(headers: impl IntoIterator<Item = (&'a str, Option<&'a [u8]>)>) -> Option<Self> {
         let mut p = Provenance::default();
         let (mut own, mut spring, mut connect) = (false, false, false);
-        let s = |v: &[u8]| Some(truncate(&String::from_utf8_lossy(&v[..v.len().min(VALUE_MAX + 4)]), VALUE_MAX).to_owned());
+        let s =
+            |v: &[u8]| Some(truncate(&String::from_utf8_lossy(&v[..v.len().min(VALUE_MAX + 4)]), VALUE_MAX).to_owned());
         let num = |v: &[u8]| std::str::from_utf8(v).ok().and_then(|t| t.trim().parse::<i64>().ok());
         // Spring's numbers are binary; a textual one (older versions) is read too.
         let spring_num = |v: &[u8]| match v.len() {
@@ -322,8 +323,14 @@ mod tests {
         assert!(p.error_message.unwrap().len() <= VALUE_MAX);
         assert!(p.stage.unwrap().len() <= VALUE_MAX);
         assert_eq!(p.trace_id, None);
-        let ok = Provenance::parse([("streamsight.dlq.trace.id", Some(&b"0af7651916cd43dd8448eb211c80319c"[..]))]);
-        assert_eq!(ok.unwrap().trace_id.as_deref(), Some("0af7651916cd43dd8448eb211c80319c"));
+        let ok = Provenance::parse([(
+            "streamsight.dlq.trace.id",
+            Some(&b"0af7651916cd43dd8448eb211c80319c"[..]),
+        )]);
+        assert_eq!(
+            ok.unwrap().trace_id.as_deref(),
+            Some("0af7651916cd43dd8448eb211c80319c")
+        );
         assert!(!is_trace_id("") && !is_trace_id(&"a".repeat(33)) && is_trace_id("12ab"));
     }
 }

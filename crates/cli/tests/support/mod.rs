@@ -84,15 +84,53 @@ pub fn run(args: &[&str]) -> (bool, String, String) {
 /// `streamsight serve` with `toml` as its config file, in memory, on free
 /// loopback ports: (guard, API URL).
 pub fn serve_with_config(name: &str, toml: &str) -> (Guard, String) {
+    let (guard, _, api) = serve_with(name, toml, "memory://");
+    (guard, api)
+}
+
+/// `streamsight serve` with `toml` as its config file and `storage`, on free
+/// loopback ports: (guard, intake URL, API URL).
+pub fn serve_with(name: &str, toml: &str, storage: &str) -> (Guard, String, String) {
     let config = std::env::temp_dir().join(format!("streamsight-{name}-{}.toml", std::process::id()));
     std::fs::write(&config, toml).unwrap();
     let (guard, line) = start(
         Command::new(env!("CARGO_BIN_EXE_streamsight"))
             .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
-            .args(["--storage", "memory://", "--config"])
+            .args(["--storage", storage, "--config"])
             .arg(&config)
             .env("STREAMSIGHT_LOG", "warn"),
         "streamsight serving",
     );
-    (guard, field(&line, "api"))
+    (guard, field(&line, "intake"), field(&line, "api"))
+}
+
+/// Fills partition `p` of `topic` with `records[p]` records and commits `group`
+/// at `commits[p]`, on a mock cluster (or any broker) at `bootstrap`.
+pub fn seed_cluster(bootstrap: &str, topic: &str, records: &[usize], group: &str, commits: &[i64]) {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    for (p, &n) in records.iter().enumerate() {
+        for _ in 0..n {
+            producer
+                .send(BaseRecord::<(), _>::to(topic).partition(p as i32).payload("x"))
+                .unwrap();
+        }
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for (p, &offset) in commits.iter().enumerate() {
+        tpl.add_partition_offset(topic, p as i32, Offset::Offset(offset))
+            .unwrap();
+    }
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
 }

@@ -515,9 +515,23 @@ fn new_names_over_a_limit_are_refused_and_counted_and_known_ones_keep_working() 
     assert_eq!(e.stats().rejected.get(RejectReason::Limited), 6);
     // A refused name leaves nothing behind, and forgetting frees a place.
     assert!(e.names.get("d").is_none() && e.names.get("c3").is_none());
-    e.observe(secs(3), &Observation::TopicDeleted { cluster: "c1", topic: "b" }).unwrap();
+    e.observe(
+        secs(3),
+        &Observation::TopicDeleted {
+            cluster: "c1",
+            topic: "b",
+        },
+    )
+    .unwrap();
     produce_to(&mut e, "c1", "d", 0).unwrap();
-    e.observe(secs(3), &Observation::GroupDeleted { cluster: "c1", group: "g1" }).unwrap();
+    e.observe(
+        secs(3),
+        &Observation::GroupDeleted {
+            cluster: "c1",
+            group: "g1",
+        },
+    )
+    .unwrap();
     assert!(e.group_id("c1", "g3").is_ok());
 }
 

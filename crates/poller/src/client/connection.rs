@@ -301,7 +301,10 @@ impl Connection {
                 .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame length {len}")))?;
             // Grown as bytes arrive: a length alone does not buy memory.
             let mut buf = Vec::with_capacity(len.min(1 << 20));
-            (&mut *self.stream.get_mut()).take(len as u64).read_to_end(&mut buf).await?;
+            (&mut *self.stream.get_mut())
+                .take(len as u64)
+                .read_to_end(&mut buf)
+                .await?;
             if buf.len() != len {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,

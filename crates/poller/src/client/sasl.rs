@@ -226,7 +226,10 @@ mod tests {
         let started = std::time::Instant::now();
         let greedy = s.client_final(b"r=abcd,s=AAAA,i=4000000000").unwrap_err();
         assert!(greedy.contains("refused"), "{greedy}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused before deriving");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "refused before deriving"
+        );
     }
 
     #[test]

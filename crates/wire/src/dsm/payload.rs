@@ -677,7 +677,10 @@ mod tests {
             max_stats_points: 100,
             ..Limits::default()
         };
-        assert_eq!(decode(&empty_points(100), false, limits).unwrap().stats[0].stats.len(), 100);
+        assert_eq!(
+            decode(&empty_points(100), false, limits).unwrap().stats[0].stats.len(),
+            100
+        );
         let err = decode(&empty_points(1_000_000), false, limits).unwrap_err();
         assert!(
             matches!(
