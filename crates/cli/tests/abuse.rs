@@ -379,7 +379,9 @@ groups = ["ledger"]
     // 2. A gzip bomb: 64 MiB of zeros in ~64 KB, ten at once.
     let bomb = gzip(&vec![0u8; 65 << 20]);
     let codes = t.post_all(vec![bomb.clone(); 10]).await;
-    assert!(codes.iter().all(|&c| c == 413), "{codes:?}");
+    // Refused whole either way: over the limit, or (decoded one at a time on a
+    // slow machine) past the request deadline.
+    assert!(codes.iter().all(|&c| c == 413 || c == 408), "{codes:?}");
     report
         .row(
             &mut t,

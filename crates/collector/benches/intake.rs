@@ -31,6 +31,14 @@ fn now_ns() -> u64 {
 
 /// A payload like a busy service's: produce and commit backlogs for 100
 /// partitions and two pathway points, gzipped as tracers send it.
+/// Payloads are 100 ms apart from six days ago: inside the default retention
+/// (older buckets are refused) for millions of payloads.
+const STEP_NS: u64 = 100_000_000;
+
+fn base_ns() -> u64 {
+    now_ns() - 6 * 86_400 * 1_000_000_000
+}
+
 fn payload(seq: u64, base_ns: u64) -> Vec<u8> {
     let m = Mapping::default();
     let mut backlogs = Vec::with_capacity(POINTS);
@@ -71,7 +79,7 @@ fn payload(seq: u64, base_ns: u64) -> Vec<u8> {
         service: "bench".into(),
         lang: "java".into(),
         stats: vec![Bucket {
-            start: base_ns + seq * 10_000_000_000,
+            start: base_ns + seq * STEP_NS,
             duration: 10_000_000_000,
             stats: vec![
                 point(2, &["direction:out", "topic:topic-0", "type:kafka"]),
@@ -114,7 +122,7 @@ fn send(
     seq: &mut u64,
     forget: bool,
 ) -> Duration {
-    let base = now_ns() - 1_000_000 * 10_000_000_000;
+    let base = base_ns();
     let bodies: Vec<Vec<u8>> = (0..iters)
         .map(|_| {
             *seq += 1;
@@ -197,24 +205,34 @@ fn http_bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(POINTS as u64));
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(15));
-    for (name, storage) in [
-        ("memory_store", "memory://".to_owned()),
-        ("sqlite_fsync", format!("sqlite://{}/http.db", dir.display())),
+    for (name, storage, limited) in [
+        ("memory_store", "memory://".to_owned(), true),
+        ("sqlite_fsync", format!("sqlite://{}/http.db", dir.display()), true),
+        // The same without the hardening's limits: what the checks cost.
+        (
+            "sqlite_fsync_unlimited",
+            format!("sqlite://{}/http-unlimited.db", dir.display()),
+            false,
+        ),
     ] {
-        let config = ServeConfig {
+        let mut config = ServeConfig {
             storage,
             intake_listen: "127.0.0.1:0".parse().unwrap(),
             api_listen: "127.0.0.1:0".parse().unwrap(),
             ..ServeConfig::default()
         };
+        let mut engine = EngineConfig::default();
+        if !limited {
+            unlimited(&mut config, &mut engine);
+        }
         let running = server_rt
-            .block_on(server_rt.spawn(streamsight_collector::serve(config, EngineConfig::default())))
+            .block_on(server_rt.spawn(streamsight_collector::serve(config, engine)))
             .unwrap()
             .unwrap();
         let url = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
         let client = reqwest::Client::new();
         let mut seq = 0u64;
-        let base = now_ns() - 1_000_000 * 10_000_000_000;
+        let base = base_ns();
         let mut send = |iters: u64| {
             let bodies: Vec<Vec<u8>> = (0..iters)
                 .map(|_| {
@@ -261,6 +279,25 @@ fn http_bench(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every limit as far out as it goes.
+fn unlimited(config: &mut ServeConfig, engine: &mut EngineConfig) {
+    let l = &mut config.limits;
+    l.payload = streamsight_wire::dsm::payload::Limits::unbounded_counts(l.payload.max_decompressed_bytes);
+    l.max_connections = 1 << 20;
+    l.max_in_flight = 1 << 20;
+    l.max_queued_records = usize::MAX;
+    l.max_pathway_bytes = usize::MAX;
+    l.max_services = usize::MAX;
+    let c = &mut engine.cardinality;
+    c.max_clusters = usize::MAX;
+    c.max_topics_per_cluster = usize::MAX;
+    c.max_partitions_per_topic = usize::MAX;
+    c.max_groups_per_cluster = usize::MAX;
+    c.max_partitions = usize::MAX;
+    c.max_group_partitions = usize::MAX;
+    c.max_name_bytes = usize::MAX;
+}
+
 /// User and system CPU seconds of this process's collector threads (Linux; clock
 /// ticks of 10 ms).
 fn collector_cpu_seconds() -> f64 {
@@ -291,7 +328,7 @@ fn replay_bench(c: &mut Criterion) {
     let mut records_total = 0usize;
     {
         let mut store = streamsight_store::open(&url).unwrap();
-        let base = now_ns() - 1_000_000 * 10_000_000_000;
+        let base = base_ns();
         for seq in 1..=BATCHES {
             let decoded =
                 streamsight_wire::dsm::payload::decode(&payload(seq, base), true, Default::default()).unwrap();

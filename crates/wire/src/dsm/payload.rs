@@ -343,11 +343,7 @@ pub struct ConsumeStart {
 pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, PayloadError> {
     let gzipped = gzipped || body.starts_with(&[0x1f, 0x8b]);
     if gzipped {
-        let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(limits.max_decompressed_bytes));
-        flate2::read::GzDecoder::new(body)
-            .take(limits.max_decompressed_bytes as u64 + 1)
-            .read_to_end(&mut out)
-            .map_err(PayloadError::Gzip)?;
+        let out = gunzip(body, limits.max_decompressed_bytes)?;
         if out.len() > limits.max_decompressed_bytes {
             return Err(PayloadError::TooLarge {
                 limit: limits.max_decompressed_bytes,
@@ -362,6 +358,28 @@ pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, Pay
         }
         decode_msgpack(body, limits)
     }
+}
+
+/// Decompresses at most `limit + 1` bytes. The buffer grows by at most doubling
+/// and never past `limit + 1`: a bomb costs the limit, not twice it.
+fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, PayloadError> {
+    let cap = limit.saturating_add(1);
+    let mut out: Vec<u8> = Vec::with_capacity(body.len().saturating_mul(4).min(cap));
+    let mut gz = flate2::read::GzDecoder::new(body);
+    let mut chunk = vec![0u8; 64 << 10];
+    while out.len() < cap {
+        let n = match gz.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n.min(cap - out.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(PayloadError::Gzip(e)),
+        };
+        if out.capacity() - out.len() < n {
+            out.reserve_exact(out.len().max(n).min(cap - out.len()));
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    Ok(out)
 }
 
 /// Encodes a payload as tracers do (msgpack map with string keys, gzipped).
