@@ -364,20 +364,19 @@ pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, Pay
 /// and never past `limit + 1`: a bomb costs the limit, not twice it.
 fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, PayloadError> {
     let cap = limit.saturating_add(1);
-    let mut out: Vec<u8> = Vec::with_capacity(body.len().saturating_mul(4).min(cap));
+    let mut out: Vec<u8> = Vec::with_capacity(body.len().saturating_mul(4).max(64 << 10).min(cap));
     let mut gz = flate2::read::GzDecoder::new(body);
-    let mut chunk = vec![0u8; 64 << 10];
     while out.len() < cap {
-        let n = match gz.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n.min(cap - out.len()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(PayloadError::Gzip(e)),
-        };
-        if out.capacity() - out.len() < n {
-            out.reserve_exact(out.len().max(n).min(cap - out.len()));
+        if out.len() == out.capacity() {
+            out.reserve_exact(out.len().min(cap - out.len()));
         }
-        out.extend_from_slice(&chunk[..n]);
+        // Reads into the spare capacity only (no zeroing, no growth of its own).
+        let spare = (out.capacity() - out.len()) as u64;
+        match (&mut gz).take(spare).read_to_end(&mut out) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(PayloadError::Gzip(e)),
+        }
     }
     Ok(out)
 }
