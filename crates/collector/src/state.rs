@@ -280,3 +280,79 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use streamsight_store::Scanned;
+
+    /// A disk that stalls: each append says it started, then waits until the
+    /// test lets it through.
+    struct StalledDisk {
+        started: mpsc::Sender<()>,
+        release: mpsc::Receiver<()>,
+    }
+
+    impl Store for StalledDisk {
+        fn append(&mut self, _records: &[Record]) -> Result<(), StoreError> {
+            let _ = self.started.send(());
+            let _ = self.release.recv();
+            Ok(())
+        }
+        fn scan(&mut self, _since: Millis, _each: &mut dyn FnMut(Vec<Record>)) -> Result<Scanned, StoreError> {
+            Ok(Scanned::default())
+        }
+        fn delete_before(&mut self, _before: Millis) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    fn records(n: usize) -> Vec<Record> {
+        (0..n)
+            .map(|i| Record::Rejected {
+                at: Millis(i as i64),
+                reason: streamsight_core::RejectReason::MalformedTag,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_disk_fills_the_queue_and_more_is_refused_not_held() {
+        let mut config = ServeConfig::default();
+        config.limits.max_queued_records = 100;
+        let shared = Arc::new(Shared::new(config, EngineConfig::default()).unwrap());
+        let (release, stalled) = mpsc::channel();
+        let (started_tx, started) = mpsc::channel();
+        let disk = StalledDisk {
+            started: started_tx,
+            release: stalled,
+        };
+        let writer = Writer::start(Box::new(disk), shared, Millis(0)).unwrap();
+        // The first batch is taken by the writer and stalls on the disk.
+        let first = tokio::spawn({
+            let w = writer.clone();
+            async move { w.append(records(80)).await }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        started.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        // The next waits in the queue; beyond the limit, appends are refused.
+        let second = tokio::spawn({
+            let w = writer.clone();
+            async move { w.append(records(80)).await }
+        });
+        while writer.queued.load(Ordering::Acquire) != 80 {
+            assert!(std::time::Instant::now() < deadline);
+            tokio::task::yield_now().await;
+        }
+        let refused = writer.append(records(30)).await;
+        assert!(matches!(refused, Err(AppendError::Busy(80))), "{refused:?}");
+        assert_eq!(refused.unwrap_err().kind(), crate::telemetry::IntakeError::Overloaded);
+        // Once the disk moves, what was queued is stored.
+        release.send(()).unwrap();
+        release.send(()).unwrap();
+        assert!(first.await.unwrap().is_ok());
+        let second = second.await.unwrap();
+        assert!(second.is_ok(), "{second:?}");
+        drop(release);
+    }
+}

@@ -629,3 +629,83 @@ async fn a_loopback_api_answers_loopback_names_only() {
         assert_eq!(resp.status().as_u16(), status, "{host}");
     }
 }
+
+/// Over `max_in_flight`, a request is answered 503 with `Retry-After` at once
+/// (never queued), probes still answer; over `max_connections`, a connection is
+/// answered 503 and closed before it is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_and_connections_over_their_caps_are_refused_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut base = ServeConfig::default();
+    base.limits.max_in_flight = 2;
+    base.limits.max_connections = 4;
+    base.limits.request_timeout = std::time::Duration::from_secs(20);
+    let running = start_with("memory://".into(), base).await;
+    let intake = running.intake_addr.to_string();
+    // Two requests whose bodies never finish: they hold both places.
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(&intake).await.unwrap();
+        s.write_all(b"POST /v0.1/pipeline_stats HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\nContent-Length: 100\r\n\r\nab")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    let client = reqwest::Client::new();
+    let url = format!("http://{intake}/v0.1/pipeline_stats");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let refused = loop {
+        let resp = client
+            .post(&url)
+            .header("Content-Type", "application/msgpack")
+            .body(rmp_serde_bytes(&Payload::default()))
+            .send()
+            .await
+            .unwrap();
+        if resp.status().as_u16() == 503 {
+            break resp;
+        }
+        assert!(std::time::Instant::now() < deadline, "never refused: {}", resp.status());
+    };
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let json: Value = refused.json().await.unwrap();
+    assert_eq!(json["error"], "overloaded");
+    drop(client);
+    // The API listener has its own places: its probe answers.
+    let health = reqwest::get(format!("http://{}/healthz", running.api_addr))
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+
+    // Two more idle connections fill the four; the fifth is answered and closed.
+    for _ in 0..2 {
+        slow.push(tokio::net::TcpStream::connect(&intake).await.unwrap());
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut extra = tokio::net::TcpStream::connect(&intake).await.unwrap();
+        let mut answer = String::new();
+        let read = tokio::time::timeout(std::time::Duration::from_millis(500), extra.read_to_string(&mut answer)).await;
+        if read.is_ok() && answer.starts_with("HTTP/1.1 503") {
+            assert!(answer.contains("Retry-After: 1"), "{answer}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fifth connection was served: {answer:?}"
+        );
+    }
+    let metrics = reqwest::get(format!("http://{}/metrics", running.api_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for what in ["in_flight", "connections"] {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("streamsight_limited_total{{what=\"{what}\"}}")))
+            .unwrap();
+        assert!(!line.ends_with(" 0"), "{line}");
+    }
+}
