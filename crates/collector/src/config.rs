@@ -12,6 +12,10 @@ pub struct ServeConfig {
     pub intake_listen: SocketAddr,
     /// `/api/v1`, `/metrics`, `/healthz`, `/readyz`.
     pub api_listen: SocketAddr,
+    /// TLS on the intake (`[serve.intake_tls]`), with optional client certificates.
+    pub intake_tls: Option<crate::tls::ListenerTls>,
+    /// TLS on the API (`[serve.api_tls]`).
+    pub api_tls: Option<crate::tls::ListenerTls>,
     /// `sqlite://PATH` (durable) or `memory://`.
     pub storage: String,
     /// Stored records older than this are deleted, and not replayed on start.
@@ -53,6 +57,8 @@ impl Default for ServeConfig {
         Self {
             intake_listen: SocketAddr::from(([127, 0, 0, 1], 8126)),
             api_listen: SocketAddr::from(([127, 0, 0, 1], 7411)),
+            intake_tls: None,
+            api_tls: None,
             storage: "sqlite://streamsight-data/streamsight.db".into(),
             retention: Duration::from_secs(7 * 24 * 3600),
             max_storage_bytes: 0,

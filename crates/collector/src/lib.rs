@@ -17,6 +17,7 @@ mod server;
 pub mod services;
 pub mod state;
 pub mod telemetry;
+pub mod tls;
 
 pub use config::ServeConfig;
 
@@ -26,6 +27,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use streamsight_core::{EngineConfig, Millis};
+
+/// How often TLS files are compared with what is served (SIGHUP reloads at once).
+const TLS_CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// In-memory pathway buckets never cover less than this, whatever the window.
 const PATHWAYS_KEPT_MS: i64 = 3_600_000;
@@ -52,6 +56,8 @@ pub enum ServeError {
     Probe(#[from] streamsight_probe::ProbeError),
     #[error("{0}")]
     Dlq(#[from] streamsight_dlq::DlqError),
+    #[error("TLS: {0}")]
+    Tls(#[from] tls::TlsError),
 }
 
 /// A running collector: its servers, pollers and housekeeping in one task set,
@@ -109,12 +115,26 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let intake_addr = local_addr(&intake_listener, config.intake_listen)?;
     let api_addr = local_addr(&api_listener, config.api_listen)?;
     let retention_ms = time_ms(config.retention);
+    let intake_tls = config
+        .intake_tls
+        .clone()
+        .map(tls::Reloading::new)
+        .transpose()?
+        .map(Arc::new);
+    let api_tls = config
+        .api_tls
+        .clone()
+        .map(tls::Reloading::new)
+        .transpose()?
+        .map(Arc::new);
     let shared = Arc::new(Shared::new(config, engine)?);
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
 
     // The API answers (readyz: not ready) while stored data is replayed.
     let mut tasks = tokio::task::JoinSet::new();
-    let api_guard = server::Guard::new("api", shared.clone()).loopback_hosts(api_addr);
+    let api_guard = server::Guard::new("api", shared.clone())
+        .loopback_hosts(api_addr)
+        .tls(api_tls.clone());
     tasks.spawn(server::serve(
         api_listener,
         api::router(shared.clone()),
@@ -131,9 +151,11 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     tasks.spawn(server::serve(
         intake_listener,
         intake::router(shared.clone(), writer.clone()),
-        server::Guard::new("intake", shared.clone()),
+        server::Guard::new("intake", shared.clone()).tls(intake_tls.clone()),
         stop_rx.clone(),
     ));
+    let reloading: Vec<_> = [intake_tls, api_tls].into_iter().flatten().collect();
+    tasks.spawn(until_stopped(tls::watch(reloading, TLS_CHECK_EVERY), stop_rx.clone()));
     // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
     for probe in &shared.config.probes {
         let running = streamsight_probe::Probe::start(probe.clone())?;

@@ -29,6 +29,7 @@ pub(crate) struct Guard {
     request_timeout: Duration,
     /// Host names this listener answers to; `None` answers any.
     hosts: Option<Arc<Vec<String>>>,
+    tls: Option<Arc<crate::tls::Reloading>>,
     shared: Arc<Shared>,
 }
 
@@ -42,6 +43,7 @@ impl Guard {
             header_timeout: limits.header_timeout,
             request_timeout: limits.request_timeout,
             hosts: None,
+            tls: None,
             shared,
         }
     }
@@ -56,6 +58,12 @@ impl Guard {
             hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
             self.hosts = Some(Arc::new(hosts));
         }
+        self
+    }
+
+    /// Serves TLS (handshake within `header_timeout`) when `tls` is set.
+    pub(crate) fn tls(mut self, tls: Option<Arc<crate::tls::Reloading>>) -> Self {
+        self.tls = tls;
         self
     }
 
@@ -96,22 +104,43 @@ pub(crate) async fn serve(listener: TcpListener, router: Router, guard: Guard, s
             open.spawn(refuse(stream));
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let conn = http.serve_connection(TokioIo::new(stream), service);
-        let stop = stop.clone();
+        let service = router.clone();
+        let (http, stop, tls, handshake) = (http.clone(), stop.clone(), guard.tls.clone(), guard.header_timeout);
         open.spawn(async move {
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                () = crate::stopped(stop.clone()) => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
+            match tls {
+                None => connection(&http, TokioIo::new(stream), service, stop).await,
+                Some(tls) => match tokio::time::timeout(handshake, tls.acceptor().accept(stream)).await {
+                    Ok(Ok(stream)) => connection(&http, TokioIo::new(stream), service, stop).await,
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
+                },
             }
             drop(permit);
         });
     }
     while open.join_next().await.is_some() {}
+}
+
+/// Serves one connection until it ends or the collector stops (then the request
+/// under way is answered first).
+async fn connection<I>(
+    http: &hyper::server::conn::http1::Builder,
+    io: TokioIo<I>,
+    router: Router,
+    stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let conn = http.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = crate::stopped(stop) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// Answers a connection over the cap without reading it, and closes it.
