@@ -108,6 +108,36 @@ enum Command {
     /// The collector's store, readable.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// API keys: create (printed once), list, revoke. A running collector reads
+    /// the keys file again within seconds (or at once on SIGHUP).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Creates a key and prints it; only its hash is stored.
+    Create {
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// ingest (send telemetry), read (API, /metrics) or admin (everything).
+        #[arg(long)]
+        scope: streamsight_collector::auth::Scope,
+        /// Default: the config's `keys_file`.
+        #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
+        keys_file: Option<std::path::PathBuf>,
+    },
+    /// Lists keys: public id, tenant, scope, created, revoked. Never the key.
+    List {
+        #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
+        keys_file: Option<std::path::PathBuf>,
+    },
+    /// Revokes a key by its public id.
+    Revoke {
+        id: String,
+        #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
+        keys_file: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -186,6 +216,12 @@ struct ServeArgs {
     /// `[[serve.clusters]]`; repeatable (`;` between them in the environment).
     #[arg(long = "cluster", env = "STREAMSIGHT_CLUSTERS", value_delimiter = ';', value_parser = parse_cluster)]
     clusters: Vec<streamsight_poller::ClusterConfig>,
+    /// Serve a non-loopback address with no API keys (refused otherwise).
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// The API keys file (`streamsight keys`).
+    #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
+    keys_file: Option<std::path::PathBuf>,
 }
 
 fn parse_cluster(spec: &str) -> Result<streamsight_poller::ClusterConfig, String> {
@@ -197,6 +233,59 @@ fn parse_cluster(spec: &str) -> Result<streamsight_poller::ClusterConfig, String
     Ok(cluster)
 }
 
+fn keys(command: KeysCommand, configured: &std::path::Path) -> anyhow::Result<()> {
+    use streamsight_collector::auth::{KeyFile, generate};
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let path_of = |p: Option<std::path::PathBuf>| p.unwrap_or_else(|| configured.to_owned());
+    match command {
+        KeysCommand::Create {
+            tenant,
+            scope,
+            keys_file,
+        } => {
+            let path = path_of(keys_file);
+            let mut file = KeyFile::load(&path)?;
+            let key = generate(&tenant, scope, now_ms)?;
+            file.keys.push(key.stored.clone());
+            file.save(&path)?;
+            println!("{}", key.token);
+            eprintln!(
+                "key {} ({} scope, tenant {tenant}) added to {}; it is shown only this once",
+                key.stored.id,
+                scope.as_str(),
+                path.display()
+            );
+        }
+        KeysCommand::List { keys_file } => {
+            let file = KeyFile::load(&path_of(keys_file))?;
+            println!(
+                "{:<14} {:<16} {:<7} {:<15} REVOKED_MS",
+                "ID", "TENANT", "SCOPE", "CREATED_MS"
+            );
+            for k in &file.keys {
+                let revoked = k.revoked_ms.map_or("-".to_owned(), |t| t.to_string());
+                println!(
+                    "{:<14} {:<16} {:<7} {:<15} {revoked}",
+                    k.id,
+                    k.tenant,
+                    k.scope.as_str(),
+                    k.created_ms
+                );
+            }
+        }
+        KeysCommand::Revoke { id, keys_file } => {
+            let path = path_of(keys_file);
+            let mut file = KeyFile::load(&path)?;
+            file.revoke(&id, now_ms)?;
+            file.save(&path)?;
+            eprintln!("key {id} revoked in {}", path.display());
+        }
+    }
+    Ok(())
+}
+
 fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     let s = &mut config.serve;
     s.intake_listen = args.intake_listen.unwrap_or(s.intake_listen);
@@ -206,6 +295,10 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     }
     s.retention = args.retention.unwrap_or(s.retention);
     s.clusters.extend(args.clusters);
+    s.insecure_no_auth |= args.insecure_no_auth;
+    if let Some(path) = args.keys_file {
+        s.keys_file = path;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let mut running = streamsight_collector::serve(config.serve, config.engine).await?;
@@ -413,6 +506,7 @@ fn main() -> anyhow::Result<()> {
             }
             writeln!(out)?;
         }
+        Command::Keys(command) => keys(command, &config.serve.keys_file)?,
         Command::Store(StoreCommand::Dump { storage, since_ms }) => {
             let url = storage.unwrap_or(config.serve.storage);
             let mut store = streamsight_store::open(&url).with_context(|| format!("cannot open {url}"))?;

@@ -10,6 +10,7 @@ use axum::http::Request;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use streamsight_collector::auth::Scope;
 use streamsight_collector::state::{Shared, Writer};
 use streamsight_collector::{ServeConfig, intake, metrics};
 use streamsight_core::{EngineConfig, Millis, Observation, PartitionRef};
@@ -205,14 +206,40 @@ fn http_bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(POINTS as u64));
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(15));
-    for (name, storage, limited) in [
-        ("memory_store", "memory://".to_owned(), true),
-        ("sqlite_fsync", format!("sqlite://{}/http.db", dir.display()), true),
+    // An ingest key among a thousand others: what checking it costs.
+    let keys_file = dir.join("keys.json");
+    let mut keys = streamsight_collector::auth::KeyFile::default();
+    for _ in 0..999 {
+        keys.keys.push(
+            streamsight_collector::auth::generate("default", Scope::Read, 0)
+                .unwrap()
+                .stored,
+        );
+    }
+    let ingest = streamsight_collector::auth::generate("default", Scope::Ingest, 0).unwrap();
+    keys.keys.push(ingest.stored.clone());
+    keys.save(&keys_file).unwrap();
+    for (name, storage, limited, key) in [
+        ("memory_store", "memory://".to_owned(), true, None),
+        (
+            "sqlite_fsync",
+            format!("sqlite://{}/http.db", dir.display()),
+            true,
+            None,
+        ),
         // The same without the hardening's limits: what the checks cost.
         (
             "sqlite_fsync_unlimited",
             format!("sqlite://{}/http-unlimited.db", dir.display()),
             false,
+            None,
+        ),
+        // The same with API keys: every request carries one.
+        (
+            "sqlite_fsync_authenticated",
+            format!("sqlite://{}/http-authenticated.db", dir.display()),
+            true,
+            Some(ingest.token.clone()),
         ),
     ] {
         let mut config = ServeConfig {
@@ -225,6 +252,11 @@ fn http_bench(c: &mut Criterion) {
         if !limited {
             unlimited(&mut config, &mut engine);
         }
+        config.keys_file = if key.is_some() {
+            keys_file.clone()
+        } else {
+            dir.join("no-keys.json")
+        };
         let running = server_rt
             .block_on(server_rt.spawn(streamsight_collector::serve(config, engine)))
             .unwrap()
@@ -249,11 +281,14 @@ fn http_bench(c: &mut Criterion) {
                         break;
                     }
                     let calls = wave.into_iter().map(|body| {
-                        let request = client
+                        let mut request = client
                             .post(&url)
                             .header("Content-Type", "application/msgpack")
                             .header("Content-Encoding", "gzip")
                             .body(body);
+                        if let Some(key) = &key {
+                            request = request.bearer_auth(key);
+                        }
                         tokio::spawn(async move { request.send().await.unwrap().status() })
                     });
                     for call in calls.collect::<Vec<_>>() {

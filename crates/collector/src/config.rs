@@ -16,6 +16,16 @@ pub struct ServeConfig {
     pub intake_tls: Option<crate::tls::ListenerTls>,
     /// TLS on the API (`[serve.api_tls]`).
     pub api_tls: Option<crate::tls::ListenerTls>,
+    /// API keys (`streamsight keys create`). While it holds none, nothing asks
+    /// for a key; once it does, every request but `/healthz` and `/readyz` must
+    /// carry `Authorization: Bearer KEY` with a scope that allows it. Read again
+    /// on SIGHUP and when it changes.
+    pub keys_file: std::path::PathBuf,
+    /// Intake requests without a key belong to this tenant: for Datadog tracers,
+    /// which cannot send one. Unset: the intake needs a key like the API.
+    pub intake_tenant: Option<String>,
+    /// Serve a non-loopback address with no keys at all (refused otherwise).
+    pub insecure_no_auth: bool,
     /// `sqlite://PATH` (durable) or `memory://`.
     pub storage: String,
     /// Stored records older than this are deleted, and not replayed on start.
@@ -59,6 +69,9 @@ impl Default for ServeConfig {
             api_listen: SocketAddr::from(([127, 0, 0, 1], 7411)),
             intake_tls: None,
             api_tls: None,
+            keys_file: "streamsight-data/keys.json".into(),
+            intake_tenant: None,
+            insecure_no_auth: false,
             storage: "sqlite://streamsight-data/streamsight.db".into(),
             retention: Duration::from_secs(7 * 24 * 3600),
             max_storage_bytes: 0,

@@ -5,6 +5,7 @@
 //! (see [`state`]); requests only read.
 
 pub mod api;
+pub mod auth;
 mod burrow;
 mod clock;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod intake;
 pub mod metrics;
 pub mod pathways;
 mod polling;
+mod reload;
 mod server;
 pub mod services;
 pub mod state;
@@ -28,8 +30,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use streamsight_core::{EngineConfig, Millis};
 
-/// How often TLS files are compared with what is served (SIGHUP reloads at once).
-const TLS_CHECK_EVERY: Duration = Duration::from_secs(2);
+/// How often TLS and key files are compared with what is served (SIGHUP
+/// reloads at once).
+const RELOAD_CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// In-memory pathway buckets never cover less than this, whatever the window.
 const PATHWAYS_KEPT_MS: i64 = 3_600_000;
@@ -58,6 +61,13 @@ pub enum ServeError {
     Dlq(#[from] streamsight_dlq::DlqError),
     #[error("TLS: {0}")]
     Tls(#[from] tls::TlsError),
+    #[error("{0}")]
+    Auth(#[from] auth::AuthError),
+    #[error(
+        "refusing to serve {addr} without API keys: anyone who can reach it could read and write. \
+         Create a key (`streamsight keys create`), bind to loopback, or pass --insecure-no-auth"
+    )]
+    Unauthenticated { addr: SocketAddr },
 }
 
 /// A running collector: its servers, pollers and housekeeping in one task set,
@@ -115,6 +125,14 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let intake_addr = local_addr(&intake_listener, config.intake_listen)?;
     let api_addr = local_addr(&api_listener, config.api_listen)?;
     let retention_ms = time_ms(config.retention);
+    let keys = Arc::new(auth::ReloadingKeys::new(config.keys_file.clone())?);
+    if keys.keys().is_empty() && !config.insecure_no_auth {
+        for addr in [intake_addr, api_addr] {
+            if !addr.ip().is_loopback() {
+                return Err(ServeError::Unauthenticated { addr });
+            }
+        }
+    }
     let intake_tls = config
         .intake_tls
         .clone()
@@ -134,7 +152,8 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let mut tasks = tokio::task::JoinSet::new();
     let api_guard = server::Guard::new("api", shared.clone())
         .loopback_hosts(api_addr)
-        .tls(api_tls.clone());
+        .tls(api_tls.clone())
+        .auth(keys.clone(), auth::Scope::Read, None);
     tasks.spawn(server::serve(
         api_listener,
         api::router(shared.clone()),
@@ -151,11 +170,22 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     tasks.spawn(server::serve(
         intake_listener,
         intake::router(shared.clone(), writer.clone()),
-        server::Guard::new("intake", shared.clone()).tls(intake_tls.clone()),
+        server::Guard::new("intake", shared.clone())
+            .tls(intake_tls.clone())
+            .auth(keys.clone(), auth::Scope::Ingest, shared.config.intake_tenant.clone()),
         stop_rx.clone(),
     ));
-    let reloading: Vec<_> = [intake_tls, api_tls].into_iter().flatten().collect();
-    tasks.spawn(until_stopped(tls::watch(reloading, TLS_CHECK_EVERY), stop_rx.clone()));
+    let mut reloading: Vec<Arc<dyn reload::Reload>> = vec![keys];
+    reloading.extend(
+        [intake_tls, api_tls]
+            .into_iter()
+            .flatten()
+            .map(|t| t as Arc<dyn reload::Reload>),
+    );
+    tasks.spawn(until_stopped(
+        reload::watch(reloading, RELOAD_CHECK_EVERY),
+        stop_rx.clone(),
+    ));
     // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
     for probe in &shared.config.probes {
         let running = streamsight_probe::Probe::start(probe.clone())?;

@@ -3,6 +3,7 @@
 //! cap on requests in flight. Over a cap the answer is 503 with `Retry-After`
 //! at once, never a queue that grows with the attack.
 
+use crate::auth::{Caller, ReloadingKeys, Scope};
 use crate::intake::error_response;
 use crate::state::Shared;
 use crate::telemetry::IntakeEvent;
@@ -30,6 +31,7 @@ pub(crate) struct Guard {
     /// Host names this listener answers to; `None` answers any.
     hosts: Option<Arc<Vec<String>>>,
     tls: Option<Arc<crate::tls::Reloading>>,
+    auth: Option<Auth>,
     shared: Arc<Shared>,
 }
 
@@ -44,6 +46,7 @@ impl Guard {
             request_timeout: limits.request_timeout,
             hosts: None,
             tls: None,
+            auth: None,
             shared,
         }
     }
@@ -67,11 +70,73 @@ impl Guard {
         self
     }
 
+    /// Asks for a key allowing `needed` (once the keys file holds any); with
+    /// `open_tenant`, a request without a key belongs to that tenant instead.
+    pub(crate) fn auth(mut self, keys: Arc<ReloadingKeys>, needed: Scope, open_tenant: Option<String>) -> Self {
+        self.auth = Some(Auth {
+            keys,
+            needed,
+            open_tenant,
+        });
+        self
+    }
+
     fn limited(&self, limit: Limit) {
         self.shared.telemetry.emit(IntakeEvent::Limited {
             limit,
             listener: self.name,
         });
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Auth {
+    keys: Arc<ReloadingKeys>,
+    needed: Scope,
+    open_tenant: Option<String>,
+}
+
+impl Auth {
+    /// The caller, or the answer refusing the request.
+    fn check(&self, request: &Request) -> Result<Option<Caller>, Box<Response>> {
+        let keys = self.keys.keys();
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let token = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let unauthorized = |message: &str| {
+            let mut r = error_response(StatusCode::UNAUTHORIZED, "unauthorized", message);
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+            r
+        };
+        match token.map(|t| keys.verify(t.trim())) {
+            Some(Some(caller)) if caller.scope.allows(self.needed) => Ok(Some(caller)),
+            Some(Some(caller)) => Err(Box::new(error_response(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                &format!(
+                    "a {} key cannot do this; it needs {}",
+                    caller.scope.as_str(),
+                    self.needed.as_str()
+                ),
+            ))),
+            Some(None) => Err(Box::new(unauthorized(
+                "the key is not valid (unknown, revoked or mistyped)",
+            ))),
+            None => match &self.open_tenant {
+                Some(tenant) => Ok(Some(Caller {
+                    tenant: tenant.clone(),
+                    scope: self.needed,
+                    key_id: String::new(),
+                })),
+                None => Err(Box::new(unauthorized("this listener needs Authorization: Bearer KEY"))),
+            },
+        }
     }
 }
 
@@ -161,8 +226,18 @@ async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -
             "this listener answers loopback host names only (see limits.api_hosts)",
         );
     }
-    // Probes stay answerable while the API is busy.
+    // Probes stay answerable while the API is busy, and without a key.
     let probe = matches!(request.uri().path(), "/healthz" | "/readyz");
+    let mut request = request;
+    if !probe && let Some(auth) = &guard.auth {
+        match auth.check(&request) {
+            Ok(Some(caller)) => {
+                request.extensions_mut().insert(caller);
+            }
+            Ok(None) => {}
+            Err(refused) => return *refused,
+        }
+    }
     let permit = if probe {
         None
     } else {

@@ -1,7 +1,8 @@
 //! TLS for the listeners (rustls): a certificate and key from PEM files, and
 //! optionally client certificates signed by a CA (mutual TLS for the intake).
-//! The files are read again on SIGHUP and when they change, so a renewed
-//! certificate is served without a restart; a bad renewal keeps the old one.
+//! The files are read again on SIGHUP and when they change ([`crate::reload`]),
+//! so a renewed certificate is served without a restart; a bad renewal keeps
+//! the old one.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -165,32 +166,9 @@ fn load(s: &ListenerTls) -> Result<Loaded, TlsError> {
     })
 }
 
-/// Reloads every listener's TLS on SIGHUP and, between signals, whenever its
-/// files change (checked every `every`).
-pub(crate) async fn watch(listeners: Vec<Arc<Reloading>>, every: std::time::Duration) {
-    if listeners.is_empty() {
-        return std::future::pending().await;
-    }
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let mut tick = tokio::time::interval(every);
-    loop {
-        let signalled = async {
-            match hangup.as_mut() {
-                Some(h) => {
-                    h.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            () = signalled => tracing::info!("SIGHUP: reloading TLS files"),
-            _ = tick.tick() => {}
-        }
-        for l in &listeners {
-            let l = l.clone();
-            // File reads and key parsing: a blocking thread's work.
-            let _ = tokio::task::spawn_blocking(move || l.reload_if_changed()).await;
-        }
+impl crate::reload::Reload for Reloading {
+    fn reload_if_changed(&self) -> bool {
+        Reloading::reload_if_changed(self)
     }
 }
 

@@ -1,0 +1,55 @@
+//! `streamsight keys`: a key is printed once and stored hashed; list never shows
+//! it; revoke marks it; `serve` refuses a public address without keys.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+#[test]
+fn keys_are_created_once_listed_without_their_secret_and_revoked() {
+    let dir = std::env::temp_dir().join(format!("streamsight-keys-cli-{}", std::process::id()));
+    let path = dir.join("keys.json");
+    let file = path.to_str().unwrap();
+    let (ok, token, err) = support::run(&["keys", "create", "--scope", "ingest", "--keys-file", file]);
+    assert!(ok, "{err}");
+    let token = token.trim();
+    assert!(token.starts_with("ssk_"), "{token}");
+    let id = &token[4..16];
+    assert!(err.contains(id) && err.contains("only this once"), "{err}");
+    let stored = std::fs::read_to_string(&path).unwrap();
+    assert!(!stored.contains(&token[17..]), "the secret is on disk");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+
+    let (ok, list, _) = support::run(&["keys", "list", "--keys-file", file]);
+    assert!(
+        ok && list.contains(id) && list.contains("ingest") && !list.contains(&token[17..]),
+        "{list}"
+    );
+    let (ok, _, err) = support::run(&["keys", "revoke", id, "--keys-file", file]);
+    assert!(ok, "{err}");
+    let (_, list, _) = support::run(&["keys", "list", "--keys-file", file]);
+    let row = list.lines().find(|l| l.starts_with(id)).unwrap();
+    assert!(!row.trim_end().ends_with('-'), "not marked revoked: {row}");
+    let (ok, _, err) = support::run(&["keys", "revoke", "nope", "--keys-file", file]);
+    assert!(!ok && err.contains("no key nope"), "{err}");
+    let (ok, _, err) = support::run(&["keys", "create", "--scope", "owner", "--keys-file", file]);
+    assert!(!ok && err.contains("ingest, read or admin"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_keys() {
+    let missing = std::env::temp_dir().join(format!("streamsight-keys-none-{}/keys.json", std::process::id()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(["serve", "--api-listen", "0.0.0.0:0", "--intake-listen", "127.0.0.1:0"])
+        .args(["--storage", "memory://"])
+        .env("STREAMSIGHT_KEYS_FILE", &missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("without API keys") && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+}
