@@ -52,6 +52,8 @@ async fn kill_dash_nine_loses_no_acknowledged_point() {
     // 200 buckets of 10 s: offset 100*i produced in bucket i; the group stops at 5,000.
     let base = now_ns() - 2_100 * 1_000_000_000;
     let mut sends = Vec::new();
+    // 64 in flight at most: within the collector's default `max_in_flight`.
+    let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
     for i in 0..200u64 {
         let start = base + i * 10_000_000_000;
         let produce = payload(
@@ -69,7 +71,9 @@ async fn kill_dash_nine_loses_no_acknowledged_point() {
         for body in [produce, commit] {
             let client = client.clone();
             let url = url.clone();
+            let in_flight = in_flight.clone();
             sends.push(tokio::spawn(async move {
+                let _permit = in_flight.acquire_owned().await.unwrap();
                 let r = client
                     .post(url)
                     .header("Content-Type", "application/msgpack")
