@@ -233,7 +233,8 @@ fn parse_cluster(spec: &str) -> Result<streamsight_poller::ClusterConfig, String
     Ok(cluster)
 }
 
-fn keys(command: KeysCommand, configured: &std::path::Path) -> anyhow::Result<()> {
+fn keys(command: KeysCommand, serve: &streamsight_collector::ServeConfig) -> anyhow::Result<()> {
+    let configured = serve.keys_file.as_path();
     use streamsight_collector::auth::{KeyFile, generate};
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -245,6 +246,13 @@ fn keys(command: KeysCommand, configured: &std::path::Path) -> anyhow::Result<()
             scope,
             keys_file,
         } => {
+            let known = std::iter::once(streamsight_collector::config::DEFAULT_TENANT)
+                .chain(serve.tenants.iter().map(|t| t.name.as_str()))
+                .any(|t| t == tenant);
+            anyhow::ensure!(
+                known,
+                "no tenant {tenant:?} in the config ([[serve.tenants]]); a key for it would open nothing"
+            );
             let path = path_of(keys_file);
             let mut file = KeyFile::load(&path)?;
             let key = generate(&tenant, scope, now_ms)?;
@@ -506,7 +514,7 @@ fn main() -> anyhow::Result<()> {
             }
             writeln!(out)?;
         }
-        Command::Keys(command) => keys(command, &config.serve.keys_file)?,
+        Command::Keys(command) => keys(command, &config.serve)?,
         Command::Store(StoreCommand::Dump { storage, since_ms }) => {
             let url = storage.unwrap_or(config.serve.storage);
             let mut store = streamsight_store::open(&url).with_context(|| format!("cannot open {url}"))?;

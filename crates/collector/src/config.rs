@@ -26,6 +26,11 @@ pub struct ServeConfig {
     pub intake_tenant: Option<String>,
     /// Serve a non-loopback address with no keys at all (refused otherwise).
     pub insecure_no_auth: bool,
+    /// Tenants besides `default` (`[[serve.tenants]]`): each has its own engine,
+    /// store, pathways, drop accounting, pollers, probes and DLQ monitors, and
+    /// sees only its own data; names may repeat across tenants. The top-level
+    /// `clusters`, `probes` and `dlq` are the `default` tenant's.
+    pub tenants: Vec<TenantConfig>,
     /// `sqlite://PATH` (durable) or `memory://`.
     pub storage: String,
     /// Stored records older than this are deleted, and not replayed on start.
@@ -72,6 +77,7 @@ impl Default for ServeConfig {
             keys_file: "streamsight-data/keys.json".into(),
             intake_tenant: None,
             insecure_no_auth: false,
+            tenants: Vec::new(),
             storage: "sqlite://streamsight-data/streamsight.db".into(),
             retention: Duration::from_secs(7 * 24 * 3600),
             max_storage_bytes: 0,
@@ -142,5 +148,73 @@ impl Default for Limits {
             max_clock_skew: Duration::from_secs(600),
             api_hosts: Vec::new(),
         }
+    }
+}
+
+/// `[[serve.tenants]]`: one team's part of a shared collector.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// 1 to 64 of `a-z`, `0-9`, `-`, `_`; its keys name it (`keys create --tenant`).
+    pub name: String,
+    #[serde(default)]
+    pub clusters: Vec<ClusterConfig>,
+    #[serde(default)]
+    pub probes: Vec<streamsight_probe::ProbeConfig>,
+    #[serde(default)]
+    pub dlq: Vec<streamsight_dlq::DlqConfig>,
+}
+
+/// The implicit tenant: everything when no tenants are configured.
+pub const DEFAULT_TENANT: &str = "default";
+
+impl ServeConfig {
+    /// Every tenant's own configuration, `default` first: the shared settings
+    /// with that tenant's clusters, probes and DLQ monitors and its own store.
+    pub fn per_tenant(&self) -> Result<Vec<(String, ServeConfig)>, String> {
+        let mut out = vec![(
+            DEFAULT_TENANT.to_owned(),
+            ServeConfig {
+                tenants: Vec::new(),
+                ..self.clone()
+            },
+        )];
+        for t in &self.tenants {
+            let valid = (1..=64).contains(&t.name.len())
+                && t.name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+            if !valid {
+                return Err(format!("tenant name {:?} is not 1-64 of a-z, 0-9, - and _", t.name));
+            }
+            if out.iter().any(|(n, _)| *n == t.name) {
+                return Err(format!("tenant {:?} is configured twice", t.name));
+            }
+            let config = ServeConfig {
+                storage: tenant_storage(&self.storage, &t.name),
+                clusters: t.clusters.clone(),
+                probes: t.probes.clone(),
+                dlq: t.dlq.clone(),
+                tenants: Vec::new(),
+                ..self.clone()
+            };
+            out.push((t.name.clone(), config));
+        }
+        Ok(out)
+    }
+}
+
+/// A tenant's store beside the default one: `sqlite://dir/x.db` becomes
+/// `sqlite://dir/tenants/NAME.db`; `memory://` stays.
+fn tenant_storage(storage: &str, tenant: &str) -> String {
+    match storage.strip_prefix("sqlite://") {
+        Some(path) => {
+            let dir = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new(""));
+            format!(
+                "sqlite://{}",
+                dir.join("tenants").join(format!("{tenant}.db")).display()
+            )
+        }
+        None => storage.to_owned(),
     }
 }

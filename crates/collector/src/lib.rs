@@ -68,6 +68,8 @@ pub enum ServeError {
          Create a key (`streamsight keys create`), bind to loopback, or pass --insecure-no-auth"
     )]
     Unauthenticated { addr: SocketAddr },
+    #[error("tenants: {0}")]
+    Tenants(String),
 }
 
 /// A running collector: its servers, pollers and housekeeping in one task set,
@@ -76,10 +78,13 @@ pub enum ServeError {
 pub struct Running {
     pub intake_addr: SocketAddr,
     pub api_addr: SocketAddr,
+    /// The `default` tenant's services.
     pub shared: Arc<Shared>,
+    /// Every tenant's services, `default` included.
+    pub tenants: std::collections::BTreeMap<String, Arc<Shared>>,
     tasks: tokio::task::JoinSet<()>,
     stop: tokio::sync::watch::Sender<bool>,
-    writer: Option<Writer>,
+    writers: Vec<Writer>,
 }
 
 impl Running {
@@ -97,9 +102,11 @@ impl Running {
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
-        self.shared.probes.stop();
-        self.shared.dlq.stop();
-        if let Some(writer) = self.writer.take() {
+        for shared in self.tenants.values() {
+            shared.probes.stop();
+            shared.dlq.stop();
+        }
+        for writer in std::mem::take(&mut self.writers) {
             let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
         }
         tracing::info!("streamsight stopped");
@@ -118,8 +125,12 @@ async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
 /// Opens the store, replays it, binds both listeners and serves until the process
 /// ends. Port 0 in the config picks a free port: see [`Running`].
 pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running, ServeError> {
-    streamsight_poller::config::validate_all(&config.clusters)?;
-    let store = streamsight_store::open(&config.storage)?;
+    let per_tenant = config.per_tenant().map_err(ServeError::Tenants)?;
+    let mut stores = Vec::new();
+    for (name, c) in &per_tenant {
+        streamsight_poller::config::validate_all(&c.clusters)?;
+        stores.push((name.clone(), streamsight_store::open(&c.storage)?));
+    }
     let intake_listener = bind(config.intake_listen).await?;
     let api_listener = bind(config.api_listen).await?;
     let intake_addr = local_addr(&intake_listener, config.intake_listen)?;
@@ -145,34 +156,48 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         .map(tls::Reloading::new)
         .transpose()?
         .map(Arc::new);
-    let shared = Arc::new(Shared::new(config, engine)?);
+    let mut tenants = std::collections::BTreeMap::new();
+    for (name, c) in per_tenant {
+        tenants.insert(name, Arc::new(Shared::new(c, engine.clone())?));
+    }
+    let default = tenants[config::DEFAULT_TENANT].clone();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
 
     // The API answers (readyz: not ready) while stored data is replayed.
     let mut tasks = tokio::task::JoinSet::new();
-    let api_guard = server::Guard::new("api", shared.clone())
+    let api_guard = server::Guard::new("api", default.clone())
         .loopback_hosts(api_addr)
         .tls(api_tls.clone())
         .auth(keys.clone(), auth::Scope::Read, None);
+    let api_routes = tenants
+        .iter()
+        .map(|(name, shared)| (name.clone(), api::router(shared.clone())))
+        .collect();
     tasks.spawn(server::serve(
         api_listener,
-        api::router(shared.clone()),
+        Arc::new(api_routes),
         api_guard,
         stop_rx.clone(),
     ));
     let since = Millis(clock::now().0.saturating_sub(retention_ms));
-    let writer = {
-        let shared = shared.clone();
-        tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??
-    };
-    shared.ready.store(true, Ordering::Release);
-    tracing::info!(%intake_addr, %api_addr, "streamsight serving");
+    let mut writers = std::collections::BTreeMap::new();
+    for (name, store) in stores {
+        let shared = tenants[&name].clone();
+        let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
+        tenants[&name].ready.store(true, Ordering::Release);
+        writers.insert(name, writer);
+    }
+    tracing::info!(%intake_addr, %api_addr, tenants = tenants.len(), "streamsight serving");
+    let intake_routes = tenants
+        .iter()
+        .map(|(name, shared)| (name.clone(), intake::router(shared.clone(), writers[name].clone())))
+        .collect();
     tasks.spawn(server::serve(
         intake_listener,
-        intake::router(shared.clone(), writer.clone()),
-        server::Guard::new("intake", shared.clone())
+        Arc::new(intake_routes),
+        server::Guard::new("intake", default.clone())
             .tls(intake_tls.clone())
-            .auth(keys.clone(), auth::Scope::Ingest, shared.config.intake_tenant.clone()),
+            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone()),
         stop_rx.clone(),
     ));
     let mut reloading: Vec<Arc<dyn reload::Reload>> = vec![keys];
@@ -186,28 +211,32 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         reload::watch(reloading, RELOAD_CHECK_EVERY),
         stop_rx.clone(),
     ));
-    // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
-    for probe in &shared.config.probes {
-        let running = streamsight_probe::Probe::start(probe.clone())?;
-        shared.probes.add(running);
+    for (name, shared) in &tenants {
+        let writer = &writers[name];
+        // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
+        for probe in &shared.config.probes {
+            let running = streamsight_probe::Probe::start(probe.clone())?;
+            shared.probes.add(running);
+        }
+        for dlq in &shared.config.dlq {
+            let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
+            shared.dlq.add(running);
+        }
+        for cluster in shared.config.clusters.clone() {
+            let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
+            tasks.spawn(until_stopped(poller, stop_rx.clone()));
+        }
+        let housekeeping = housekeeping(shared.clone(), writer.clone(), retention_ms);
+        tasks.spawn(until_stopped(housekeeping, stop_rx.clone()));
     }
-    for dlq in &shared.config.dlq {
-        let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
-        shared.dlq.add(running);
-    }
-    for cluster in shared.config.clusters.clone() {
-        let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
-        tasks.spawn(until_stopped(poller, stop_rx.clone()));
-    }
-    let housekeeping = housekeeping(shared.clone(), writer.clone(), retention_ms);
-    tasks.spawn(until_stopped(housekeeping, stop_rx));
     Ok(Running {
         intake_addr,
         api_addr,
-        shared,
+        shared: default,
+        tenants,
         tasks,
         stop,
-        writer: Some(writer),
+        writers: writers.into_values().collect(),
     })
 }
 

@@ -142,8 +142,11 @@ impl Auth {
 
 /// Serves `router` on `listener` under `guard` until `stop`; then stops
 /// accepting, lets requests under way finish and returns.
-pub(crate) async fn serve(listener: TcpListener, router: Router, guard: Guard, stop: watch::Receiver<bool>) {
-    let router = router.layer(middleware::from_fn_with_state(guard.clone(), per_request));
+pub(crate) async fn serve(listener: TcpListener, routes: Routes, guard: Guard, stop: watch::Receiver<bool>) {
+    let router = Router::new()
+        .fallback(dispatch)
+        .with_state(routes)
+        .layer(middleware::from_fn_with_state(guard.clone(), per_request));
     let connections = Arc::new(Semaphore::new(guard.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(guard.header_timeout);
@@ -205,6 +208,30 @@ async fn connection<I>(
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
+    }
+}
+
+/// Each tenant's routes: a request goes to its caller's tenant, so a handler only
+/// ever sees one tenant's services.
+pub(crate) type Routes = Arc<std::collections::HashMap<String, Router>>;
+
+async fn dispatch(State(routes): State<Routes>, request: Request) -> Response {
+    use tower::ServiceExt;
+    let tenant = request
+        .extensions()
+        .get::<Caller>()
+        .map_or(crate::config::DEFAULT_TENANT, |c| c.tenant.as_str());
+    let Some(router) = routes.get(tenant).cloned() else {
+        // A key of a tenant no longer configured: nothing of anyone else's.
+        return error_response(
+            StatusCode::UNAUTHORIZED,
+            "unknown_tenant",
+            "this key's tenant is not configured",
+        );
+    };
+    match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
     }
 }
 

@@ -1,0 +1,222 @@
+//! Two tenants that use the same names: each one's keys see its own data on
+//! every endpoint, and nothing of the other's in any answer, error or metric.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{SystemTime, UNIX_EPOCH};
+use streamsight_collector::auth::{KeyFile, Scope, generate};
+use streamsight_collector::config::TenantConfig;
+use streamsight_collector::{ServeConfig, serve};
+use streamsight_core::EngineConfig;
+use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, StatsPoint, encode};
+use streamsight_wire::dsm::sketch::Mapping;
+
+/// Every GET endpoint, with names both tenants use.
+const ENDPOINTS: [&str; 21] = [
+    "/api/v1/lag",
+    "/api/v1/groups",
+    "/api/v1/groups/prod/billing",
+    "/api/v1/partitions",
+    "/api/v1/pathways?window_seconds=3600",
+    "/api/v1/rejections",
+    "/api/v1/intake",
+    "/api/v1/events",
+    "/api/v1/clusters",
+    "/api/v1/deliveries",
+    "/api/v1/probes",
+    "/api/v1/dlq",
+    "/metrics",
+    "/v3/kafka",
+    "/v3/kafka/prod",
+    "/v3/kafka/prod/consumer",
+    "/v3/kafka/prod/consumer/billing",
+    "/v3/kafka/prod/consumer/billing/status",
+    "/v3/kafka/prod/consumer/billing/lag",
+    "/v3/kafka/prod/topic",
+    "/v3/kafka/prod/topic/orders",
+];
+
+/// The same topic, group and cluster with different offsets, plus a service and
+/// a topic whose names (`NAME-svc`, `NAME-only-topic`) appear nowhere else.
+fn payload(name: &str, produced: i64, committed: i64) -> Payload {
+    let service = format!("{name}-svc");
+    let only = format!("topic:{name}-only-topic");
+    let ns = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 - 30_000_000_000;
+    let tags = |t: &[&str]| t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    Payload {
+        service,
+        stats: vec![Bucket {
+            start: ns,
+            duration: 10_000_000_000,
+            stats: vec![StatsPoint {
+                hash: 7,
+                edge_tags: tags(&["direction:out", "topic:orders", "type:kafka"]),
+                pathway_latency: Mapping::default().encode(&[0.1]),
+                edge_latency: Mapping::default().encode(&[0.1]),
+                ..StatsPoint::default()
+            }],
+            backlogs: vec![
+                Backlog {
+                    tags: tags(&[
+                        "type:kafka_produce",
+                        "topic:orders",
+                        "partition:0",
+                        "kafka_cluster_id:prod",
+                    ]),
+                    value: produced,
+                },
+                Backlog {
+                    tags: tags(&[
+                        "type:kafka_commit",
+                        "consumer_group:billing",
+                        "topic:orders",
+                        "partition:0",
+                        "kafka_cluster_id:prod",
+                    ]),
+                    value: committed,
+                },
+                Backlog {
+                    tags: vec![
+                        "type:kafka_produce".into(),
+                        only,
+                        "partition:0".into(),
+                        "kafka_cluster_id:prod".into(),
+                    ],
+                    value: 5,
+                },
+            ],
+        }],
+        ..Payload::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_sees_its_own_data_and_nothing_of_another_with_the_same_names() {
+    let dir = std::env::temp_dir().join(format!("streamsight-tenants-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let key = |tenant: &str, scope| generate(tenant, scope, 0).unwrap();
+    let (a_read, a_ingest, b_read, b_ingest) = (
+        key("team-a", Scope::Read),
+        key("team-a", Scope::Ingest),
+        key("team-b", Scope::Read),
+        key("team-b", Scope::Ingest),
+    );
+    KeyFile {
+        keys: [&a_read, &a_ingest, &b_read, &b_ingest]
+            .iter()
+            .map(|k| k.stored.clone())
+            .collect(),
+    }
+    .save(&dir.join("keys.json"))
+    .unwrap();
+    let tenant = |name: &str| TenantConfig {
+        name: name.into(),
+        ..TenantConfig::default()
+    };
+    let config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: format!("sqlite://{}/s.db", dir.display()),
+        keys_file: dir.join("keys.json"),
+        tenants: vec![tenant("team-a"), tenant("team-b")],
+        ..ServeConfig::default()
+    };
+    let running = serve(config, EngineConfig::default()).await.unwrap();
+    let client = reqwest::Client::new();
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    for (key, p) in [
+        (&a_ingest.token, payload("alpha", 1_111, 1_000)),
+        (&b_ingest.token, payload("bravo", 777_777, 555_555)),
+    ] {
+        let resp = client
+            .post(&intake)
+            .bearer_auth(key)
+            .header("Content-Type", "application/msgpack")
+            .body(encode(&p))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 202);
+    }
+    // Each tenant has its own store file.
+    assert!(dir.join("tenants/team-a.db").exists() && dir.join("tenants/team-b.db").exists());
+
+    let api = format!("http://{}", running.api_addr);
+    for (reader, own, other, row) in [
+        (
+            &a_read.token,
+            ["alpha-svc", "alpha-only-topic"],
+            ["bravo"],
+            (1_112, 1_000),
+        ),
+        (
+            &b_read.token,
+            ["bravo-svc", "bravo-only-topic"],
+            ["alpha"],
+            (777_778, 555_555),
+        ),
+    ] {
+        let lag: serde_json::Value = client
+            .get(format!("{api}/api/v1/lag?topic=orders"))
+            .bearer_auth(reader)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let rows = lag["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{lag}");
+        assert_eq!(
+            (rows[0]["end_offset"].as_i64(), rows[0]["committed_offset"].as_i64()),
+            (Some(row.0), Some(row.1))
+        );
+        let mut seen_own = [false; 2];
+        for path in ENDPOINTS {
+            let resp = client
+                .get(format!("{api}{path}"))
+                .bearer_auth(reader)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let body = resp.text().await.unwrap();
+            assert!(status == 200 || status == 404, "{path}: {status} {body}");
+            for secret in other {
+                assert!(!body.contains(secret), "{path} shows another tenant's {secret}: {body}");
+            }
+            for (i, mine) in own.iter().enumerate() {
+                seen_own[i] |= body.contains(mine);
+            }
+        }
+        assert_eq!(seen_own, [true, true], "a tenant's own data is visible to it");
+    }
+    // The default tenant (no key needed only for probes) holds none of it.
+    let lag = client.get(format!("{api}/api/v1/lag")).send().await.unwrap();
+    assert_eq!(lag.status().as_u16(), 401);
+    // A restart keeps each tenant's data in its own store.
+    running.shutdown().await;
+    let config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: format!("sqlite://{}/s.db", dir.display()),
+        keys_file: dir.join("keys.json"),
+        tenants: vec![tenant("team-a"), tenant("team-b")],
+        ..ServeConfig::default()
+    };
+    let running = serve(config, EngineConfig::default()).await.unwrap();
+    let body = client
+        .get(format!("http://{}/api/v1/lag", running.api_addr))
+        .bearer_auth(&b_read.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        body.contains("\"end_offset\":777778") && !body.contains("alpha"),
+        "{body}"
+    );
+    running.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
