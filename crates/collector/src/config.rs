@@ -26,6 +26,10 @@ pub struct ServeConfig {
     pub intake_tenant: Option<String>,
     /// Serve a non-loopback address with no keys at all (refused otherwise).
     pub insecure_no_auth: bool,
+    /// Gateways whose `X-Scope-OrgID` header names the tenant of a request
+    /// without a key (they authenticated the caller). From any other address
+    /// the header is ignored.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Tenants besides `default` (`[[serve.tenants]]`): each has its own engine,
     /// store, pathways, drop accounting, pollers, probes and DLQ monitors, and
     /// sees only its own data; names may repeat across tenants. The top-level
@@ -77,6 +81,7 @@ impl Default for ServeConfig {
             keys_file: "streamsight-data/keys.json".into(),
             intake_tenant: None,
             insecure_no_auth: false,
+            trusted_proxies: Vec::new(),
             tenants: Vec::new(),
             storage: "sqlite://streamsight-data/streamsight.db".into(),
             retention: Duration::from_secs(7 * 24 * 3600),
@@ -120,6 +125,9 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Records waiting for the writer; appends beyond are answered 503.
     pub max_queued_records: usize,
+    /// Records one tenant may send per second, with bursts of ten seconds' worth
+    /// (0: no limit). Beyond, 429 with `Retry-After`; each tenant has its own.
+    pub ingest_records_per_second: u64,
     /// Bytes pathway statistics may hold in memory; new points beyond are
     /// refused and counted until retention frees room.
     pub max_pathway_bytes: usize,
@@ -143,6 +151,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_queued_records: 1_000_000,
+            ingest_records_per_second: 0,
             max_pathway_bytes: 256 << 20,
             max_services: 10_000,
             max_clock_skew: Duration::from_secs(600),

@@ -38,9 +38,53 @@ struct Intake {
     /// a burst of heavy bodies waits its turn instead of starving every other
     /// request (and each holds its decompressed bytes only while it runs).
     decoders: Arc<tokio::sync::Semaphore>,
+    /// This tenant's ingest rate.
+    rate: Arc<std::sync::Mutex<TokenBucket>>,
+}
+
+/// Records per second with bursts: refilled continuously, taken per payload.
+#[derive(Debug)]
+struct TokenBucket {
+    per_second: f64,
+    capacity: f64,
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+impl TokenBucket {
+    fn new(per_second: u64) -> Self {
+        let per_second = per_second as f64;
+        Self {
+            per_second,
+            capacity: per_second * 10.0,
+            tokens: per_second * 10.0,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Takes `n`, or says in how many seconds there will be room. A payload
+    /// larger than the burst goes through when the bucket is full.
+    fn take(&mut self, n: usize, now: std::time::Instant) -> Result<(), u64> {
+        if self.per_second <= 0.0 {
+            return Ok(());
+        }
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.per_second).min(self.capacity);
+        self.at = now;
+        let n = n as f64;
+        if self.tokens >= n.min(self.capacity) {
+            self.tokens -= n;
+            Ok(())
+        } else {
+            Err(((n.min(self.capacity) - self.tokens) / self.per_second)
+                .ceil()
+                .clamp(1.0, 3600.0) as u64)
+        }
+    }
 }
 
 pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
+    let rate = shared.config.limits.ingest_records_per_second;
     Router::new()
         .route("/info", get(info))
         .route("/v0.1/pipeline_stats", post(pipeline_stats))
@@ -55,6 +99,7 @@ pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
             shared,
             writer,
             decoders: Arc::new(tokio::sync::Semaphore::new(decoders())),
+            rate: Arc::new(std::sync::Mutex::new(TokenBucket::new(rate))),
         })
 }
 
@@ -176,6 +221,26 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     };
     for (error, detail) in &translated.dropped {
         telemetry.emit(IntakeEvent::PointDropped { error: *error, detail });
+    }
+    let allowed = crate::services::lock(&intake.rate).take(translated.records.len(), std::time::Instant::now());
+    if let Err(retry_after) = allowed {
+        telemetry.emit(IntakeEvent::Limited {
+            limit: streamsight_core::Limit::IngestRate,
+            listener: "intake",
+        });
+        telemetry.emit(IntakeEvent::PayloadRejected {
+            error: IntakeError::RateLimited,
+            detail: "over ingest_records_per_second",
+        });
+        let mut response = error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            IntakeError::RateLimited.as_str(),
+            &format!("over this tenant's ingest rate; retry in {retry_after} s"),
+        );
+        if let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return response;
     }
     let accepted = translated.records.len();
     if let Err(e) = intake.writer.append(translated.records).await {
@@ -425,4 +490,25 @@ async fn stats(State(intake): State<Intake>, body: Body) -> Response {
 
 async fn telemetry(State(intake): State<Intake>, body: Body) -> Response {
     drop_body(&intake, DroppedEndpoint::Telemetry, body).await
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::TokenBucket;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_bucket_refills_with_time_and_says_when_to_come_back() {
+        let start = Instant::now();
+        let mut b = TokenBucket::new(100);
+        assert_eq!(b.take(1_000, start), Ok(()), "a full burst");
+        assert_eq!(b.take(100, start), Err(1));
+        assert_eq!(b.take(300, start), Err(3));
+        assert_eq!(b.take(100, start + Duration::from_secs(1)), Ok(()));
+        // Larger than the burst: through once the bucket is full again.
+        assert!(b.take(5_000, start + Duration::from_secs(2)).is_err());
+        assert_eq!(b.take(5_000, start + Duration::from_secs(20)), Ok(()));
+        let mut off = TokenBucket::new(0);
+        assert_eq!(off.take(usize::MAX, start), Ok(()));
+    }
 }

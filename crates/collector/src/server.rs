@@ -73,10 +73,12 @@ impl Guard {
     /// Asks for a key allowing `needed` (once the keys file holds any); with
     /// `open_tenant`, a request without a key belongs to that tenant instead.
     pub(crate) fn auth(mut self, keys: Arc<ReloadingKeys>, needed: Scope, open_tenant: Option<String>) -> Self {
+        let trusted = Arc::new(self.shared.config.trusted_proxies.clone());
         self.auth = Some(Auth {
             keys,
             needed,
             open_tenant,
+            trusted,
         });
         self
     }
@@ -89,16 +91,36 @@ impl Guard {
     }
 }
 
+/// The address a connection came from.
+#[derive(Copy, Clone, Debug)]
+struct Peer(std::net::SocketAddr);
+
+/// The header a trusted gateway names the tenant with (Grafana Mimir's, Loki's).
+const SCOPE_HEADER: &str = "x-scope-orgid";
+
 #[derive(Clone, Debug)]
 struct Auth {
     keys: Arc<ReloadingKeys>,
     needed: Scope,
     open_tenant: Option<String>,
+    trusted: Arc<Vec<std::net::IpAddr>>,
 }
 
 impl Auth {
     /// The caller, or the answer refusing the request.
     fn check(&self, request: &Request) -> Result<Option<Caller>, Box<Response>> {
+        // A gateway in front (one of `trusted_proxies`) has authenticated the
+        // caller and names its tenant; from anyone else the header means nothing.
+        let peer = request.extensions().get::<Peer>().map(|p| p.0.ip());
+        if let Some(tenant) = request.headers().get(SCOPE_HEADER).and_then(|v| v.to_str().ok())
+            && peer.is_some_and(|ip| self.trusted.contains(&ip))
+        {
+            return Ok(Some(Caller {
+                tenant: tenant.trim().to_owned(),
+                scope: self.needed,
+                key_id: String::new(),
+            }));
+        }
         let keys = self.keys.keys();
         if keys.is_empty() {
             return Ok(None);
@@ -158,7 +180,7 @@ pub(crate) async fn serve(listener: TcpListener, routes: Routes, guard: Guard, s
         };
         // Reap finished connections so the set does not grow.
         while open.try_join_next().is_some() {}
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 // Out of file descriptors, say: back off rather than spin.
@@ -176,9 +198,9 @@ pub(crate) async fn serve(listener: TcpListener, routes: Routes, guard: Guard, s
         let (http, stop, tls, handshake) = (http.clone(), stop.clone(), guard.tls.clone(), guard.header_timeout);
         open.spawn(async move {
             match tls {
-                None => connection(&http, TokioIo::new(stream), service, stop).await,
+                None => connection(&http, TokioIo::new(stream), service, peer, stop).await,
                 Some(tls) => match tokio::time::timeout(handshake, tls.acceptor().accept(stream)).await {
-                    Ok(Ok(stream)) => connection(&http, TokioIo::new(stream), service, stop).await,
+                    Ok(Ok(stream)) => connection(&http, TokioIo::new(stream), service, peer, stop).await,
                     Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                     Err(_) => tracing::debug!("TLS handshake timed out"),
                 },
@@ -195,10 +217,17 @@ async fn connection<I>(
     http: &hyper::server::conn::http1::Builder,
     io: TokioIo<I>,
     router: Router,
+    peer: std::net::SocketAddr,
     stop: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    use tower::ServiceExt;
+    // Who is at the other end: a trusted proxy may name the tenant.
+    let router = router.map_request(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(Peer(peer));
+        request
+    });
     let service = hyper_util::service::TowerToHyperService::new(router);
     let conn = http.serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);

@@ -19,12 +19,13 @@ pub enum IntakeError {
     TimeOutOfRange,
     StorageFailed,
     Overloaded,
+    RateLimited,
     /// More of something than one payload may hold.
     TooMany(Counted),
 }
 
 impl IntakeError {
-    pub const ALL: [IntakeError; 17] = [
+    pub const ALL: [IntakeError; 18] = [
         IntakeError::BodyTooLarge,
         IntakeError::DecompressedTooLarge,
         IntakeError::BadGzip,
@@ -35,6 +36,7 @@ impl IntakeError {
         IntakeError::TimeOutOfRange,
         IntakeError::StorageFailed,
         IntakeError::Overloaded,
+        IntakeError::RateLimited,
         IntakeError::TooMany(Counted::Buckets),
         IntakeError::TooMany(Counted::Backlogs),
         IntakeError::TooMany(Counted::StatsPoints),
@@ -53,6 +55,7 @@ impl IntakeError {
             IntakeError::UnsupportedContentType => "unsupported_content_type",
             IntakeError::TimeOutOfRange => "time_out_of_range",
             IntakeError::Overloaded => "overloaded",
+            IntakeError::RateLimited => "rate_limited",
             IntakeError::TooMany(Counted::Buckets) => "too_many_buckets",
             IntakeError::TooMany(Counted::Backlogs) => "too_many_backlogs",
             IntakeError::TooMany(Counted::StatsPoints) => "too_many_stats_points",

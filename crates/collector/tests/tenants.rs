@@ -220,3 +220,80 @@ async fn a_tenant_sees_its_own_data_and_nothing_of_another_with_the_same_names()
     running.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_rate_is_told_to_wait_and_the_other_is_not_and_a_trusted_gateway_names_tenants() {
+    let dir = std::env::temp_dir().join(format!("streamsight-tenants-rate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let a = generate("team-a", Scope::Ingest, 0).unwrap();
+    let b = generate("team-b", Scope::Ingest, 0).unwrap();
+    KeyFile {
+        keys: vec![a.stored.clone(), b.stored.clone()],
+    }
+    .save(&dir.join("keys.json"))
+    .unwrap();
+    let start = |trusted: Vec<std::net::IpAddr>| {
+        let mut config = ServeConfig {
+            intake_listen: "127.0.0.1:0".parse().unwrap(),
+            api_listen: "127.0.0.1:0".parse().unwrap(),
+            storage: "memory://".into(),
+            keys_file: dir.join("keys.json"),
+            trusted_proxies: trusted,
+            tenants: ["team-a", "team-b"]
+                .map(|n| TenantConfig {
+                    name: n.into(),
+                    ..TenantConfig::default()
+                })
+                .to_vec(),
+            ..ServeConfig::default()
+        };
+        config.limits.ingest_records_per_second = 10;
+        serve(config, EngineConfig::default())
+    };
+    let running = start(vec!["127.0.0.1".parse().unwrap()]).await.unwrap();
+    let client = reqwest::Client::new();
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let sixty = || {
+        let mut p = payload("alpha", 10, 5);
+        let b = p.stats[0].backlogs[0].clone();
+        p.stats[0].backlogs = vec![b; 60];
+        encode(&p)
+    };
+    let post = |key: String| {
+        client
+            .post(&intake)
+            .bearer_auth(key)
+            .header("Content-Type", "application/msgpack")
+            .body(sixty())
+            .send()
+    };
+    assert_eq!(
+        post(a.token.clone()).await.unwrap().status().as_u16(),
+        202,
+        "a burst of 100"
+    );
+    let limited = post(a.token.clone()).await.unwrap();
+    assert_eq!(limited.status().as_u16(), 429);
+    let retry: u64 = limited.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=6).contains(&retry), "{retry}");
+    assert_eq!(
+        post(b.token.clone()).await.unwrap().status().as_u16(),
+        202,
+        "B has its own rate"
+    );
+
+    // From a trusted gateway, X-Scope-OrgID names the tenant of a keyless request.
+    let api = format!("http://{}/api/v1/lag?topic=orders", running.api_addr);
+    let as_b = client.get(&api).header("X-Scope-OrgID", "team-b").send().await.unwrap();
+    assert_eq!(as_b.status().as_u16(), 200);
+    let unknown = client.get(&api).header("X-Scope-OrgID", "team-z").send().await.unwrap();
+    assert_eq!(unknown.status().as_u16(), 401);
+    running.shutdown().await;
+    // From anyone else, the header is ignored.
+    let running = start(Vec::new()).await.unwrap();
+    let api = format!("http://{}/api/v1/lag", running.api_addr);
+    let ignored = client.get(&api).header("X-Scope-OrgID", "team-b").send().await.unwrap();
+    assert_eq!(ignored.status().as_u16(), 401);
+    running.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

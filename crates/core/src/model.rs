@@ -303,10 +303,11 @@ pub enum Limit {
     Connections,
     InFlight,
     QueuedRecords,
+    IngestRate,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 13] = [
+    pub const ALL: [Limit; 14] = [
         Limit::Clusters,
         Limit::Topics,
         Limit::Partitions,
@@ -320,6 +321,7 @@ impl Limit {
         Limit::Connections,
         Limit::InFlight,
         Limit::QueuedRecords,
+        Limit::IngestRate,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -337,6 +339,7 @@ impl Limit {
             Limit::Connections => "connections",
             Limit::InFlight => "in_flight",
             Limit::QueuedRecords => "queued_records",
+            Limit::IngestRate => "ingest_rate",
         }
     }
 }
