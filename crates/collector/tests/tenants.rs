@@ -297,3 +297,106 @@ async fn a_tenant_over_its_rate_is_told_to_wait_and_the_other_is_not_and_a_trust
     running.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+mod random_names {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Names as clients send them: any printable text, quotes and unicode
+    /// included, up to Kafka's 249 bytes.
+    fn name() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9._\\-\"'<>&é☃ ]{1,40}".prop_filter("not blank", |s| !s.trim().is_empty())
+    }
+
+    fn payload_named(topic: &str, group: &str, marker: &str, produced: i64) -> Payload {
+        let tags = |t: &[String]| t.to_vec();
+        Payload {
+            service: marker.into(),
+            stats: vec![Bucket {
+                start: SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 - 30_000_000_000,
+                duration: 10_000_000_000,
+                stats: vec![],
+                backlogs: vec![
+                    Backlog {
+                        tags: tags(&[
+                            "type:kafka_produce".into(),
+                            format!("topic:{topic}"),
+                            "partition:0".into(),
+                            "kafka_cluster_id:prod".into(),
+                        ]),
+                        value: produced,
+                    },
+                    Backlog {
+                        tags: tags(&[
+                            "type:kafka_commit".into(),
+                            format!("consumer_group:{group}"),
+                            format!("topic:{topic}"),
+                            "partition:0".into(),
+                            "kafka_cluster_id:prod".into(),
+                        ]),
+                        value: produced / 2,
+                    },
+                ],
+            }],
+            ..Payload::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+
+        #[test]
+        fn tenants_sharing_any_names_see_only_their_own(topic in name(), group in name()) {
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            runtime.block_on(async {
+                let dir = std::env::temp_dir().join(format!("streamsight-tenants-prop-{}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&dir);
+                let keys: Vec<_> = [("team-a", Scope::Admin), ("team-b", Scope::Admin)]
+                    .iter()
+                    .map(|(t, s)| generate(t, *s, 0).unwrap())
+                    .collect();
+                KeyFile { keys: keys.iter().map(|k| k.stored.clone()).collect() }
+                    .save(&dir.join("keys.json"))
+                    .unwrap();
+                let config = ServeConfig {
+                    intake_listen: "127.0.0.1:0".parse().unwrap(),
+                    api_listen: "127.0.0.1:0".parse().unwrap(),
+                    storage: "memory://".into(),
+                    keys_file: dir.join("keys.json"),
+                    tenants: ["team-a", "team-b"]
+                        .map(|n| TenantConfig { name: n.into(), ..TenantConfig::default() })
+                        .to_vec(),
+                    ..ServeConfig::default()
+                };
+                let running = serve(config, EngineConfig::default()).await.unwrap();
+                let client = reqwest::Client::new();
+                let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+                for (key, marker, offset) in [(&keys[0].token, "svc-a", 1_001), (&keys[1].token, "svc-b", 2_002)] {
+                    let resp = client
+                        .post(&intake)
+                        .bearer_auth(key)
+                        .header("Content-Type", "application/msgpack")
+                        .body(encode(&payload_named(&topic, &group, marker, offset)))
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(resp.status().as_u16(), 202);
+                }
+                let api = format!("http://{}", running.api_addr);
+                // The names are the same: only the offsets tell the tenants apart.
+                for (key, mine, theirs) in [(&keys[0].token, 1_002, 2_003), (&keys[1].token, 2_003, 1_002)] {
+                    let lag: serde_json::Value = client.get(format!("{api}/api/v1/lag")).bearer_auth(key).send().await.unwrap().json().await.unwrap();
+                    let rows = lag["rows"].as_array().unwrap();
+                    assert_eq!(rows.len(), 1, "{lag}");
+                    assert_eq!(rows[0]["end_offset"].as_i64(), Some(mine));
+                    let metrics = client.get(format!("{api}/metrics")).bearer_auth(key).send().await.unwrap().text().await.unwrap();
+                    let end_offsets: Vec<&str> = metrics.lines().filter(|l| l.starts_with("kafka_partition_latest_offset{")).collect();
+                    assert_eq!(end_offsets.len(), 1, "{metrics}");
+                    assert!(end_offsets[0].ends_with(&format!(" {mine}")) && !end_offsets[0].ends_with(&format!(" {theirs}")));
+                }
+                running.shutdown().await;
+                let _ = std::fs::remove_dir_all(&dir);
+            });
+        }
+    }
+}
