@@ -26,6 +26,9 @@ pub struct ServeConfig {
     pub intake_tenant: Option<String>,
     /// Serve a non-loopback address with no keys at all (refused otherwise).
     pub insecure_no_auth: bool,
+    /// More intake listeners, each bound to one tenant (`[[serve.intake_listeners]]`):
+    /// for Datadog tracers, which cannot send a key, of several tenants.
+    pub intake_listeners: Vec<BoundIntake>,
     /// Gateways whose `X-Scope-OrgID` header names the tenant of a request
     /// without a key (they authenticated the caller). From any other address
     /// the header is ignored.
@@ -82,6 +85,7 @@ impl Default for ServeConfig {
             intake_tenant: None,
             insecure_no_auth: false,
             trusted_proxies: Vec::new(),
+            intake_listeners: Vec::new(),
             tenants: Vec::new(),
             storage: "sqlite://streamsight-data/streamsight.db".into(),
             retention: Duration::from_secs(7 * 24 * 3600),
@@ -226,4 +230,13 @@ fn tenant_storage(storage: &str, tenant: &str) -> String {
         }
         None => storage.to_owned(),
     }
+}
+
+/// An intake listener whose every request belongs to one tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundIntake {
+    /// `HOST:PORT`, or `unix:PATH` for a Unix socket (created; an old one removed).
+    pub listen: String,
+    pub tenant: String,
 }

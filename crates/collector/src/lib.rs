@@ -70,6 +70,8 @@ pub enum ServeError {
     Unauthenticated { addr: SocketAddr },
     #[error("tenants: {0}")]
     Tenants(String),
+    #[error("cannot listen on unix socket {path}: {source}")]
+    BindUnix { path: String, source: std::io::Error },
 }
 
 /// A running collector: its servers, pollers and housekeeping in one task set,
@@ -82,6 +84,8 @@ pub struct Running {
     pub shared: Arc<Shared>,
     /// Every tenant's services, `default` included.
     pub tenants: std::collections::BTreeMap<String, Arc<Shared>>,
+    /// Where each of `intake_listeners` listens (`HOST:PORT` or `unix:PATH`), in order.
+    pub bound_intakes: Vec<String>,
     tasks: tokio::task::JoinSet<()>,
     stop: tokio::sync::watch::Sender<bool>,
     writers: Vec<Writer>,
@@ -138,7 +142,11 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let retention_ms = time_ms(config.retention);
     let keys = Arc::new(auth::ReloadingKeys::new(config.keys_file.clone())?);
     if keys.keys().is_empty() && !config.insecure_no_auth {
-        for addr in [intake_addr, api_addr] {
+        let bound = config
+            .intake_listeners
+            .iter()
+            .filter_map(|b| b.listen.parse::<SocketAddr>().ok());
+        for addr in [intake_addr, api_addr].into_iter().chain(bound) {
             if !addr.ip().is_loopback() {
                 return Err(ServeError::Unauthenticated { addr });
             }
@@ -168,13 +176,14 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let api_guard = server::Guard::new("api", default.clone())
         .loopback_hosts(api_addr)
         .tls(api_tls.clone())
-        .auth(keys.clone(), auth::Scope::Read, None);
+        .auth(keys.clone(), auth::Scope::Read, None)
+        .tenants(tenants.keys());
     let api_routes = tenants
         .iter()
         .map(|(name, shared)| (name.clone(), api::router(shared.clone())))
         .collect();
     tasks.spawn(server::serve(
-        api_listener,
+        server::Listener::Tcp(api_listener),
         Arc::new(api_routes),
         api_guard,
         stop_rx.clone(),
@@ -193,13 +202,32 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         .map(|(name, shared)| (name.clone(), intake::router(shared.clone(), writers[name].clone())))
         .collect();
     tasks.spawn(server::serve(
-        intake_listener,
+        server::Listener::Tcp(intake_listener),
         Arc::new(intake_routes),
         server::Guard::new("intake", default.clone())
             .tls(intake_tls.clone())
-            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone()),
+            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
+            .tenants(tenants.keys()),
         stop_rx.clone(),
     ));
+    let mut bound_intakes = Vec::new();
+    for bound in &config.intake_listeners {
+        let (listener, at) = bind_any(&bound.listen).await?;
+        let Some(shared) = tenants.get(&bound.tenant) else {
+            return Err(ServeError::Tenants(format!(
+                "intake listener {} is bound to tenant {:?}, which is not configured",
+                bound.listen, bound.tenant
+            )));
+        };
+        let router = intake::router(shared.clone(), writers[&bound.tenant].clone());
+        let routes = Arc::new(std::collections::HashMap::from([(bound.tenant.clone(), router)]));
+        let guard = server::Guard::new("intake", shared.clone())
+            .auth(keys.clone(), auth::Scope::Ingest, None)
+            .bound_to(bound.tenant.clone())
+            .tenants([&bound.tenant]);
+        tasks.spawn(server::serve(listener, routes, guard, stop_rx.clone()));
+        bound_intakes.push(at);
+    }
     let mut reloading: Vec<Arc<dyn reload::Reload>> = vec![keys];
     reloading.extend(
         [intake_tls, api_tls]
@@ -234,10 +262,30 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         api_addr,
         shared: default,
         tenants,
+        bound_intakes,
         tasks,
         stop,
         writers: writers.into_values().collect(),
     })
+}
+
+/// `HOST:PORT` or `unix:PATH`; the address it ended up at (a port 0 resolved).
+async fn bind_any(listen: &str) -> Result<(server::Listener, String), ServeError> {
+    if let Some(path) = listen.strip_prefix("unix:") {
+        // A socket left by an earlier run would refuse the bind.
+        let _ = std::fs::remove_file(path);
+        let listener = tokio::net::UnixListener::bind(path).map_err(|source| ServeError::BindUnix {
+            path: path.to_owned(),
+            source,
+        })?;
+        return Ok((server::Listener::Unix(listener), listen.to_owned()));
+    }
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|e| ServeError::Tenants(format!("intake listener {listen:?} is not HOST:PORT or unix:PATH: {e}")))?;
+    let listener = bind(addr).await?;
+    let at = local_addr(&listener, addr)?;
+    Ok((server::Listener::Tcp(listener), at.to_string()))
 }
 
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {

@@ -24,7 +24,10 @@ use tokio::sync::{Semaphore, watch};
 #[derive(Clone, Debug)]
 pub(crate) struct Guard {
     pub(crate) name: &'static str,
-    in_flight: Arc<Semaphore>,
+    /// Requests in flight, per tenant: one tenant's flood never takes another's
+    /// places. Fixed at start (unknown tenants share `default`'s, and are
+    /// refused when dispatched).
+    in_flight: Arc<std::collections::HashMap<String, Arc<Semaphore>>>,
     max_connections: usize,
     header_timeout: Duration,
     request_timeout: Duration,
@@ -40,7 +43,10 @@ impl Guard {
         let limits = &shared.config.limits;
         Self {
             name,
-            in_flight: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+            in_flight: Arc::new(std::collections::HashMap::from([(
+                crate::config::DEFAULT_TENANT.to_owned(),
+                Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+            )])),
             max_connections: limits.max_connections.max(1),
             header_timeout: limits.header_timeout,
             request_timeout: limits.request_timeout,
@@ -64,6 +70,29 @@ impl Guard {
         self
     }
 
+    /// Gives each of `tenants` its own `max_in_flight` places.
+    pub(crate) fn tenants<'a>(mut self, tenants: impl IntoIterator<Item = &'a String>) -> Self {
+        let max = self.shared.config.limits.max_in_flight.max(1);
+        self.in_flight = Arc::new(
+            tenants
+                .into_iter()
+                .map(|t| (t.clone(), Arc::new(Semaphore::new(max))))
+                .collect(),
+        );
+        self
+    }
+
+    fn places(&self, request: &Request) -> Option<Arc<Semaphore>> {
+        let tenant = request
+            .extensions()
+            .get::<Caller>()
+            .map_or(crate::config::DEFAULT_TENANT, |c| c.tenant.as_str());
+        self.in_flight
+            .get(tenant)
+            .or_else(|| self.in_flight.get(crate::config::DEFAULT_TENANT))
+            .cloned()
+    }
+
     /// Serves TLS (handshake within `header_timeout`) when `tls` is set.
     pub(crate) fn tls(mut self, tls: Option<Arc<crate::tls::Reloading>>) -> Self {
         self.tls = tls;
@@ -79,7 +108,16 @@ impl Guard {
             needed,
             open_tenant,
             trusted,
+            bound: None,
         });
+        self
+    }
+
+    /// Every request on this listener belongs to `tenant`, with or without a key.
+    pub(crate) fn bound_to(mut self, tenant: String) -> Self {
+        if let Some(auth) = self.auth.as_mut() {
+            auth.bound = Some(tenant);
+        }
         self
     }
 
@@ -104,11 +142,20 @@ struct Auth {
     needed: Scope,
     open_tenant: Option<String>,
     trusted: Arc<Vec<std::net::IpAddr>>,
+    /// Everything on this listener is this tenant's, key or not.
+    bound: Option<String>,
 }
 
 impl Auth {
     /// The caller, or the answer refusing the request.
     fn check(&self, request: &Request) -> Result<Option<Caller>, Box<Response>> {
+        if let Some(tenant) = &self.bound {
+            return Ok(Some(Caller {
+                tenant: tenant.clone(),
+                scope: self.needed,
+                key_id: String::new(),
+            }));
+        }
         // A gateway in front (one of `trusted_proxies`) has authenticated the
         // caller and names its tenant; from anyone else the header means nothing.
         let peer = request.extensions().get::<Peer>().map(|p| p.0.ip());
@@ -164,7 +211,7 @@ impl Auth {
 
 /// Serves `router` on `listener` under `guard` until `stop`; then stops
 /// accepting, lets requests under way finish and returns.
-pub(crate) async fn serve(listener: TcpListener, routes: Routes, guard: Guard, stop: watch::Receiver<bool>) {
+pub(crate) async fn serve(listener: Listener, routes: Routes, guard: Guard, stop: watch::Receiver<bool>) {
     let router = Router::new()
         .fallback(dispatch)
         .with_state(routes)
@@ -180,7 +227,7 @@ pub(crate) async fn serve(listener: TcpListener, routes: Routes, guard: Guard, s
         };
         // Reap finished connections so the set does not grow.
         while open.try_join_next().is_some() {}
-        let (stream, peer) = match accepted {
+        let stream = match accepted {
             Ok(s) => s,
             Err(e) => {
                 // Out of file descriptors, say: back off rather than spin.
@@ -197,13 +244,22 @@ pub(crate) async fn serve(listener: TcpListener, routes: Routes, guard: Guard, s
         let service = router.clone();
         let (http, stop, tls, handshake) = (http.clone(), stop.clone(), guard.tls.clone(), guard.header_timeout);
         open.spawn(async move {
-            match tls {
-                None => connection(&http, TokioIo::new(stream), service, peer, stop).await,
-                Some(tls) => match tokio::time::timeout(handshake, tls.acceptor().accept(stream)).await {
-                    Ok(Ok(stream)) => connection(&http, TokioIo::new(stream), service, peer, stop).await,
-                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!("TLS handshake timed out"),
-                },
+            match (stream, tls) {
+                (Accepted::Unix(stream), _) => {
+                    // Not a network peer: never a trusted proxy.
+                    let peer = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+                    connection(&http, TokioIo::new(stream), service, peer, stop).await;
+                }
+                (Accepted::Tcp(stream, peer), None) => {
+                    connection(&http, TokioIo::new(stream), service, peer, stop).await;
+                }
+                (Accepted::Tcp(stream, peer), Some(tls)) => {
+                    match tokio::time::timeout(handshake, tls.acceptor().accept(stream)).await {
+                        Ok(Ok(stream)) => connection(&http, TokioIo::new(stream), service, peer, stop).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
             }
             drop(permit);
         });
@@ -264,8 +320,37 @@ async fn dispatch(State(routes): State<Routes>, request: Request) -> Response {
     }
 }
 
+/// Where a server takes connections: a TCP address or a Unix socket.
+#[derive(Debug)]
+pub(crate) enum Listener {
+    Tcp(TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+#[derive(Debug)]
+enum Accepted {
+    Tcp(tokio::net::TcpStream, std::net::SocketAddr),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Accepted> {
+        match self {
+            Listener::Tcp(l) => l.accept().await.map(|(s, peer)| Accepted::Tcp(s, peer)),
+            Listener::Unix(l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        }
+    }
+}
+
 /// Answers a connection over the cap without reading it, and closes it.
-async fn refuse(mut stream: tokio::net::TcpStream) {
+async fn refuse(stream: Accepted) {
+    match stream {
+        Accepted::Tcp(s, _) => refuse_on(s).await,
+        Accepted::Unix(s) => refuse_on(s).await,
+    }
+}
+
+async fn refuse_on(mut stream: impl tokio::io::AsyncWrite + Unpin) {
     const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 62\r\nConnection: close\r\n\r\n{\"error\":\"overloaded\",\"message\":\"too many open connections\"}\n";
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
 }
@@ -297,9 +382,10 @@ async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -
     let permit = if probe {
         None
     } else {
-        match guard.in_flight.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
+        match guard.places(&request).map(Semaphore::try_acquire_owned) {
+            Some(Ok(p)) => Some(p),
+            None => None,
+            Some(Err(_)) => {
                 guard.limited(Limit::InFlight);
                 return error_response(
                     StatusCode::SERVICE_UNAVAILABLE,

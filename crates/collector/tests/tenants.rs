@@ -400,3 +400,152 @@ mod random_names {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tenant_holding_every_place_in_flight_does_not_block_another() {
+    use tokio::io::AsyncWriteExt;
+    let dir = std::env::temp_dir().join(format!("streamsight-tenants-flight-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let a = generate("team-a", Scope::Ingest, 0).unwrap();
+    let b = generate("team-b", Scope::Ingest, 0).unwrap();
+    KeyFile {
+        keys: vec![a.stored.clone(), b.stored.clone()],
+    }
+    .save(&dir.join("keys.json"))
+    .unwrap();
+    let mut config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: "memory://".into(),
+        keys_file: dir.join("keys.json"),
+        tenants: ["team-a", "team-b"]
+            .map(|n| TenantConfig {
+                name: n.into(),
+                ..TenantConfig::default()
+            })
+            .to_vec(),
+        ..ServeConfig::default()
+    };
+    config.limits.max_in_flight = 2;
+    config.limits.request_timeout = std::time::Duration::from_secs(20);
+    let running = serve(config, EngineConfig::default()).await.unwrap();
+    let addr = running.intake_addr.to_string();
+    // Tenant A's two places, held by bodies that never finish.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /v0.1/pipeline_stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/msgpack\r\nContent-Length: 100\r\n\r\nab",
+            a.token
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        held.push(s);
+    }
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/v0.1/pipeline_stats");
+    let post = |key: &str| {
+        client
+            .post(&url)
+            .bearer_auth(key)
+            .header("Content-Type", "application/msgpack")
+            .body(encode(&payload("x", 10, 5)))
+            .send()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while post(&a.token).await.unwrap().status().as_u16() != 503 {
+        assert!(std::time::Instant::now() < deadline, "A was never refused");
+    }
+    assert_eq!(
+        post(&b.token).await.unwrap().status().as_u16(),
+        202,
+        "B has its own places"
+    );
+    drop(held);
+    running.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intake_listeners_bound_to_tenants_take_keyless_tracers_over_tcp_and_unix_sockets() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = std::env::temp_dir().join(format!("streamsight-tenants-bound-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = generate("team-a", Scope::Read, 0).unwrap();
+    let b = generate("team-b", Scope::Read, 0).unwrap();
+    KeyFile {
+        keys: vec![a.stored.clone(), b.stored.clone()],
+    }
+    .save(&dir.join("keys.json"))
+    .unwrap();
+    let socket = dir.join("team-a.sock");
+    let config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: "memory://".into(),
+        keys_file: dir.join("keys.json"),
+        tenants: ["team-a", "team-b"]
+            .map(|n| TenantConfig {
+                name: n.into(),
+                ..TenantConfig::default()
+            })
+            .to_vec(),
+        intake_listeners: vec![
+            streamsight_collector::config::BoundIntake {
+                listen: format!("unix:{}", socket.display()),
+                tenant: "team-a".into(),
+            },
+            streamsight_collector::config::BoundIntake {
+                listen: "127.0.0.1:0".into(),
+                tenant: "team-b".into(),
+            },
+        ],
+        ..ServeConfig::default()
+    };
+    let running = serve(config, EngineConfig::default()).await.unwrap();
+    // Team A's tracer over the Unix socket, no key.
+    let body = encode(&payload("alpha", 1_111, 1_000));
+    let mut unix = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let head = format!(
+        "POST /v0.1/pipeline_stats HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/msgpack\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    unix.write_all(head.as_bytes()).await.unwrap();
+    unix.write_all(&body).await.unwrap();
+    let mut answer = String::new();
+    unix.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    // Team B's over its TCP listener, no key.
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!("http://{}/v0.1/pipeline_stats", running.bound_intakes[1]))
+        .header("Content-Type", "application/msgpack")
+        .body(encode(&payload("bravo", 777_777, 555_555)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202);
+    // The main intake still asks for a key.
+    let resp = client
+        .post(format!("http://{}/v0.1/pipeline_stats", running.intake_addr))
+        .header("Content-Type", "application/msgpack")
+        .body(encode(&payload("x", 1, 1)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    for (key, end) in [(&a.token, 1_112), (&b.token, 777_778)] {
+        let lag: serde_json::Value = client
+            .get(format!("http://{}/api/v1/lag?topic=orders", running.api_addr))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(lag["rows"][0]["end_offset"].as_i64(), Some(end), "{lag}");
+    }
+    running.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
