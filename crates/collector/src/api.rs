@@ -31,6 +31,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/deliveries", get(deliveries))
         .route("/api/v1/probes", get(probes))
         .route("/api/v1/dlq", get(dlq))
+        .route("/api/v1/audit", get(audit))
         .merge(crate::burrow::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
@@ -409,4 +410,22 @@ async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
         })
         .collect();
     axum::Json(json!({ "clusters": clusters })).into_response()
+}
+
+/// Administrative actions of the caller's tenant: for admin keys only (open,
+/// like everything, while no key exists).
+async fn audit(State(shared): State<Arc<Shared>>, caller: Option<axum::Extension<crate::auth::Caller>>) -> Response {
+    if let Some(axum::Extension(caller)) = caller
+        && caller.scope != crate::auth::Scope::Admin
+        && !caller.key_id.is_empty()
+    {
+        return error_response(StatusCode::FORBIDDEN, "forbidden", "the audit log is for admin keys");
+    }
+    let events: Vec<serde_json::Value> = shared
+        .audit
+        .events()
+        .into_iter()
+        .map(|(at, event)| json!({ "at_ms": at.0, "event": event }))
+        .collect();
+    axum::Json(json!({ "events": events })).into_response()
 }

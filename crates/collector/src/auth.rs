@@ -227,6 +227,7 @@ impl Keys {
 pub(crate) struct ReloadingKeys {
     path: PathBuf,
     current: RwLock<(Arc<Keys>, Vec<u8>)>,
+    audit: std::sync::OnceLock<crate::reload::AuditSink>,
 }
 
 impl ReloadingKeys {
@@ -240,7 +241,13 @@ impl ReloadingKeys {
         Ok(Self {
             path,
             current: RwLock::new((Arc::new(keys), bytes)),
+            audit: std::sync::OnceLock::new(),
         })
+    }
+
+    /// From now on, keys that appear or go are reported to `sink`.
+    pub(crate) fn audit_to(&self, sink: crate::reload::AuditSink) {
+        let _ = self.audit.set(sink);
     }
 
     pub(crate) fn keys(&self) -> Arc<Keys> {
@@ -277,6 +284,24 @@ impl crate::reload::Reload for ReloadingKeys {
                 }
             }
         };
+        let previous = self.keys();
+        if let Some(sink) = self.audit.get() {
+            for k in keys.by_id.values().filter(|k| !previous.by_id.contains_key(&k.id)) {
+                let event = streamsight_core::AuditEvent::KeyCreated {
+                    id: k.id.clone(),
+                    tenant: k.tenant.clone(),
+                    scope: k.scope.as_str().to_owned(),
+                };
+                sink.report(&k.tenant, event);
+            }
+            for k in previous.by_id.values().filter(|k| !keys.by_id.contains_key(&k.id)) {
+                let event = streamsight_core::AuditEvent::KeyRevoked {
+                    id: k.id.clone(),
+                    tenant: k.tenant.clone(),
+                };
+                sink.report(&k.tenant, event);
+            }
+        }
         *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = (Arc::new(keys), bytes);
         tracing::info!(path = %self.path.display(), "keys reloaded");
         true

@@ -228,6 +228,32 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         tasks.spawn(server::serve(listener, routes, guard, stop_rx.clone()));
         bound_intakes.push(at);
     }
+    // Administrative changes go to the log of the tenant they concern.
+    let audit: reload::AuditSink = {
+        let writers = writers.clone();
+        let runtime = tokio::runtime::Handle::current();
+        reload::AuditSink::new(move |tenant: &str, event| {
+            let writer = writers.get(tenant).or_else(|| writers.get(config::DEFAULT_TENANT));
+            if let Some(writer) = writer {
+                tracing::info!(tenant, ?event, "audit");
+                let record = streamsight_core::Record::Audit {
+                    at: clock::now(),
+                    event,
+                };
+                // Called from a reload's blocking thread.
+                if let Err(e) = runtime.block_on(writer.append(vec![record])) {
+                    tracing::error!(error = %e, "audit record not stored");
+                }
+            }
+        })
+    };
+    keys.audit_to(audit.clone());
+    if let Some(t) = &intake_tls {
+        t.audit_to("intake", audit.clone());
+    }
+    if let Some(t) = &api_tls {
+        t.audit_to("api", audit.clone());
+    }
     let mut reloading: Vec<Arc<dyn reload::Reload>> = vec![keys];
     reloading.extend(
         [intake_tls, api_tls]

@@ -4,6 +4,29 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Where reloads report what administrators changed: the tenant it concerns,
+/// and the event (stored in that tenant's log).
+type Report = dyn Fn(&str, streamsight_core::AuditEvent) + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) struct AuditSink(Arc<Report>);
+
+impl AuditSink {
+    pub(crate) fn new(report: impl Fn(&str, streamsight_core::AuditEvent) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(report))
+    }
+
+    pub(crate) fn report(&self, tenant: &str, event: streamsight_core::AuditEvent) {
+        (self.0)(tenant, event);
+    }
+}
+
+impl std::fmt::Debug for AuditSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditSink")
+    }
+}
+
 /// Something built from files that can be rebuilt while serving.
 pub(crate) trait Reload: Send + Sync + std::fmt::Debug {
     /// Reads the files again and swaps in what they now say when it differs and

@@ -305,3 +305,30 @@ pub type ProbeService = Running<streamsight_probe::Probe>;
 
 /// Running dead-letter queue monitors.
 pub type DlqService = Running<streamsight_dlq::DlqMonitor>;
+
+/// Administrative actions, newest last: the last [`AUDIT_KEPT`] in memory (all
+/// of them in the store, within retention).
+#[derive(Debug, Default)]
+pub struct AuditService {
+    events: Mutex<std::collections::VecDeque<(Millis, streamsight_core::AuditEvent)>>,
+}
+
+pub const AUDIT_KEPT: usize = 1_000;
+
+impl AuditService {
+    pub(crate) fn apply(&self, records: &[Record]) {
+        let mut events = lock(&self.events);
+        for r in records {
+            if let Record::Audit { at, event } = r {
+                if events.len() == AUDIT_KEPT {
+                    events.pop_front();
+                }
+                events.push_back((*at, event.clone()));
+            }
+        }
+    }
+
+    pub fn events(&self) -> Vec<(Millis, streamsight_core::AuditEvent)> {
+        lock(&self.events).iter().cloned().collect()
+    }
+}

@@ -28,6 +28,7 @@ pub struct Shared {
     pub clusters: PollingService,
     pub probes: ProbeService,
     pub dlq: DlqService,
+    pub audit: crate::services::AuditService,
     pub telemetry: IntakeTelemetry,
     pub ready: AtomicBool,
 }
@@ -56,6 +57,7 @@ impl Shared {
             clusters: PollingService::new(clusters),
             probes: ProbeService::default(),
             dlq: DlqService::default(),
+            audit: crate::services::AuditService::default(),
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
             config,
@@ -78,6 +80,7 @@ impl Shared {
         let events = self.lag.apply(records);
         self.deliveries.apply(records, &events, &self.lag);
         self.pathways.apply(records);
+        self.audit.apply(records);
     }
 }
 

@@ -47,6 +47,7 @@ pub enum TlsError {
 pub(crate) struct Reloading {
     settings: ListenerTls,
     current: RwLock<Loaded>,
+    audit: std::sync::OnceLock<(String, crate::reload::AuditSink)>,
 }
 
 #[derive(Debug)]
@@ -62,7 +63,13 @@ impl Reloading {
         Ok(Self {
             settings,
             current: RwLock::new(loaded),
+            audit: std::sync::OnceLock::new(),
         })
+    }
+
+    /// From now on, a replaced certificate of `listener` is reported to `sink`.
+    pub(crate) fn audit_to(&self, listener: &str, sink: crate::reload::AuditSink) {
+        let _ = self.audit.set((listener.to_owned(), sink));
     }
 
     pub(crate) fn acceptor(&self) -> TlsAcceptor {
@@ -91,6 +98,12 @@ impl Reloading {
             Ok(loaded) => {
                 *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
                 tracing::info!(cert = %self.settings.cert_file.display(), "TLS certificate reloaded");
+                if let Some((listener, sink)) = self.audit.get() {
+                    let event = streamsight_core::AuditEvent::TlsReloaded {
+                        listener: listener.clone(),
+                    };
+                    sink.report(crate::config::DEFAULT_TENANT, event);
+                }
                 true
             }
             Err(e) => {

@@ -84,6 +84,51 @@ async fn keys_open_what_their_scope_allows_and_revoking_one_closes_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(status(lag(), Some(&admin.token)).await, 200);
+
+    // A key added while serving works from the next read, and the audit log
+    // (admin keys only) says what changed.
+    let added = generate("default", Scope::Read, 3).unwrap();
+    file.keys.push(added.stored.clone());
+    file.save(&path).unwrap();
+    while status(lag(), Some(&added.token)).await != 200 {
+        assert!(Instant::now() < deadline, "the added key never worked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let audit = format!("{api}/api/v1/audit");
+    assert_eq!(status(client.get(&audit), Some(&added.token)).await, 403);
+    let log: serde_json::Value = client
+        .get(&audit)
+        .bearer_auth(&admin.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let events: Vec<(String, String)> = log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let e = &e["event"];
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        events.contains(&("key_revoked".into(), read.stored.id.clone())),
+        "{log}"
+    );
+    assert!(
+        events.contains(&("key_created".into(), added.stored.id.clone())),
+        "{log}"
+    );
+    assert!(
+        !log.to_string().contains(&added.token[17..]),
+        "the secret is not in the log"
+    );
     running.shutdown().await;
 
     // An intake bound to a tenant takes tracers' payloads without a key; the

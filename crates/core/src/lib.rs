@@ -27,5 +27,5 @@ pub use model::{
     Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Limit, LimitCounts, Observation, ObservationOf,
     OwnedObservation, Partition, PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
 };
-pub use record::Record;
+pub use record::{AuditEvent, Record};
 pub use time::Millis;

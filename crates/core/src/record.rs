@@ -32,6 +32,23 @@ pub enum Record {
         at: Millis,
         fact: Fact,
     },
+    /// An administrative action: who may do what changed.
+    Audit {
+        at: Millis,
+        event: AuditEvent,
+    },
+}
+
+/// What an administrator did, as the collector saw it take effect.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum AuditEvent {
+    /// A key appeared in the keys file (never the key itself).
+    KeyCreated { id: String, tenant: String, scope: String },
+    /// A key was revoked or removed.
+    KeyRevoked { id: String, tenant: String },
+    /// A listener's TLS certificate was replaced.
+    TlsReloaded { listener: String },
 }
 
 impl Record {
@@ -40,7 +57,8 @@ impl Record {
             Record::Observation { at, .. }
             | Record::Rejected { at, .. }
             | Record::Pathway { at, .. }
-            | Record::Delivery { at, .. } => *at,
+            | Record::Delivery { at, .. }
+            | Record::Audit { at, .. } => *at,
         }
     }
 
@@ -53,7 +71,7 @@ impl Record {
                 let _ = engine.observe(*at, &observation.borrowed());
             }
             Record::Rejected { reason, .. } => engine.reject(*reason),
-            Record::Pathway { .. } | Record::Delivery { .. } => {}
+            Record::Pathway { .. } | Record::Delivery { .. } | Record::Audit { .. } => {}
         }
     }
 }

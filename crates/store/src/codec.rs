@@ -32,6 +32,7 @@ mod kind {
     pub(super) const REJECTED: u8 = 10;
     pub(super) const PATHWAY: u8 = 11;
     pub(super) const DELIVERY: u8 = 12;
+    pub(super) const AUDIT: u8 = 13;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -154,6 +155,10 @@ pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
                 head(kind::DELIVERY, &mut body);
                 put_json(&mut body, fact);
             }
+            Record::Audit { event, .. } => {
+                head(kind::AUDIT, &mut body);
+                put_json(&mut body, event);
+            }
         }
     }
     out.push(VERSION);
@@ -258,6 +263,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
             }
             kind::PATHWAY => Record::Pathway { at, point: r.json()? },
             kind::DELIVERY => Record::Delivery { at, fact: r.json()? },
+            kind::AUDIT => Record::Audit { at, event: r.json()? },
             other => return Err(CodecError::Kind(other)),
         });
     }

@@ -156,6 +156,14 @@ mod tests {
     fn every_kind() -> Vec<Record> {
         let mut all = records();
         let g = "g";
+        all.push(Record::Audit {
+            at: Millis(9),
+            event: streamsight_core::AuditEvent::KeyCreated {
+                id: "0123456789ab".into(),
+                tenant: "default".into(),
+                scope: "read".into(),
+            },
+        });
         all.extend([
             observation(
                 -5,
