@@ -23,6 +23,19 @@ pub struct SdkConfig {
     pub kafka_cluster_id: Option<String>,
     /// Count records per window for drop accounting (`STREAMSIGHT_COUNT_DELIVERIES=false` turns it off).
     pub count_deliveries: bool,
+    /// An ingest key for a collector that asks for one (`STREAMSIGHT_API_KEY`):
+    /// sent as `Authorization: Bearer`.
+    pub api_key: Option<ApiKey>,
+}
+
+/// A key, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(pub String);
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
 }
 
 impl SdkConfig {
@@ -37,6 +50,7 @@ impl SdkConfig {
             max_keys: 10_000,
             kafka_cluster_id: None,
             count_deliveries: true,
+            api_key: None,
         }
     }
 
@@ -52,6 +66,7 @@ impl SdkConfig {
             c.env = env;
         }
         c.version = var("DD_VERSION").unwrap_or_default();
+        c.api_key = var("STREAMSIGHT_API_KEY").map(ApiKey);
         c.collector_url = match (var("DD_TRACE_AGENT_URL"), var("DD_AGENT_HOST")) {
             (Some(url), _) => url,
             (None, Some(host)) => format!(

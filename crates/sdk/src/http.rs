@@ -17,8 +17,9 @@ pub(crate) enum PostError {
     Status(String),
 }
 
-/// POSTs a gzipped msgpack body to `base` (`http://host:port`) + `path`.
-pub(crate) fn post_msgpack(base: &str, path: &str, body: &[u8]) -> Result<(), PostError> {
+/// POSTs a gzipped msgpack body to `base` (`http://host:port`) + `path`, with
+/// `key` as a bearer token when there is one.
+pub(crate) fn post_msgpack(base: &str, path: &str, body: &[u8], key: Option<&str>) -> Result<(), PostError> {
     let authority = base
         .strip_prefix("http://")
         .map(|a| a.trim_end_matches('/'))
@@ -32,8 +33,12 @@ pub(crate) fn post_msgpack(base: &str, path: &str, body: &[u8]) -> Result<(), Po
     let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT).map_err(PostError::Io)?;
     stream.set_read_timeout(Some(TIMEOUT)).map_err(PostError::Io)?;
     stream.set_write_timeout(Some(TIMEOUT)).map_err(PostError::Io)?;
+    // A key with a line break in it would inject headers: it is not sent.
+    let auth = key
+        .filter(|k| !k.contains(['\r', '\n']))
+        .map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/msgpack\r\nContent-Encoding: gzip\r\nDatadog-Meta-Lang: rust\r\nDatadog-Meta-Tracer-Version: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/msgpack\r\nContent-Encoding: gzip\r\n{auth}Datadog-Meta-Lang: rust\r\nDatadog-Meta-Tracer-Version: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         env!("CARGO_PKG_VERSION"),
         body.len()
     );

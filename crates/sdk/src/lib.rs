@@ -29,7 +29,7 @@ pub mod producer;
 pub mod telemetry;
 pub mod validate;
 
-pub use config::SdkConfig;
+pub use config::{ApiKey, SdkConfig};
 pub use consumer::{TracedBaseConsumer, TracedStreamConsumer, TracingConsumerContext};
 pub use context::{MessageContext, TraceContext};
 pub use delivery::Outcome;

@@ -486,7 +486,8 @@ impl Telemetry {
             return true;
         };
         let body = encode(&payload);
-        match crate::http::post_msgpack(&self.inner.config.collector_url, "/v0.1/pipeline_stats", &body) {
+        let key = self.inner.config.api_key.as_ref().map(|k| k.0.as_str());
+        match crate::http::post_msgpack(&self.inner.config.collector_url, "/v0.1/pipeline_stats", &body, key) {
             Ok(()) => {
                 self.inner.stats.payloads_sent.fetch_add(1, Relaxed);
                 true
@@ -540,5 +541,59 @@ impl<V: Default> EntryRef<V> for HashMap<String, V> {
             self.insert(key.to_owned(), V::default());
         }
         self.get_mut(key).unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
+
+#[cfg(test)]
+mod keys {
+    use super::*;
+    use streamsight_collector::auth::{KeyFile, Scope, generate};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn payloads_carry_the_api_key_a_collector_asks_for() {
+        let dir = std::env::temp_dir().join(format!("streamsight-sdk-keys-{}", std::process::id()));
+        let key = generate("default", Scope::Ingest, 0).unwrap();
+        KeyFile {
+            keys: vec![key.stored.clone()],
+        }
+        .save(&dir.join("keys.json"))
+        .unwrap();
+        let config = streamsight_collector::ServeConfig {
+            intake_listen: "127.0.0.1:0".parse().unwrap(),
+            api_listen: "127.0.0.1:0".parse().unwrap(),
+            storage: "memory://".into(),
+            keys_file: dir.join("keys.json"),
+            ..Default::default()
+        };
+        let running = streamsight_collector::serve(config, streamsight_core::EngineConfig::default())
+            .await
+            .unwrap();
+        let url = format!("http://{}", running.intake_addr);
+        let ship = move |api_key: Option<String>| {
+            let config = SdkConfig {
+                collector_url: url.clone(),
+                api_key: api_key.map(crate::config::ApiKey),
+                ..SdkConfig::new("checkout")
+            };
+            let t = Telemetry::unshipped(config);
+            t.produced("orders", 0, 41, now_ms());
+            (t.flush(), t.last_error())
+        };
+        let (with_key, without) = tokio::task::spawn_blocking(move || (ship(Some(key.token)), ship(None)))
+            .await
+            .unwrap();
+        assert_eq!(with_key, (true, None));
+        assert!(!without.0 && without.1.unwrap().contains("401"));
+        running.shutdown().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_key_is_never_printed() {
+        let c = SdkConfig {
+            api_key: Some(crate::config::ApiKey("ssk_secret".into())),
+            ..SdkConfig::new("s")
+        };
+        assert!(!format!("{c:?}").contains("ssk_secret"));
     }
 }
