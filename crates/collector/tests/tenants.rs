@@ -32,6 +32,42 @@ fn endpoints() -> Vec<String> {
     routes
 }
 
+/// A fresh directory for one test.
+fn test_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamsight-tenants-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A key for each (tenant, scope), saved to `dir/keys.json`, in order.
+fn keys(dir: &std::path::Path, wanted: &[(&str, Scope)]) -> Vec<streamsight_collector::auth::NewKey> {
+    let keys: Vec<_> = wanted.iter().map(|(t, s)| generate(t, *s, 0).unwrap()).collect();
+    KeyFile {
+        keys: keys.iter().map(|k| k.stored.clone()).collect(),
+    }
+    .save(&dir.join("keys.json"))
+    .unwrap();
+    keys
+}
+
+/// Tenants `team-a` and `team-b` with the keys in `dir`, on free loopback ports.
+fn two_tenants(dir: &std::path::Path, storage: &str) -> ServeConfig {
+    ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: storage.into(),
+        keys_file: dir.join("keys.json"),
+        tenants: ["team-a", "team-b"]
+            .map(|n| TenantConfig {
+                name: n.into(),
+                ..TenantConfig::default()
+            })
+            .to_vec(),
+        ..ServeConfig::default()
+    }
+}
+
 /// The same topic, group and cluster with different offsets, plus a service and
 /// a topic whose names (`NAME-svc`, `NAME-only-topic`) appear nowhere else.
 fn payload(name: &str, produced: i64, committed: i64) -> Payload {
@@ -88,35 +124,20 @@ fn payload(name: &str, produced: i64, committed: i64) -> Payload {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_sees_its_own_data_and_nothing_of_another_with_the_same_names() {
-    let dir = std::env::temp_dir().join(format!("streamsight-tenants-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let key = |tenant: &str, scope| generate(tenant, scope, 0).unwrap();
-    let (a_read, a_ingest, b_read, b_ingest) = (
-        key("team-a", Scope::Read),
-        key("team-a", Scope::Ingest),
-        key("team-b", Scope::Read),
-        key("team-b", Scope::Ingest),
-    );
-    KeyFile {
-        keys: [&a_read, &a_ingest, &b_read, &b_ingest]
-            .iter()
-            .map(|k| k.stored.clone())
-            .collect(),
-    }
-    .save(&dir.join("keys.json"))
+    let dir = test_dir("isolation");
+    let [a_read, a_ingest, b_read, b_ingest]: [_; 4] = keys(
+        &dir,
+        &[
+            ("team-a", Scope::Read),
+            ("team-a", Scope::Ingest),
+            ("team-b", Scope::Read),
+            ("team-b", Scope::Ingest),
+        ],
+    )
+    .try_into()
     .unwrap();
-    let tenant = |name: &str| TenantConfig {
-        name: name.into(),
-        ..TenantConfig::default()
-    };
-    let config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: format!("sqlite://{}/s.db", dir.display()),
-        keys_file: dir.join("keys.json"),
-        tenants: vec![tenant("team-a"), tenant("team-b")],
-        ..ServeConfig::default()
-    };
+    let storage = format!("sqlite://{}/s.db", dir.display());
+    let config = two_tenants(&dir, &storage);
     let running = serve(config, EngineConfig::default()).await.unwrap();
     let client = reqwest::Client::new();
     let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
@@ -193,14 +214,7 @@ async fn a_tenant_sees_its_own_data_and_nothing_of_another_with_the_same_names()
     assert_eq!(lag.status().as_u16(), 401);
     // A restart keeps each tenant's data in its own store.
     running.shutdown().await;
-    let config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: format!("sqlite://{}/s.db", dir.display()),
-        keys_file: dir.join("keys.json"),
-        tenants: vec![tenant("team-a"), tenant("team-b")],
-        ..ServeConfig::default()
-    };
+    let config = two_tenants(&dir, &storage);
     let running = serve(config, EngineConfig::default()).await.unwrap();
     let body = client
         .get(format!("http://{}/api/v1/lag", running.api_addr))
@@ -221,29 +235,14 @@ async fn a_tenant_sees_its_own_data_and_nothing_of_another_with_the_same_names()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_over_its_rate_is_told_to_wait_and_the_other_is_not_and_a_trusted_gateway_names_tenants() {
-    let dir = std::env::temp_dir().join(format!("streamsight-tenants-rate-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let a = generate("team-a", Scope::Ingest, 0).unwrap();
-    let b = generate("team-b", Scope::Ingest, 0).unwrap();
-    KeyFile {
-        keys: vec![a.stored.clone(), b.stored.clone()],
-    }
-    .save(&dir.join("keys.json"))
-    .unwrap();
+    let dir = test_dir("rate");
+    let [a, b]: [_; 2] = keys(&dir, &[("team-a", Scope::Ingest), ("team-b", Scope::Ingest)])
+        .try_into()
+        .unwrap();
     let start = |trusted: Vec<std::net::IpAddr>| {
         let mut config = ServeConfig {
-            intake_listen: "127.0.0.1:0".parse().unwrap(),
-            api_listen: "127.0.0.1:0".parse().unwrap(),
-            storage: "memory://".into(),
-            keys_file: dir.join("keys.json"),
             trusted_proxies: trusted,
-            tenants: ["team-a", "team-b"]
-                .map(|n| TenantConfig {
-                    name: n.into(),
-                    ..TenantConfig::default()
-                })
-                .to_vec(),
-            ..ServeConfig::default()
+            ..two_tenants(&dir, "memory://")
         };
         config.limits.ingest_records_per_second = 10;
         serve(config, EngineConfig::default())
@@ -347,25 +346,9 @@ mod random_names {
         fn tenants_sharing_any_names_see_only_their_own(topic in name(), group in name()) {
             let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
             runtime.block_on(async {
-                let dir = std::env::temp_dir().join(format!("streamsight-tenants-prop-{}", std::process::id()));
-                let _ = std::fs::remove_dir_all(&dir);
-                let keys: Vec<_> = [("team-a", Scope::Admin), ("team-b", Scope::Admin)]
-                    .iter()
-                    .map(|(t, s)| generate(t, *s, 0).unwrap())
-                    .collect();
-                KeyFile { keys: keys.iter().map(|k| k.stored.clone()).collect() }
-                    .save(&dir.join("keys.json"))
-                    .unwrap();
-                let config = ServeConfig {
-                    intake_listen: "127.0.0.1:0".parse().unwrap(),
-                    api_listen: "127.0.0.1:0".parse().unwrap(),
-                    storage: "memory://".into(),
-                    keys_file: dir.join("keys.json"),
-                    tenants: ["team-a", "team-b"]
-                        .map(|n| TenantConfig { name: n.into(), ..TenantConfig::default() })
-                        .to_vec(),
-                    ..ServeConfig::default()
-                };
+                let dir = test_dir("prop");
+                let keys = keys(&dir, &[("team-a", Scope::Admin), ("team-b", Scope::Admin)]);
+                let config = two_tenants(&dir, "memory://");
                 let running = serve(config, EngineConfig::default()).await.unwrap();
                 let client = reqwest::Client::new();
                 let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
@@ -402,28 +385,11 @@ mod random_names {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_holding_every_place_in_flight_does_not_block_another() {
     use tokio::io::AsyncWriteExt;
-    let dir = std::env::temp_dir().join(format!("streamsight-tenants-flight-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let a = generate("team-a", Scope::Ingest, 0).unwrap();
-    let b = generate("team-b", Scope::Ingest, 0).unwrap();
-    KeyFile {
-        keys: vec![a.stored.clone(), b.stored.clone()],
-    }
-    .save(&dir.join("keys.json"))
-    .unwrap();
-    let mut config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: "memory://".into(),
-        keys_file: dir.join("keys.json"),
-        tenants: ["team-a", "team-b"]
-            .map(|n| TenantConfig {
-                name: n.into(),
-                ..TenantConfig::default()
-            })
-            .to_vec(),
-        ..ServeConfig::default()
-    };
+    let dir = test_dir("flight");
+    let [a, b]: [_; 2] = keys(&dir, &[("team-a", Scope::Ingest), ("team-b", Scope::Ingest)])
+        .try_into()
+        .unwrap();
+    let mut config = two_tenants(&dir, "memory://");
     config.limits.max_in_flight = 2;
     config.limits.request_timeout = std::time::Duration::from_secs(20);
     let running = serve(config, EngineConfig::default()).await.unwrap();
@@ -466,28 +432,12 @@ async fn one_tenant_holding_every_place_in_flight_does_not_block_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn intake_listeners_bound_to_tenants_take_keyless_tracers_over_tcp_and_unix_sockets() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let dir = std::env::temp_dir().join(format!("streamsight-tenants-bound-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let a = generate("team-a", Scope::Read, 0).unwrap();
-    let b = generate("team-b", Scope::Read, 0).unwrap();
-    KeyFile {
-        keys: vec![a.stored.clone(), b.stored.clone()],
-    }
-    .save(&dir.join("keys.json"))
-    .unwrap();
+    let dir = test_dir("bound");
+    let [a, b]: [_; 2] = keys(&dir, &[("team-a", Scope::Read), ("team-b", Scope::Read)])
+        .try_into()
+        .unwrap();
     let socket = dir.join("team-a.sock");
     let config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: "memory://".into(),
-        keys_file: dir.join("keys.json"),
-        tenants: ["team-a", "team-b"]
-            .map(|n| TenantConfig {
-                name: n.into(),
-                ..TenantConfig::default()
-            })
-            .to_vec(),
         intake_listeners: vec![
             streamsight_collector::config::BoundIntake {
                 listen: format!("unix:{}", socket.display()),
@@ -498,7 +448,7 @@ async fn intake_listeners_bound_to_tenants_take_keyless_tracers_over_tcp_and_uni
                 tenant: "team-b".into(),
             },
         ],
-        ..ServeConfig::default()
+        ..two_tenants(&dir, "memory://")
     };
     let running = serve(config, EngineConfig::default()).await.unwrap();
     // Team A's tracer over the Unix socket, no key.
