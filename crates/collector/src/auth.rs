@@ -188,6 +188,26 @@ pub struct Caller {
     pub key_id: String,
 }
 
+impl Caller {
+    /// A caller named by where it came from (a bound listener, a trusted
+    /// gateway), not by a key.
+    pub(crate) fn keyless(tenant: String, scope: Scope) -> Self {
+        Self {
+            tenant,
+            scope,
+            key_id: String::new(),
+        }
+    }
+
+    /// The tenant a request belongs to: its caller's, else `default`.
+    pub(crate) fn tenant_of<B>(request: &axum::http::Request<B>) -> &str {
+        request
+            .extensions()
+            .get::<Caller>()
+            .map_or(crate::config::DEFAULT_TENANT, |c| c.tenant.as_str())
+    }
+}
+
 /// The live keys, by id.
 #[derive(Debug, Default)]
 pub struct Keys {
@@ -204,6 +224,14 @@ impl Keys {
                 .map(|k| (k.id.clone(), k.clone()))
                 .collect(),
         }
+    }
+
+    /// The live keys of a keys file's bytes; none when it is empty.
+    fn from_file(path: &Path, bytes: &[u8]) -> Result<Self, AuthError> {
+        if bytes.is_empty() {
+            return Ok(Self::default());
+        }
+        Ok(Self::new(&KeyFile::parse(path, bytes)?))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -233,11 +261,7 @@ pub(crate) struct ReloadingKeys {
 impl ReloadingKeys {
     pub(crate) fn new(path: PathBuf) -> Result<Self, AuthError> {
         let bytes = std::fs::read(&path).unwrap_or_default();
-        let keys = if bytes.is_empty() {
-            Keys::default()
-        } else {
-            Keys::new(&KeyFile::parse(&path, &bytes)?)
-        };
+        let keys = Keys::from_file(&path, &bytes)?;
         Ok(Self {
             path,
             current: RwLock::new((Arc::new(keys), bytes)),
@@ -273,15 +297,11 @@ impl crate::reload::Reload for ReloadingKeys {
         if self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner).1 == bytes {
             return false;
         }
-        let keys = if bytes.is_empty() {
-            Keys::default()
-        } else {
-            match KeyFile::parse(&self.path, &bytes) {
-                Ok(file) => Keys::new(&file),
-                Err(e) => {
-                    tracing::error!(error = %e, "keys file invalid; keeping the keys");
-                    return false;
-                }
+        let keys = match Keys::from_file(&self.path, &bytes) {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::error!(error = %e, "keys file invalid; keeping the keys");
+                return false;
             }
         };
         let previous = self.keys();

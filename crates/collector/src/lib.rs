@@ -152,18 +152,14 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
             }
         }
     }
-    let intake_tls = config
-        .intake_tls
-        .clone()
-        .map(tls::Reloading::new)
-        .transpose()?
-        .map(Arc::new);
-    let api_tls = config
-        .api_tls
-        .clone()
-        .map(tls::Reloading::new)
-        .transpose()?
-        .map(Arc::new);
+    let reloading_tls = |settings: &Option<tls::ListenerTls>| {
+        settings
+            .clone()
+            .map(tls::Reloading::new)
+            .transpose()
+            .map(|t| t.map(Arc::new))
+    };
+    let (intake_tls, api_tls) = (reloading_tls(&config.intake_tls)?, reloading_tls(&config.api_tls)?);
     let mut tenants = std::collections::BTreeMap::new();
     for (name, c) in per_tenant {
         tenants.insert(name, Arc::new(Shared::new(c, engine.clone())?));

@@ -83,12 +83,8 @@ impl Guard {
     }
 
     fn places(&self, request: &Request) -> Option<Arc<Semaphore>> {
-        let tenant = request
-            .extensions()
-            .get::<Caller>()
-            .map_or(crate::config::DEFAULT_TENANT, |c| c.tenant.as_str());
         self.in_flight
-            .get(tenant)
+            .get(Caller::tenant_of(request))
             .or_else(|| self.in_flight.get(crate::config::DEFAULT_TENANT))
             .cloned()
     }
@@ -150,11 +146,7 @@ impl Auth {
     /// The caller, or the answer refusing the request.
     fn check(&self, request: &Request) -> Result<Option<Caller>, Box<Response>> {
         if let Some(tenant) = &self.bound {
-            return Ok(Some(Caller {
-                tenant: tenant.clone(),
-                scope: self.needed,
-                key_id: String::new(),
-            }));
+            return Ok(Some(Caller::keyless(tenant.clone(), self.needed)));
         }
         // A gateway in front (one of `trusted_proxies`) has authenticated the
         // caller and names its tenant; from anyone else the header means nothing.
@@ -162,11 +154,7 @@ impl Auth {
         if let Some(tenant) = request.headers().get(SCOPE_HEADER).and_then(|v| v.to_str().ok())
             && peer.is_some_and(|ip| self.trusted.contains(&ip))
         {
-            return Ok(Some(Caller {
-                tenant: tenant.trim().to_owned(),
-                scope: self.needed,
-                key_id: String::new(),
-            }));
+            return Ok(Some(Caller::keyless(tenant.trim().to_owned(), self.needed)));
         }
         let keys = self.keys.keys();
         if keys.is_empty() {
@@ -198,11 +186,7 @@ impl Auth {
                 "the key is not valid (unknown, revoked or mistyped)",
             ))),
             None => match &self.open_tenant {
-                Some(tenant) => Ok(Some(Caller {
-                    tenant: tenant.clone(),
-                    scope: self.needed,
-                    key_id: String::new(),
-                })),
+                Some(tenant) => Ok(Some(Caller::keyless(tenant.clone(), self.needed))),
                 None => Err(Box::new(unauthorized("this listener needs Authorization: Bearer KEY"))),
             },
         }
@@ -302,11 +286,7 @@ pub(crate) type Routes = Arc<std::collections::HashMap<String, Router>>;
 
 async fn dispatch(State(routes): State<Routes>, request: Request) -> Response {
     use tower::ServiceExt;
-    let tenant = request
-        .extensions()
-        .get::<Caller>()
-        .map_or(crate::config::DEFAULT_TENANT, |c| c.tenant.as_str());
-    let Some(router) = routes.get(tenant).cloned() else {
+    let Some(router) = routes.get(Caller::tenant_of(&request)).cloned() else {
         // A key of a tenant no longer configured: nothing of anyone else's.
         return error_response(
             StatusCode::UNAUTHORIZED,

@@ -59,7 +59,7 @@ struct Loaded {
 
 impl Reloading {
     pub(crate) fn new(settings: ListenerTls) -> Result<Self, TlsError> {
-        let loaded = load(&settings)?;
+        let loaded = load(&settings, read_all(&settings)?)?;
         Ok(Self {
             settings,
             current: RwLock::new(loaded),
@@ -94,7 +94,7 @@ impl Reloading {
                 return false;
             }
         }
-        match load(&self.settings) {
+        match load(&self.settings, files) {
             Ok(loaded) => {
                 *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
                 tracing::info!(cert = %self.settings.cert_file.display(), "TLS certificate reloaded");
@@ -130,8 +130,8 @@ fn read_all(s: &ListenerTls) -> Result<Vec<Vec<u8>>, TlsError> {
     Ok(files)
 }
 
-fn load(s: &ListenerTls) -> Result<Loaded, TlsError> {
-    let files = read_all(s)?;
+/// Builds the configuration from the files' bytes (as [`read_all`] read them).
+fn load(s: &ListenerTls, files: Vec<Vec<u8>>) -> Result<Loaded, TlsError> {
     let bad = |what: &'static str, path: &Path, why: String| TlsError::File {
         what,
         path: path.to_owned(),

@@ -265,6 +265,21 @@ fn overlap(ranges: &[(i64, i64)], first: i64, last: i64) -> (u64, Vec<(i64, i64)
     (n, hit)
 }
 
+/// The counts of a window, opened unless `max` are open already (then counted
+/// in `limited`).
+fn open_window<'a, K: Ord, V: Default>(
+    windows: &'a mut BTreeMap<K, V>,
+    key: K,
+    max: usize,
+    limited: &mut u64,
+) -> Option<&'a mut V> {
+    if !windows.contains_key(&key) && windows.len() >= max {
+        *limited += 1;
+        return None;
+    }
+    Some(windows.entry(key).or_default())
+}
+
 fn keep_sample(ids: &mut Vec<String>, id: Option<&str>) {
     if let Some(id) = id.filter(|s| !s.is_empty())
         && ids.len() < TRACE_IDS_KEPT
@@ -321,11 +336,9 @@ impl Ledger {
             return;
         }
         let key = (gp(cluster, group, topic, partition), window_of(window));
-        if !self.consumed.contains_key(&key) && self.consumed.len() >= self.params.max_open_windows {
-            self.limited += 1;
+        let Some(c) = open_window(&mut self.consumed, key, self.params.max_open_windows, &mut self.limited) else {
             return;
-        }
-        let c = self.consumed.entry(key).or_default();
+        };
         c.received = c.received.saturating_add(received);
         c.failed = c.failed.saturating_add(failed);
         c.dead_lettered = c.dead_lettered.saturating_add(dead_lettered);
@@ -352,11 +365,7 @@ impl Ledger {
 
     fn open_produced(&mut self, key: PartitionKey, window: i64) -> Option<&mut Produced> {
         let key = (key, window_of(window));
-        if !self.produced.contains_key(&key) && self.produced.len() >= self.params.max_open_windows {
-            self.limited += 1;
-            return None;
-        }
-        Some(self.produced.entry(key).or_default())
+        open_window(&mut self.produced, key, self.params.max_open_windows, &mut self.limited)
     }
 
     /// Counts refused by the ledger's limits.
