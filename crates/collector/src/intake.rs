@@ -228,14 +228,10 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             limit: streamsight_core::Limit::IngestRate,
             listener: "intake",
         });
-        telemetry.emit(IntakeEvent::PayloadRejected {
-            error: IntakeError::RateLimited,
-            detail: "over ingest_records_per_second",
-        });
-        let mut response = error_response(
+        let mut response = reject(
+            IntakeError::RateLimited,
             StatusCode::TOO_MANY_REQUESTS,
-            IntakeError::RateLimited.as_str(),
-            &format!("over this tenant's ingest rate; retry in {retry_after} s"),
+            format!("over this tenant's ingest rate; retry in {retry_after} s"),
         );
         if let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string()) {
             response.headers_mut().insert(header::RETRY_AFTER, v);

@@ -3,6 +3,8 @@
 //! and the refusal to serve a non-loopback address without keys.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::time::{Duration, Instant};
 use streamsight_collector::auth::{KeyFile, Scope, generate};
 use streamsight_collector::{ServeConfig, ServeError, serve};
@@ -11,11 +13,8 @@ use streamsight_wire::dsm::payload::{Payload, encode};
 
 fn config(keys_file: std::path::PathBuf) -> ServeConfig {
     ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: "memory://".into(),
         keys_file,
-        ..ServeConfig::default()
+        ..support::loopback("memory://")
     }
 }
 

@@ -5,6 +5,8 @@
 //! browsing, metrics.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use rdkafka::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::mocking::MockCluster;
@@ -127,12 +129,9 @@ async fn dlq_velocity_reasons_and_recent_records() {
     let mut dlq = DlqConfig::new("mock", &bootstrap);
     dlq.refresh = Duration::from_millis(200);
     let config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: "memory://".into(),
         dlq: vec![dlq],
         trace_url: "https://traces.example/trace/{trace_id}".into(),
-        ..ServeConfig::default()
+        ..support::loopback("memory://")
     };
     let running = serve(config, EngineConfig::default()).await.unwrap();
     let api = format!("http://{}", running.api_addr);

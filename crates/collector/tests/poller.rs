@@ -3,6 +3,8 @@
 //! an instrumented producer's points merging with the broker's answers.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
@@ -69,11 +71,8 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
     polled.request_timeout = Duration::from_secs(1);
     polled.groups = vec!["billing".into()];
     let config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: "memory://".into(),
         clusters: vec![polled],
-        ..ServeConfig::default()
+        ..support::loopback("memory://")
     };
     let running = serve(config, EngineConfig::default()).await.unwrap();
     let api = format!("http://{}", running.api_addr);

@@ -2,6 +2,8 @@
 //! every endpoint, and nothing of the other's in any answer, error or metric.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 use streamsight_collector::auth::{KeyFile, Scope, generate};
 use streamsight_collector::config::TenantConfig;
@@ -54,9 +56,6 @@ fn keys(dir: &std::path::Path, wanted: &[(&str, Scope)]) -> Vec<streamsight_coll
 /// Tenants `team-a` and `team-b` with the keys in `dir`, on free loopback ports.
 fn two_tenants(dir: &std::path::Path, storage: &str) -> ServeConfig {
     ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: storage.into(),
         keys_file: dir.join("keys.json"),
         tenants: ["team-a", "team-b"]
             .map(|n| TenantConfig {
@@ -64,7 +63,7 @@ fn two_tenants(dir: &std::path::Path, storage: &str) -> ServeConfig {
                 ..TenantConfig::default()
             })
             .to_vec(),
-        ..ServeConfig::default()
+        ..support::loopback(storage)
     }
 }
 

@@ -3,6 +3,8 @@
 //! CA, the intake refuses clients without a certificate it signed.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use std::path::Path;
 use std::sync::Arc;
@@ -96,12 +98,9 @@ async fn both_listeners_speak_tls_reload_certificates_and_can_require_client_cer
         client_ca_file: Some(write(&dir, "clients.pem", &clients.pem())),
     };
     let config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: "memory://".into(),
         api_tls: Some(api_tls.clone()),
         intake_tls: Some(intake_tls),
-        ..ServeConfig::default()
+        ..support::loopback("memory://")
     };
     let running = serve(config, EngineConfig::default()).await.unwrap();
 
@@ -165,11 +164,8 @@ async fn unusable_tls_files_stop_the_start_with_their_path_and_never_their_conte
         client_ca_file: None,
     };
     let config = ServeConfig {
-        intake_listen: "127.0.0.1:0".parse().unwrap(),
-        api_listen: "127.0.0.1:0".parse().unwrap(),
-        storage: "memory://".into(),
         api_tls: Some(tls),
-        ..ServeConfig::default()
+        ..support::loopback("memory://")
     };
     let err = serve(config, EngineConfig::default()).await.unwrap_err().to_string();
     assert!(err.contains("k.pem"), "{err}");
