@@ -1,6 +1,7 @@
 //! The `streamsight` binary's pieces, as a library so that tests drive them directly.
 
 pub mod config;
+pub mod demo;
 pub mod dlq;
 pub mod lag;
 pub mod replay;

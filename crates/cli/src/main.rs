@@ -28,6 +28,24 @@ enum Command {
     /// Run the collector: the Datadog-compatible Data Streams intake, the engine,
     /// durable storage, the HTTP API and Prometheus metrics.
     Serve(ServeArgs),
+    /// Try streamsight: the mock cluster, the collector with its dashboard, and a
+    /// pipeline written with the SDK (a producer whose sends fail every few
+    /// minutes, a healthy group, a slow one, a stuck one, a DLQ filling up).
+    Demo {
+        /// The dashboard and API.
+        #[arg(long, default_value = "127.0.0.1:7411")]
+        api_listen: std::net::SocketAddr,
+        /// The first producer incident starts after this long.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+        first_incident_after: std::time::Duration,
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "3m")]
+        incident_every: std::time::Duration,
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+        incident_for: std::time::Duration,
+        /// Stop after this long (default: until interrupted).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        duration: Option<std::time::Duration>,
+    },
     /// Start an in-process Kafka-protocol broker (librdkafka's mock cluster) on
     /// loopback for trying streamsight out; prints its bootstrap address.
     DevKafka {
@@ -449,6 +467,20 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(config, args)?,
         Command::DevKafka { topics, brokers } => dev_kafka(&topics, brokers)?,
+        Command::Demo {
+            api_listen,
+            first_incident_after,
+            incident_every,
+            incident_for,
+            duration,
+        } => streamsight::demo::run(streamsight::demo::DemoOptions {
+            api_listen,
+            first_incident_after,
+            incident_every,
+            incident_for,
+            duration,
+            ..Default::default()
+        })?,
         Command::Dlq(DlqCommand::List { collector, format }) => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let body = runtime.block_on(streamsight::dlq::list(&collector))?;

@@ -33,6 +33,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/dlq", get(dlq))
         .route("/api/v1/audit", get(audit))
         .merge(crate::burrow::routes())
+        .merge(crate::dashboard::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
 }
@@ -156,10 +157,26 @@ async fn groups(State(shared): State<Arc<Shared>>) -> Response {
     .await
 }
 
-async fn group(State(shared): State<Arc<Shared>>, Path((cluster, group)): Path<(String, String)>) -> Response {
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Range {
+    /// Keep history samples from this time on (ms since the epoch).
+    from_ms: Option<i64>,
+}
+
+async fn group(
+    State(shared): State<Arc<Shared>>,
+    Path((cluster, group)): Path<(String, String)>,
+    range: Result<Query<Range>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(range) = match range {
+        Ok(r) => r,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+    };
     crate::server::off_worker(shared, move |shared| {
         let now = clock::now();
-        let (gid, summary) = {
+        let snapshots = shared.clusters.snapshots();
+        let (gid, status, partitions) = {
             let engine = shared.lag.engine();
             let Some(gid) = engine.find_group(&cluster, &group) else {
                 return error_response(
@@ -173,26 +190,33 @@ async fn group(State(shared): State<Arc<Shared>>, Path((cluster, group)): Path<(
                 .iter()
                 .map(|&gp| {
                     let n = engine.names(gp);
+                    let lag = engine.evaluate(gp, now);
                     json!({
                         "topic": n.topic,
                         "partition": n.partition,
-                        "lag": engine.evaluate(gp, now),
+                        "reason": engine.reason(gp, &lag, now),
+                        "lag": lag,
+                        "consumer": snapshots.get(n.cluster).and_then(|s| s.consumer(n.group, n.topic, n.partition)),
                         "recent_commits": engine.commits(gp).collect::<Vec<_>>(),
                     })
                 })
                 .collect();
-            (
-                gid,
-                json!({ "status": engine.evaluate_group(gid, now).status, "partitions": partitions }),
-            )
+            (gid, engine.evaluate_group(gid, now).status, partitions)
         };
-        let history = shared.lag.group_history(gid);
+        let from = range.from_ms.unwrap_or(i64::MIN);
+        let history: Vec<_> = shared
+            .lag
+            .group_history(gid)
+            .into_iter()
+            .filter(|s| s.at_ms >= from)
+            .collect();
         axum::Json(json!({
             "now_ms": now.0,
+            "refresh_ms": crate::time_ms(shared.config.history_interval).max(1_000),
             "cluster": cluster,
             "group": group,
-            "status": summary["status"],
-            "partitions": summary["partitions"],
+            "status": status,
+            "partitions": partitions,
             "history": history,
         }))
         .into_response()
@@ -252,9 +276,50 @@ async fn pathways(
                 i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
             });
         let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
-        axum::Json(graph).into_response()
+        let health = edge_health(shared, &graph, now);
+        let mut body = json!(graph);
+        for (edge, status) in body["edges"].as_array_mut().into_iter().flatten().zip(health) {
+            edge["status"] = json!(status);
+        }
+        axum::Json(body).into_response()
     })
     .await
+}
+
+/// Each edge's health: a consuming edge has its group's worst status, a
+/// producing edge `producer_failing` while its topic's sends fail; `None` where
+/// nothing is known of it.
+fn edge_health(shared: &Shared, graph: &crate::pathways::Graph, now: Millis) -> Vec<Option<&'static str>> {
+    let refresh_ms = crate::time_ms(shared.config.history_interval).max(1_000);
+    let summaries = shared.lag.summaries(now, refresh_ms);
+    let mut groups: std::collections::HashMap<&str, streamsight_core::Status> = std::collections::HashMap::new();
+    for g in &summaries.groups {
+        let e = groups.entry(g.group.as_str()).or_insert(g.status);
+        *e = (*e).max(g.status);
+    }
+    let failing_ms = shared.lag.engine().producer_failing_window_ms();
+    let deliveries = shared.deliveries.view();
+    let failing: std::collections::HashSet<&str> = deliveries
+        .failures
+        .since(Millis(now.0.saturating_sub(failing_ms)))
+        .map(|((_, topic), _)| topic.as_str())
+        .collect();
+    graph
+        .edges
+        .iter()
+        .map(|e| match (e.direction.as_str(), &e.group) {
+            ("in", Some(g)) => groups.get(g.as_str()).map(|s| s.as_str()),
+            ("out", _) => {
+                let topic = e.to.strip_prefix("topic:").unwrap_or(&e.to);
+                Some(if failing.contains(topic) {
+                    "producer_failing"
+                } else {
+                    "ok"
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 async fn rejections(State(shared): State<Arc<Shared>>) -> Response {

@@ -5,6 +5,7 @@ use crate::intake::Dates;
 use std::collections::VecDeque;
 use streamsight_core::Record;
 use streamsight_core::delivery::{Fact, Ledger, LedgerParams, PartitionKey, WindowReport};
+use streamsight_core::failures::SendFailures;
 use streamsight_core::{Engine, EngineEvent, Millis};
 use streamsight_wire::dsm::payload::Payload;
 
@@ -43,6 +44,7 @@ pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> Strin
             window_ms,
             count: f.count,
             trace_ids: f.trace_ids.clone(),
+            error: f.error.clone(),
         });
     }
     for c in d
@@ -116,6 +118,8 @@ pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> Strin
 pub struct Deliveries {
     pub ledger: Ledger,
     pub events: VecDeque<WindowReport>,
+    /// Failed sends per topic by error.
+    pub failures: SendFailures,
 }
 
 /// The group's committed offset on a partition, as the engine knows it.
@@ -129,11 +133,13 @@ impl Deliveries {
         Self {
             ledger: Ledger::new(LedgerParams::default()),
             events: VecDeque::new(),
+            failures: SendFailures::default(),
         }
     }
 
-    /// Applies a stored fact. A start is compared with the group's commit now.
-    pub fn apply(&mut self, fact: &Fact, engine: &Engine) {
+    /// Applies a stored fact, received at `at`. A start is compared with the
+    /// group's commit now.
+    pub fn apply(&mut self, fact: &Fact, at: Millis, engine: &Engine) {
         let l = &mut self.ledger;
         match fact {
             Fact::Produced {
@@ -158,7 +164,13 @@ impl Deliveries {
                 window_ms,
                 count,
                 trace_ids,
-            } => l.failed_sends(key(cluster, topic, *partition), *window_ms, *count, trace_ids),
+                error,
+            } => {
+                // When the collector heard of them: a send's window is a minute wide.
+                self.failures
+                    .record(cluster, topic, *partition, error, *count, at, trace_ids);
+                l.failed_sends(key(cluster, topic, *partition), *window_ms, *count, trace_ids);
+            }
             Fact::Consumed {
                 cluster,
                 group,

@@ -9,6 +9,7 @@ pub mod auth;
 mod burrow;
 mod clock;
 pub mod config;
+mod dashboard;
 pub mod deliveries;
 pub mod intake;
 pub mod metrics;

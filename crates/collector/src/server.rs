@@ -350,7 +350,9 @@ async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -
     // Probes stay answerable while the API is busy, and without a key.
     let probe = matches!(request.uri().path(), "/healthz" | "/readyz");
     let mut request = request;
-    if !probe && let Some(auth) = &guard.auth {
+    // Dashboard pages carry no data: a browser loads them, then asks for a key.
+    let public = probe || crate::dashboard::is_public(request.uri().path());
+    if !public && let Some(auth) = &guard.auth {
         match auth.check(&request) {
             Ok(Some(caller)) => {
                 request.extensions_mut().insert(caller);

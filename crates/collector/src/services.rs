@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
-use streamsight_core::{Engine, EngineEvent, GroupId, Millis, Record, Status};
+use streamsight_core::{Engine, EngineEvent, GroupId, GroupPartitionId, Millis, Record, Status};
 
 /// Engine events kept for the API.
 const EVENTS_KEPT: usize = 1_000;
@@ -42,6 +42,85 @@ pub struct GroupSample {
     pub total_lag: i64,
     pub complete: bool,
     pub max_lag_seconds: Option<f64>,
+    pub lag_seconds_lower_bound: bool,
+    /// Some partition's producers were failing: lag may read low.
+    pub producer_failing: bool,
+}
+
+/// One group's health now, with its worst partition and why, in words.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSummary {
+    #[serde(skip)]
+    pub id: GroupId,
+    pub cluster: String,
+    pub group: String,
+    pub status: Status,
+    pub reason: String,
+    pub partitions: usize,
+    /// Sum of the known lags; `complete` says whether every partition's was known.
+    pub total_lag: i64,
+    pub complete: bool,
+    pub max_lag_seconds: Option<f64>,
+    pub lag_seconds_lower_bound: bool,
+    pub producer_failing: bool,
+    /// The partition the status and reason are about.
+    pub worst_topic: Option<String>,
+    pub worst_partition: Option<i32>,
+}
+
+/// Every group's summary at one time, shared by every reader until it is too old.
+#[derive(Debug, Default)]
+pub struct Summaries {
+    pub at: Millis,
+    pub groups: Vec<GroupSummary>,
+}
+
+fn summarize(engine: &Engine, gid: GroupId, now: Millis) -> GroupSummary {
+    let (cluster, group) = engine.group_name(gid);
+    let members = engine.group_members(gid);
+    let mut s = GroupSummary {
+        id: gid,
+        cluster: cluster.to_owned(),
+        group: group.to_owned(),
+        status: if members.is_empty() { Status::Stale } else { Status::Ok },
+        reason: String::new(),
+        partitions: members.len(),
+        total_lag: 0,
+        complete: true,
+        max_lag_seconds: None,
+        lag_seconds_lower_bound: false,
+        producer_failing: false,
+        worst_topic: None,
+        worst_partition: None,
+    };
+    // The worst partition: the worst status, then the oldest unread record.
+    let mut worst: Option<(GroupPartitionId, streamsight_core::LagReport)> = None;
+    for &gp in members {
+        let r = engine.evaluate(gp, now);
+        match r.lag_messages {
+            Some(lag) => s.total_lag = s.total_lag.saturating_add(lag),
+            None => s.complete = false,
+        }
+        if r.lag_seconds > s.max_lag_seconds || s.max_lag_seconds.is_none() && r.lag_seconds.is_some() {
+            s.max_lag_seconds = r.lag_seconds;
+            s.lag_seconds_lower_bound = r.lag_seconds_lower_bound;
+        }
+        s.producer_failing |= r.producer_failing;
+        let key = |r: &streamsight_core::LagReport| (r.status, r.lag_seconds.unwrap_or(f64::INFINITY));
+        if worst.as_ref().is_none_or(|(_, w)| key(&r) > key(w)) {
+            worst = Some((gp, r));
+        }
+    }
+    if let Some((gp, r)) = worst {
+        s.status = r.status;
+        s.reason = engine.reason(gp, &r, now);
+        let n = engine.names(gp);
+        s.worst_topic = Some(n.topic.to_owned());
+        s.worst_partition = Some(n.partition);
+    } else {
+        s.reason = "no partition of this group is known".to_owned();
+    }
+    s
 }
 
 /// Records applied per hold of the engine's lock.
@@ -54,6 +133,9 @@ pub struct LagService {
     events: Mutex<VecDeque<EngineEvent>>,
     history: Mutex<HashMap<GroupId, VecDeque<GroupSample>>>,
     samples_kept: usize,
+    summaries: Mutex<Arc<Summaries>>,
+    /// Held while summarizing, so that readers arriving together share one pass.
+    summarizing: Mutex<()>,
 }
 
 impl LagService {
@@ -63,6 +145,8 @@ impl LagService {
             events: Mutex::new(VecDeque::new()),
             history: Mutex::new(HashMap::new()),
             samples_kept: samples_kept.max(1),
+            summaries: Mutex::new(Arc::default()),
+            summarizing: Mutex::new(()),
         }
     }
 
@@ -109,33 +193,54 @@ impl LagService {
         new_events
     }
 
+    /// Every group's summary, computed at most once per `max_age_ms` however
+    /// many readers ask: a dashboard's refresh costs one pass over the estate
+    /// per interval, not one per viewer.
+    pub fn summaries(&self, now: Millis, max_age_ms: i64) -> Arc<Summaries> {
+        let fresh = |s: &Arc<Summaries>| s.at.0 > 0 && now.since(s.at) < max_age_ms && s.at <= now;
+        let cached = lock(&self.summaries).clone();
+        if fresh(&cached) {
+            return cached;
+        }
+        let _one = lock(&self.summarizing);
+        let cached = lock(&self.summaries).clone();
+        if fresh(&cached) {
+            return cached;
+        }
+        self.summarize(now)
+    }
+
+    fn summarize(&self, now: Millis) -> Arc<Summaries> {
+        let groups: Vec<GroupSummary> = {
+            let engine = lock(&self.engine);
+            engine.groups().map(|gid| summarize(&engine, gid, now)).collect()
+        };
+        let s = Arc::new(Summaries { at: now, groups });
+        *lock(&self.summaries) = s.clone();
+        s
+    }
+
     /// Records each group's lag now, for its recent history.
     pub(crate) fn sample_groups(&self, now: Millis) {
-        let samples: Vec<(GroupId, GroupSample)> = {
-            let engine = lock(&self.engine);
-            engine
-                .groups()
-                .map(|gid| {
-                    let g = engine.evaluate_group(gid, now);
-                    let max_lag_seconds = g.max_lag.and_then(|(gp, _)| engine.evaluate(gp, now).lag_seconds);
-                    let sample = GroupSample {
-                        at_ms: now.0,
-                        status: g.status,
-                        total_lag: g.total_lag,
-                        complete: g.complete,
-                        max_lag_seconds,
-                    };
-                    (gid, sample)
-                })
-                .collect()
+        let summaries = {
+            let _one = lock(&self.summarizing);
+            self.summarize(now)
         };
         let mut history = lock(&self.history);
-        for (gid, sample) in samples {
-            let ring = history.entry(gid).or_default();
+        for g in &summaries.groups {
+            let ring = history.entry(g.id).or_default();
             if ring.len() >= self.samples_kept {
                 ring.pop_front();
             }
-            ring.push_back(sample);
+            ring.push_back(GroupSample {
+                at_ms: now.0,
+                status: g.status,
+                total_lag: g.total_lag,
+                complete: g.complete,
+                max_lag_seconds: g.max_lag_seconds,
+                lag_seconds_lower_bound: g.lag_seconds_lower_bound,
+                producer_failing: g.producer_failing,
+            });
         }
     }
 }
@@ -200,8 +305,8 @@ impl DeliveryService {
         let mut deliveries = lock(&self.deliveries);
         let engine = lag.engine();
         for r in records {
-            if let Record::Delivery { fact, .. } = r {
-                deliveries.apply(fact, &engine);
+            if let Record::Delivery { fact, at } = r {
+                deliveries.apply(fact, *at, &engine);
             }
         }
         for e in events {

@@ -54,6 +54,9 @@ pub enum Fact {
         window_ms: i64,
         count: u64,
         trace_ids: Vec<String>,
+        /// The client's error name (absent in logs written before it was kept).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        error: String,
     },
     Consumed {
         cluster: String,

@@ -8,6 +8,8 @@ mod chunked;
 pub mod config;
 pub mod delivery;
 pub mod engine;
+pub mod explain;
+pub mod failures;
 pub mod health;
 pub mod history;
 pub mod model;

@@ -95,8 +95,36 @@ impl Engine {
         report
     }
 
+    /// Why `report`, evaluated for `id` at `now`, has its status, in words.
+    pub fn reason(&self, id: GroupPartitionId, report: &LagReport, now: Millis) -> String {
+        crate::explain::reason(report, &self.group_partitions[id.0 as usize].window, now)
+    }
+
+    /// The produce rate over the last `over_ms` before `now` (or over as much of
+    /// it as the offset history holds, when that is at least a tenth of it):
+    /// `None` where the history is too short to say.
+    pub fn produce_rate(&self, pid: PartitionId, now: Millis, over_ms: i64) -> Option<f64> {
+        let h = &self.partitions[pid.0 as usize].history;
+        let since = Millis(now.0.saturating_sub(over_ms));
+        let (then, from) = match h.end_at(since) {
+            Some(end) => (end, since),
+            None => {
+                let oldest = h.oldest()?;
+                (oldest.end, oldest.at)
+            }
+        };
+        let end = h.end_at(now)?;
+        let span = now.since(from);
+        (span > 0 && span >= over_ms / 10).then(|| end.saturating_sub(then).max(0) as f64 * 1000.0 / span as f64)
+    }
+
     pub(super) fn is_control_marker(&self, p: &PartitionState, offset: i64) -> bool {
         p.control_marker == Some(offset) || (p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1))
+    }
+
+    /// How long a partition stays `producer_failing` after a failure report.
+    pub fn producer_failing_window_ms(&self) -> i64 {
+        self.producer_failing_ms
     }
 
     pub(super) fn producer_failing(&self, p: &PartitionState, now: Millis) -> bool {

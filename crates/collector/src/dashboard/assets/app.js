@@ -1,0 +1,568 @@
+// streamsight's dashboard: one script for every page. It reads the URL (path,
+// filters, time range), fetches the collector's JSON, renders with DOM calls
+// (names from the network are only ever text, never markup), and refreshes at
+// the collector's history interval, saying so when the data has gone stale.
+'use strict';
+
+const main = document.getElementById('main');
+const freshness = document.getElementById('freshness');
+const live = { timer: null, lastOk: 0, refreshMs: 10000, error: null, charts: [] };
+
+// ---------- DOM and formatting ----------
+
+// Builds an element; `svg:NAME` makes one in the SVG namespace.
+function h(tag, attrs, ...kids) {
+  const svg = tag.startsWith('svg:');
+  const el = svg ? document.createElementNS('http://www.w3.org/2000/svg', tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k === 'className' ? 'class' : k, v === true ? '' : String(v));
+  }
+  for (const kid of kids.flat(Infinity)) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return el;
+}
+
+const num = (n) => (n === null || n === undefined ? null : Number(n).toLocaleString('en-US'));
+const unknown = () => h('span', { class: 'unknown' }, 'unknown');
+
+function duration(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} m`;
+  if (s < 86400) {
+    const m = Math.floor((s % 3600) / 60);
+    return m ? `${Math.floor(s / 3600)} h ${m} m` : `${Math.floor(s / 3600)} h`;
+  }
+  const hr = Math.floor((s % 86400) / 3600);
+  return hr ? `${Math.floor(s / 86400)} d ${hr} h` : `${Math.floor(s / 86400)} d`;
+}
+
+// Lag seconds as the engine means them: unknown is never 0, a lower bound says so.
+function lagSeconds(seconds, lowerBound) {
+  if (seconds === null || seconds === undefined) return unknown();
+  return (lowerBound ? '≥ ' : '') + duration(seconds);
+}
+
+function lagMessages(n) {
+  return n === null || n === undefined ? unknown() : num(n);
+}
+
+function agoText(ms, nowMs) {
+  return ms ? `${duration((nowMs - ms) / 1000)} ago` : 'unknown';
+}
+
+function ago(ms, nowMs) {
+  return ms ? agoText(ms, nowMs) : unknown();
+}
+
+function badge(status) {
+  const s = status || 'unknown';
+  return h('span', { class: `badge s-${s}` }, s.replace('_', ' ').toUpperCase());
+}
+
+const enc = encodeURIComponent;
+const groupHref = (c, g) => `/groups/${enc(c)}/${enc(g)}`;
+const topicHref = (c, t) => `/topics/${enc(c)}/${enc(t)}`;
+
+function table(caption, head, rows, empty) {
+  if (!rows.length) return h('p', { class: 'muted' }, empty || 'Nothing to show.');
+  return h('table', {},
+    h('caption', {}, caption),
+    h('thead', {}, h('tr', {}, head.map(([label, cls]) => h('th', { scope: 'col', class: cls }, label)))),
+    h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((c, i) => h('td', { class: head[i][1] }, c))))));
+}
+
+// ---------- fetching, keys, freshness ----------
+
+class AuthNeeded extends Error {}
+
+async function api(path) {
+  const headers = {};
+  const key = sessionStorage.getItem('streamsight-key');
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const r = await fetch(path, { headers });
+  if (r.status === 401 || r.status === 403) throw new AuthNeeded(`${r.status}`);
+  if (!r.ok) {
+    let msg = `${r.status}`;
+    try { msg = (await r.json()).message || msg; } catch (_) { /* not JSON */ }
+    const e = new Error(msg);
+    e.status = r.status;
+    throw e;
+  }
+  return r.json();
+}
+
+function keyForm() {
+  const input = h('input', { id: 'key', type: 'password', autocomplete: 'off', required: true });
+  return h('form', {
+    class: 'panel',
+    onsubmit: (e) => {
+      e.preventDefault();
+      sessionStorage.setItem('streamsight-key', input.value.trim());
+      location.reload();
+    },
+  },
+  h('h1', {}, 'A key is needed'),
+  h('p', {}, 'This collector asks for an API key with the read scope (streamsight keys create --scope read). It is kept for this tab only.'),
+  h('label', { for: 'key' }, 'API key '), input, ' ', h('button', { type: 'submit' }, 'Use key'));
+}
+
+function showFreshness() {
+  const age = live.lastOk ? (Date.now() - live.lastOk) / 1000 : null;
+  const stale = live.error || age === null || age * 1000 > 2 * live.refreshMs + 2000;
+  freshness.className = stale && live.lastOk ? 'stale' : '';
+  if (!live.lastOk) freshness.textContent = live.error ? `Cannot load: ${live.error}` : 'Loading…';
+  else if (stale) freshness.textContent = `Stale: last update ${duration(age)} ago${live.error ? ` (${live.error})` : ''}`;
+  else freshness.textContent = `Live · updated ${duration(age)} ago`;
+}
+setInterval(showFreshness, 1000);
+
+// ---------- pages ----------
+
+const params = new URLSearchParams(location.search);
+
+function overviewUrl(changes) {
+  const p = new URLSearchParams(location.search);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v === null || v === '') p.delete(k); else p.set(k, v);
+  }
+  const s = p.toString();
+  return s ? `/?${s}` : '/';
+}
+
+const overview = {
+  title: () => 'Overview',
+  url: () => {
+    const p = new URLSearchParams();
+    for (const k of ['status', 'q', 'sort', 'page']) if (params.get(k)) p.set(k, params.get(k));
+    return `/api/v1/overview?${p}`;
+  },
+  render(d) {
+    const inc = d.incidents;
+    const items = [];
+    for (const p of inc.producers_failing) {
+      const f = p.failures;
+      const errs = Object.entries(f.by_error).sort((a, b) => b[1] - a[1]).map(([e, n]) => `${e} ${num(n)}`).join(', ');
+      items.push(h('li', {}, h('strong', {}, 'Producers failing: '), h('a', { href: topicHref(p.cluster, p.topic) }, p.topic),
+        ` (${p.cluster}): ${num(f.total)} failed sends since ${agoText(f.first_at_ms, d.now_ms)} — ${errs}. Lag on this topic may read low.`));
+    }
+    for (const l of inc.data_loss) {
+      const m = l.totals.missing;
+      const causes = Object.entries(m).filter(([, n]) => n > 0).map(([c, n]) => `${c.replaceAll('_', ' ')} ${num(n)}`).join(', ');
+      const total = Object.values(m).reduce((a, b) => a + b, 0);
+      items.push(h('li', {}, h('strong', {}, 'Messages missing: '), h('a', { href: groupHref(l.cluster, l.group) }, l.group), ' on ',
+        h('a', { href: topicHref(l.cluster, l.topic) }, l.topic), `: ${num(total)} (${causes})`));
+    }
+    for (const q of inc.dlq) {
+      items.push(h('li', { class: 'warn' }, h('strong', {}, 'Dead letters: '), h('a', { href: '/dlq' }, q.dlq_topic),
+        ` ${q.velocity === null ? '' : `${q.velocity.toFixed(2)}/s, `}${num(q.records) ?? '?'} records`,
+        q.top_reason ? `; most: ${q.top_reason.reason.error_class || '?'} at ${q.top_reason.reason.stage || '?'}` : ''));
+    }
+    for (const p of inc.probes_down) {
+      items.push(h('li', {}, h('strong', {}, 'Probe failing: '), h('a', { href: '/probes' }, `${p.cluster} / ${p.topic}`),
+        p.partitions.length ? ` partitions ${p.partitions.join(', ')}` : '', p.last_error ? ` — ${p.last_error}` : ''));
+    }
+    for (const c of inc.clusters_unreachable) {
+      items.push(h('li', {}, h('strong', {}, 'Cluster unreachable: '), h('a', { href: '/clusters' }, c.cluster), ` — ${(c.errors || []).slice(0, 2).join('; ')}`));
+    }
+    const order = ['data_loss', 'stop', 'stall', 'rewind', 'warn', 'stale', 'ok'];
+    const counts = order.filter((s) => d.counts[s]).map((s) =>
+      h('li', {}, h('a', { href: overviewUrl({ status: s, page: null }), 'aria-label': `${d.counts[s]} groups ${s}` }, badge(s), ` ${num(d.counts[s])}`)));
+    const g = d.groups;
+    const search = h('input', { id: 'q', name: 'q', type: 'search', value: params.get('q') || '' });
+    const statusSel = h('select', { id: 'status', name: 'status' }, h('option', { value: '' }, 'any'),
+      order.map((s) => h('option', { value: s, selected: params.get('status') === s }, s)));
+    const sortSel = h('select', { id: 'sort', name: 'sort' }, [['status', 'worst first'], ['lag_seconds', 'lag seconds'], ['lag', 'lag messages'], ['name', 'name']]
+      .map(([v, l]) => h('option', { value: v, selected: (params.get('sort') || 'status') === v }, l)));
+    return [
+      h('h1', {}, 'Overview'),
+      h('section', { 'aria-labelledby': 'inc' }, h('h2', { id: 'inc' }, `Incidents (${items.length})`),
+        items.length ? h('ul', { class: 'incidents' }, items) : h('p', { class: 'banner ok' }, 'No producer failures, missing messages, dead letters, probe failures or unreachable clusters.')),
+      h('section', { 'aria-labelledby': 'grp' },
+        h('h2', { id: 'grp' }, `Consumer groups (${num(d.total_groups)}; ${num(d.counts.ok || 0)} healthy)`),
+        h('ul', { class: 'chips', 'aria-label': 'Groups by status' }, h('li', {}, h('a', { href: overviewUrl({ status: null, page: null }) }, `all ${num(d.total_groups)}`)), counts),
+        h('form', { class: 'filters', method: 'get', action: '/' },
+          h('label', { for: 'q' }, 'Cluster or group contains', search),
+          h('label', { for: 'status' }, 'Status', statusSel),
+          h('label', { for: 'sort' }, 'Sort', sortSel),
+          h('button', { type: 'submit' }, 'Apply')),
+        table(`Groups ${g.total ? (g.page - 1) * g.per_page + 1 : 0}–${Math.min(g.page * g.per_page, g.total)} of ${num(g.total)}`,
+          [['Status'], ['Group'], ['Cluster'], ['Why'], ['Lag (messages)', 'num'], ['Lag (time)', 'num'], ['Partitions', 'num']],
+          g.rows.map((r) => [
+            badge(r.status),
+            h('a', { href: groupHref(r.cluster, r.group) }, r.group),
+            r.cluster,
+            h('span', { class: 'reason' }, r.reason, r.worst_topic ? h('span', { class: 'muted' }, ` (${r.worst_topic}[${r.worst_partition}])`) : ''),
+            r.complete ? num(r.total_lag) : h('span', {}, '≥ ', num(r.total_lag), ' ', unknown()),
+            lagSeconds(r.max_lag_seconds, r.lag_seconds_lower_bound),
+            num(r.partitions),
+          ]), 'No group matches.'),
+        h('nav', { class: 'pager', 'aria-label': 'Pages of groups' },
+          g.page > 1 ? h('a', { href: overviewUrl({ page: g.page - 1 }), rel: 'prev' }, '← Previous') : null,
+          h('span', {}, `Page ${g.page} of ${g.pages}`),
+          g.page < g.pages ? h('a', { href: overviewUrl({ page: g.page + 1 }), rel: 'next' }, 'Next →') : null)),
+    ];
+  },
+};
+
+const RANGES = [['15m', 900], ['1h', 3600], ['6h', 21600], ['24h', 86400]];
+
+function chart(title, history, value, label, failing) {
+  const fig = h('figure', {}, h('figcaption', {}, title));
+  const last = history.length ? value(history[history.length - 1]) : null;
+  fig.append(h('p', { class: 'legend-note' }, `Latest: ${last === null ? 'unknown' : label(last)}. `,
+    failing.some(Boolean) ? [h('span', { class: 'shade-key', 'aria-hidden': 'true' }), ' producers failing'] : 'Gaps are unknown, not zero.'));
+  const box = h('div', { role: 'img', 'aria-label': `${title}, ${history.length} samples, latest ${last === null ? 'unknown' : label(last)}` });
+  fig.append(box);
+  if (!window.uPlot || history.length === 0) {
+    box.append(h('p', { class: 'muted' }, history.length ? '' : 'No samples in this range yet.'));
+    return fig;
+  }
+  const xs = history.map((s) => s.at_ms / 1000);
+  const ys = history.map((s) => { const v = value(s); return v === null || v === undefined ? null : v; });
+  const shade = (u) => {
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.fillStyle = 'rgba(168, 7, 26, 0.18)';
+    for (let i = 0; i < xs.length; i++) {
+      if (!failing[i]) continue;
+      const x0 = u.valToPos(i > 0 ? xs[i - 1] : xs[i], 'x', true);
+      const x1 = u.valToPos(xs[i], 'x', true);
+      ctx.fillRect(Math.min(x0, x1), u.bbox.top, Math.max(2, Math.abs(x1 - x0)), u.bbox.height);
+    }
+    ctx.restore();
+  };
+  requestAnimationFrame(() => {
+    const width = Math.max(320, box.clientWidth || 500);
+    const u = new window.uPlot({
+      width, height: 220,
+      series: [{}, { label, stroke: '#0b57d0', width: 2, spanGaps: false, value: (_, v) => (v === null ? 'unknown' : label(v)) }],
+      axes: [{}, { size: 70, values: (_, ticks) => ticks.map(label) }],
+      hooks: { drawClear: [shade] },
+      legend: { show: false },
+    }, [xs, ys], box);
+    live.charts.push(u);
+  });
+  return fig;
+}
+
+const group = {
+  title: ([c, g]) => `Group ${g}`,
+  url: ([c, g]) => {
+    const range = RANGES.find((r) => r[0] === params.get('range')) || RANGES[1];
+    return `/api/v1/groups/${enc(c)}/${enc(g)}?from_ms=${Date.now() - range[1] * 1000}`;
+  },
+  render(d) {
+    const parts = d.partitions;
+    const rank = ['ok', 'stale', 'warn', 'rewind', 'stall', 'stop', 'data_loss'];
+    const worst = parts.reduce((w, p) => (!w || rank.indexOf(p.lag.status) > rank.indexOf(w.lag.status) ? p : w), null);
+    const failing = [...new Set(parts.filter((p) => p.lag.producer_failing).map((p) => p.topic))];
+    const current = params.get('range') || '1h';
+    const hist = d.history;
+    const failingAt = hist.map((s) => s.producer_failing);
+    return [
+      h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ` › ${d.cluster}`),
+      h('h1', {}, d.group, ' ', badge(d.status)),
+      worst ? h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Why: '), `${worst.topic}[${worst.partition}]: ${worst.reason}`) : h('p', {}, 'No partitions known.'),
+      failing.length ? h('div', { class: 'banner bad', role: 'alert', id: 'producer-failing' },
+        h('strong', {}, 'Producers are failing'), ` on ${failing.join(', ')}: failed sends do not move the end offset, so lag reads lower than the truth until they recover. `,
+        failing.map((t) => h('a', { href: topicHref(d.cluster, t) }, `Failures on ${t}`))) : null,
+      h('ul', { class: 'ranges', 'aria-label': 'Time range' }, RANGES.map(([r]) =>
+        h('li', {}, h('a', { href: `?range=${r}`, 'aria-current': r === current ? 'true' : null }, r === current ? h('strong', {}, r) : r)))),
+      h('div', { class: 'charts' },
+        chart('Lag in messages (sum over partitions)', hist, (s) => (s.complete ? s.total_lag : null), (v) => `${num(Math.round(v))} msgs`, failingAt),
+        chart('Lag in time (oldest unread)', hist, (s) => s.max_lag_seconds, (v) => duration(v), failingAt)),
+      table(`Partitions (${parts.length})`,
+        [['Topic'], ['Partition', 'num'], ['Status'], ['Why'], ['Committed', 'num'], ['End offset', 'num'], ['Lag (messages)', 'num'], ['Lag (time)', 'num'], ['Owner'], ['Last commit']],
+        parts.map((p) => [
+          h('a', { href: topicHref(d.cluster, p.topic) }, p.topic),
+          p.partition,
+          badge(p.lag.status),
+          p.reason,
+          p.lag.committed_offset === null ? unknown() : num(p.lag.committed_offset),
+          p.lag.end_offset === null ? unknown() : num(p.lag.end_offset),
+          lagMessages(p.lag.lag_messages),
+          lagSeconds(p.lag.lag_seconds, p.lag.lag_seconds_lower_bound),
+          p.consumer ? [p.consumer.client_id || p.consumer.member_id || '', p.consumer.host ? ` @ ${p.consumer.host}` : ''] : h('span', { class: 'muted' }, 'not described'),
+          ago(p.lag.last_commit_at_ms, d.now_ms),
+        ])),
+    ];
+  },
+};
+
+function ranges(list) {
+  return (list || []).map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(', ');
+}
+
+const topic = {
+  title: ([c, t]) => `Topic ${t}`,
+  url: ([c, t]) => `/api/v1/topics/${enc(c)}/${enc(t)}`,
+  render(d) {
+    const f = d.failures;
+    const causes = ['never_reached_kafka', 'expired_by_retention', 'skipped', 'failed_in_processing', 'dead_lettered', 'unexplained'];
+    const anyFailing = d.partitions.some((p) => p.report.producer_failing);
+    return [
+      h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ` › ${d.cluster}`),
+      h('h1', {}, d.topic, ' ', anyFailing ? badge('producer_failing') : null),
+      f ? h('section', { 'aria-labelledby': 'fail' }, h('h2', { id: 'fail' }, `Failed sends (${num(f.total)})`),
+        h('p', {}, `First ${agoText(f.first_at_ms, d.now_ms)}, last ${agoText(f.last_at_ms, d.now_ms)}`, f.partitions.length ? `, partitions ${f.partitions.join(', ')}` : ''),
+        table('Failed sends by error', [['Error'], ['Sends', 'num']], Object.entries(f.by_error).sort((a, b) => b[1] - a[1]).map(([e, n]) => [h('code', {}, e), num(n)])),
+        f.trace_ids.length ? h('p', {}, 'Traces of failed records: ', f.trace_ids.map((t) => [h('code', {}, t), ' '])) : null)
+        : h('p', { class: 'banner ok' }, 'No failed sends reported for this topic.'),
+      table('Partitions', [['Partition', 'num'], ['End offset', 'num'], ['Last acked', 'num'], ['Log start', 'num'], ['Produce rate', 'num'], ['Producers'], ['End confirmed']],
+        d.partitions.map((p) => [
+          p.partition,
+          p.report.end_offset === null ? unknown() : num(p.report.end_offset),
+          p.report.produce_offset === null ? unknown() : num(p.report.produce_offset),
+          p.report.log_start_offset === null ? unknown() : num(p.report.log_start_offset),
+          p.produce_rate_per_second === null ? unknown() : `${p.produce_rate_per_second.toFixed(1)}/s`,
+          p.report.producer_failing ? badge('producer_failing') : 'ok',
+          ago(p.report.end_offset_at_ms, d.now_ms),
+        ]), 'No partition of this topic is known to the engine.'),
+      table('Groups reading it', [['Group'], ['Status'], ['Lag (messages)', 'num']],
+        d.groups.map((g) => [h('a', { href: groupHref(d.cluster, g.group) }, g.group), badge(g.status), num(g.lag)]), 'No group reads it.'),
+      h('h2', {}, 'Drop accounting'),
+      table('Messages sent, delivered and missing, by group and cause', [['Group'], ['Sent', 'num'], ['Delivered', 'num'], ...causes.map((c) => [c.replaceAll('_', ' '), 'num']), ['Duplicates', 'num']],
+        d.drops.map((x) => [x.group, num(x.totals.sent), num(x.totals.delivered), ...causes.map((c) => num(x.totals.missing[c])), num(x.totals.duplicates)]), 'No drop accounting yet (the SDK counts sends and receipts per window).'),
+      table('Recent windows with missing or duplicate messages', [['Window'], ['Group'], ['Partition', 'num'], ['Missing'], ['Offsets'], ['Traces']],
+        d.drop_windows.map((w) => [
+          new Date(w.window_start_ms).toISOString().slice(11, 19),
+          w.group, w.partition ?? 'any',
+          causes.filter((c) => w.missing[c]).map((c) => `${c.replaceAll('_', ' ')} ${w.missing[c]}`).join(', ') || (w.duplicates ? `${w.duplicates} duplicates` : ''),
+          [w.skipped_ranges.length ? `skipped ${ranges(w.skipped_ranges)} ` : '', w.expired_ranges.length ? `expired ${ranges(w.expired_ranges)}` : '',
+            w.first_offset !== null ? ` (window ${w.first_offset}–${w.last_offset})` : ''],
+          w.trace_ids.map((t) => [h('code', {}, t), ' ']),
+        ]), 'No window is missing messages.'),
+      h('h2', {}, 'Dead-letter queue'),
+      d.dlq.length ? d.dlq.map((q) => h('p', {}, h('a', { href: '/dlq' }, q.dlq_topic), `: ${num(q.records) ?? '?'} records, ${q.velocity === null ? 'velocity unknown' : `${q.velocity.toFixed(2)}/s`}`))
+        : h('p', { class: 'muted' }, 'No monitored DLQ names this topic as its source.'),
+    ];
+  },
+};
+
+// Services and topics left to right: each node's column is its longest path
+// from a source; within a column nodes follow the mean row of their inputs.
+function layout(nodes, edges) {
+  const rank = new Map(nodes.map((n) => [n.id, 0]));
+  for (let pass = 0; pass < nodes.length; pass++) {
+    let moved = false;
+    for (const e of edges) {
+      if (!rank.has(e.from) || !rank.has(e.to)) continue;
+      if (rank.get(e.to) < rank.get(e.from) + 1 && rank.get(e.from) + 1 < nodes.length) { rank.set(e.to, rank.get(e.from) + 1); moved = true; }
+    }
+    if (!moved) break;
+  }
+  const cols = [];
+  for (const n of nodes) (cols[rank.get(n.id)] ||= []).push(n);
+  const row = new Map();
+  cols.forEach((col, c) => {
+    const key = (n) => {
+      const ins = edges.filter((e) => e.to === n.id && row.has(e.from)).map((e) => row.get(e.from));
+      return ins.length ? ins.reduce((a, b) => a + b, 0) / ins.length : 0;
+    };
+    col.sort((a, b) => key(a) - key(b) || a.name.localeCompare(b.name));
+    col.forEach((n, i) => row.set(n.id, i));
+    if (c < 0) row.clear();
+  });
+  const W = 190, GAP = 120, H = 34, VGAP = 36;
+  const pos = new Map();
+  cols.forEach((col, c) => col.forEach((n, i) => pos.set(n.id, { x: 20 + c * (W + GAP), y: 20 + i * (H + VGAP), w: W, h: H })));
+  const rows = Math.max(1, ...cols.map((c) => c.length));
+  return { pos, width: 40 + cols.length * (W + GAP) - GAP, height: 40 + rows * (H + VGAP) - VGAP };
+}
+
+const STROKE = { ok: '#1e6b34', warn: '#9a6200', stale: '#5f6b7a', producer_failing: '#a8071a', stall: '#a8071a', stop: '#a8071a', rewind: '#a8071a', data_loss: '#a8071a' };
+
+function edgeText(e) {
+  const q = e.edge_latency_seconds;
+  const lat = q.p50 === null ? 'latency unknown' : `p50 ${q.p50.toFixed(3)} s, p99 ${q.p99.toFixed(3)} s`;
+  return `${e.throughput_per_second.toFixed(1)}/s, ${lat}`;
+}
+
+const pathways = {
+  title: () => 'Pathways',
+  url: () => `/api/v1/pathways?window_seconds=${Number(params.get('window')) || 600}`,
+  render(d) {
+    const edgeKey = (e) => `${e.from}>${e.to}>${e.group || ''}`;
+    const names = new Map(d.nodes.map((n) => [n.id, n.name]));
+    const nameOf = (id) => names.get(id) || id;
+    const selected = params.get('edge');
+    const { pos, width, height } = layout(d.nodes, d.edges);
+    const svg = h('svg:svg', { width, height, viewBox: `0 0 ${width} ${height}`, role: 'group', 'aria-label': 'Pathway map' });
+    d.edges.forEach((e) => {
+      const a = pos.get(e.from), b = pos.get(e.to);
+      if (!a || !b) return;
+      const x0 = a.x + a.w, y0 = a.y + a.h / 2, x1 = b.x, y1 = b.y + b.h / 2;
+      const mid = (x0 + x1) / 2;
+      const color = STROKE[e.status] || '#5f6b7a';
+      const href = `/pathways?${new URLSearchParams({ ...Object.fromEntries(params), edge: edgeKey(e) })}`;
+      svg.append(h('svg:a', { href, class: `edge${edgeKey(e) === selected ? ' selected' : ''}`, 'aria-label': `${nameOf(e.from)} to ${nameOf(e.to)}${e.group ? ` (group ${e.group})` : ''}: ${edgeText(e)}, ${e.status || 'health unknown'}` },
+        h('svg:path', { d: `M${x0},${y0} C${mid},${y0} ${mid},${y1} ${x1},${y1}`, stroke: color, 'stroke-width': Math.min(8, 2 + Math.log10(1 + e.throughput_per_second)), 'stroke-dasharray': e.status ? null : '5 4' }),
+        h('svg:text', { x: mid, y: (y0 + y1) / 2 - 5, 'text-anchor': 'middle', class: 'edge-label' }, `${e.throughput_per_second.toFixed(1)}/s`)));
+    });
+    for (const n of d.nodes) {
+      const p = pos.get(n.id);
+      const label = n.name.length > 26 ? `${n.name.slice(0, 25)}…` : n.name;
+      svg.append(h('svg:g', { class: `node ${n.kind}` },
+        h('svg:title', {}, `${n.kind} ${n.name}`),
+        h('svg:rect', { x: p.x, y: p.y, width: p.w, height: p.h, rx: n.kind === 'topic' ? 3 : 14 }),
+        h('svg:text', { x: p.x + 10, y: p.y + 21 }, `${n.kind === 'topic' ? '▤ ' : '● '}${label}`)));
+    }
+    const sel = d.edges.find((e) => edgeKey(e) === selected);
+    const win = Number(params.get('window')) || 600;
+    return [
+      h('h1', {}, 'Pathways'),
+      h('p', {}, `Services and topics over the last ${duration(win)}; edges carry throughput and latency, coloured by the consuming group's health or the producer's failures. Select an edge for details.`),
+      h('ul', { class: 'ranges', 'aria-label': 'Window' }, [[300, '5m'], [600, '10m'], [3600, '1h']].map(([s, l]) =>
+        h('li', {}, h('a', { href: `/pathways?window=${s}`, 'aria-current': s === win ? 'true' : null }, s === win ? h('strong', {}, l) : l)))),
+      d.nodes.length ? h('div', { class: 'map' }, svg) : h('p', { class: 'muted' }, 'No pathway statistics in this window.'),
+      sel ? h('section', { class: 'panel', id: 'edge', 'aria-labelledby': 'edge-h' },
+        h('h2', { id: 'edge-h' }, `${nameOf(sel.from)} → ${nameOf(sel.to)}`),
+        h('dl', { class: 'facts' },
+          h('dt', {}, 'Health'), h('dd', {}, badge(sel.status)),
+          h('dt', {}, 'Group'), h('dd', {}, sel.group || '—'),
+          h('dt', {}, 'Throughput'), h('dd', {}, `${sel.throughput_per_second.toFixed(2)} messages/s (${num(Math.round(sel.count))} in the window)`),
+          h('dt', {}, 'Edge latency'), h('dd', {}, edgeText(sel)),
+          h('dt', {}, 'Pathway latency'), h('dd', {}, sel.pathway_latency_seconds.p50 === null ? unknown() : `p50 ${sel.pathway_latency_seconds.p50.toFixed(3)} s, p99 ${sel.pathway_latency_seconds.p99.toFixed(3)} s`),
+          h('dt', {}, 'Payload'), h('dd', {}, sel.payload_size_bytes_avg === null ? unknown() : `${Math.round(sel.payload_size_bytes_avg)} bytes on average`))) : null,
+      table('Edges', [['From'], ['To'], ['Group'], ['Health'], ['Throughput', 'num'], ['Latency p50', 'num'], ['Latency p99', 'num']],
+        d.edges.map((e) => [nameOf(e.from), nameOf(e.to), e.group || '', badge(e.status), `${e.throughput_per_second.toFixed(1)}/s`,
+          e.edge_latency_seconds.p50 === null ? unknown() : `${e.edge_latency_seconds.p50.toFixed(3)} s`,
+          e.edge_latency_seconds.p99 === null ? unknown() : `${e.edge_latency_seconds.p99.toFixed(3)} s`])),
+    ];
+  },
+};
+
+const dlq = {
+  title: () => 'Dead letters',
+  url: () => '/api/v1/dlq',
+  render(d) {
+    const out = [h('h1', {}, 'Dead-letter queues')];
+    if (!d.clusters.length) out.push(h('p', { class: 'muted' }, 'No DLQ is monitored (configure [[serve.dlq]]).'));
+    for (const c of d.clusters) {
+      for (const t of c.topics) {
+        out.push(h('section', { 'aria-label': t.dlq_topic },
+          h('h2', {}, `${t.dlq_topic} `, h('span', { class: 'muted' }, `(${c.cluster}${t.source_topic ? `, from ${t.source_topic}` : ''})`)),
+          h('p', {}, `${num(t.records) ?? 'unknown'} records, ${t.velocity === null ? 'velocity unknown' : `${t.velocity.toFixed(2)} per second`}, ${num(t.read)} read by the monitor.`),
+          table('Reasons', [['Source topic'], ['Error'], ['Stage'], ['Convention'], ['Records', 'num']],
+            t.reasons.map(([r, n]) => [r.source_topic, h('code', {}, r.error_class), r.stage, r.convention, num(n)]), 'No reasons read yet.'),
+          table('Recent records', [['Partition', 'num'], ['Offset', 'num'], ['When'], ['Provenance'], ['Preview']],
+            t.recent.slice().reverse().map((r) => {
+              const p = r.provenance || {};
+              return [r.partition, num(r.offset), r.timestamp_ms ? new Date(r.timestamp_ms).toISOString().replace('T', ' ').slice(0, 19) : unknown(),
+                r.provenance ? [`${p.source_topic ?? '?'}[${p.source_partition ?? '?'}]@${p.source_offset ?? '?'}`, p.consumer_group ? ` by ${p.consumer_group}` : '',
+                  p.error_class ? [' — ', h('code', {}, p.error_class)] : '', p.stage ? ` at ${p.stage}` : '', p.error_message ? `: ${p.error_message}` : '',
+                  p.trace_id ? [' trace ', r.trace_url ? h('a', { href: r.trace_url }, p.trace_id) : h('code', {}, p.trace_id)] : ''] : h('span', { class: 'muted' }, 'no provenance headers'),
+                h('code', { class: 'preview' }, r.preview)];
+            }), 'No record read yet.')));
+      }
+    }
+    return out;
+  },
+};
+
+const probes = {
+  title: () => 'Probes',
+  url: () => '/api/v1/probes',
+  render(d) {
+    const q = (s, f) => (s ? `${s[f].toFixed(3)} s` : unknown());
+    return [h('h1', {}, 'End-to-end probes'),
+      d.probes.length ? d.probes.map((p) => h('section', { 'aria-label': `${p.cluster} ${p.topic}` },
+        h('h2', {}, `${p.cluster} / ${p.topic}`),
+        h('p', {}, `SLA ${duration(p.sla_ms / 1000)}.`, p.last_error ? h('span', { class: 'banner bad' }, ` Last error: ${p.last_error}`) : ''),
+        table('Partitions', [['Partition', 'num'], ['Status'], ['Sent', 'num'], ['Received', 'num'], ['Lost', 'num'], ['Duplicated', 'num'], ['Produce errors', 'num'], ['Round trip p50', 'num'], ['Round trip p99', 'num']],
+          p.report.partitions.map((r) => [r.partition, badge(r.status), num(r.sent), num(r.received), num(r.lost), num(r.duplicated), num(r.produce_errors), q(r.roundtrip_latency, 'p50_seconds'), q(r.roundtrip_latency, 'p99_seconds')]))))
+        : h('p', { class: 'muted' }, 'No probe is configured ([[serve.probes]]).')];
+  },
+};
+
+const clusters = {
+  title: () => 'Clusters',
+  url: () => '/api/v1/clusters',
+  render(d) {
+    const names = Object.keys(d.clusters);
+    return [h('h1', {}, 'Polled clusters'),
+      names.length ? names.map((name) => {
+        const { poller, last_poll: s } = d.clusters[name];
+        const ok = s && s.metadata_ok;
+        return h('section', { 'aria-label': name },
+          h('h2', {}, `${name} `, badge(!s ? 'unknown' : ok ? 'ok' : 'down')),
+          h('dl', { class: 'facts' },
+            h('dt', {}, 'Bootstrap'), h('dd', {}, h('code', {}, poller.bootstrap.join(', '))),
+            h('dt', {}, 'Polls'), h('dd', {}, `${num(poller.polls)} (${num(poller.failed_polls)} failed), every ${duration(poller.poll_interval_ms / 1000)}`),
+            h('dt', {}, 'Requests'), h('dd', {}, num(poller.requests)),
+            h('dt', {}, 'Last poll took'), h('dd', {}, poller.last_poll_ms === null ? unknown() : `${poller.last_poll_ms.toFixed(0)} ms`),
+            s ? [h('dt', {}, 'Topics / partitions'), h('dd', {}, `${num(s.topics)} / ${num(s.partitions)}`)] : null),
+          s && s.errors.length ? h('div', { class: 'banner bad' }, h('strong', {}, 'Errors in the last poll: '), s.errors.join('; ')) : null,
+          s ? table('Brokers', [['Id', 'num'], ['Address'], ['Reachable']], s.brokers.map((b) => [b.id, h('code', {}, b.addr), b.reachable ? 'yes' : badge('down')])) : null,
+          s ? table('Groups as the brokers describe them', [['Group'], ['State'], ['Members', 'num'], ['Committed partitions', 'num'], ['Error']],
+            s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.state || '', num((g.members || []).length), num(g.committed_partitions), g.error || '']), 'No group listed.') : h('p', { class: 'muted' }, 'Not polled yet.'));
+      }) : h('p', { class: 'muted' }, 'No cluster is polled (configure [[serve.clusters]] or --cluster).')];
+  },
+};
+
+const ROUTES = [
+  [/^\/$/, overview],
+  [/^\/groups\/([^/]+)\/([^/]+)$/, group],
+  [/^\/topics\/([^/]+)\/([^/]+)$/, topic],
+  [/^\/pathways$/, pathways],
+  [/^\/dlq$/, dlq],
+  [/^\/probes$/, probes],
+  [/^\/clusters$/, clusters],
+];
+
+async function refresh(page, args) {
+  clearTimeout(live.timer);
+  try {
+    const data = await api(page.url(args));
+    if (data.refresh_ms) live.refreshMs = data.refresh_ms;
+    // Keep the keyboard where it was across a refresh.
+    const focused = document.activeElement && main.contains(document.activeElement) ? document.activeElement.getAttribute('href') || document.activeElement.id : null;
+    const y = window.scrollY;
+    for (const c of live.charts) c.destroy();
+    live.charts = [];
+    main.replaceChildren(...[page.render(data)].flat(Infinity).filter(Boolean));
+    window.scrollTo(0, y);
+    if (focused) {
+      const again = [...main.querySelectorAll('[href],[id]')].find((el) => el.getAttribute('href') === focused || el.id === focused);
+      if (again) again.focus({ preventScroll: true });
+    }
+    live.lastOk = Date.now();
+    live.error = null;
+    document.body.dataset.loaded = 'true';
+  } catch (e) {
+    if (e instanceof AuthNeeded) {
+      main.replaceChildren(keyForm());
+      live.error = 'a key is needed';
+      showFreshness();
+      return;
+    }
+    live.error = e.message;
+    if (!live.lastOk) main.replaceChildren(h('div', { class: 'banner bad', role: 'alert' }, `Cannot load this page: ${e.message}`));
+    document.body.dataset.loaded = 'error';
+  }
+  showFreshness();
+  live.timer = setTimeout(() => refresh(page, args), live.refreshMs);
+}
+
+function start() {
+  for (const a of document.querySelectorAll('header nav a')) {
+    if (a.getAttribute('href') === location.pathname) a.setAttribute('aria-current', 'page');
+  }
+  for (const [re, page] of ROUTES) {
+    const m = location.pathname.match(re);
+    if (m) {
+      const args = m.slice(1).map(decodeURIComponent);
+      document.title = `${page.title(args)} · streamsight`;
+      refresh(page, args);
+      return;
+    }
+  }
+  main.replaceChildren(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '/' }, 'Back to the overview')));
+}
+
+start();

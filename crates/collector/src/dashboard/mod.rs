@@ -1,0 +1,146 @@
+//! The dashboard: a few pages of HTML and JavaScript embedded in the binary and
+//! served on the API listener, reading the same `/api/v1` JSON anyone can. The
+//! pages hold no data, so they (and their assets) are served without a key; the
+//! script asks for a read key when the API answers 401.
+
+mod queries;
+
+use crate::state::Shared;
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::sync::Arc;
+
+/// Pages: every one is the same document; the script reads the URL.
+const PAGES: [&str; 7] = [
+    "/",
+    "/groups/{cluster}/{group}",
+    "/topics/{cluster}/{topic}",
+    "/pathways",
+    "/dlq",
+    "/probes",
+    "/clusters",
+];
+
+/// (name, content type, bytes): everything the pages load.
+const ASSETS: [(&str, &str, &[u8]); 5] = [
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("assets/app.js"),
+    ),
+    ("app.css", "text/css; charset=utf-8", include_bytes!("assets/app.css")),
+    (
+        "uplot-1.6.31.min.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("assets/vendor/uplot-1.6.31.min.js"),
+    ),
+    (
+        "uplot-1.6.31.min.css",
+        "text/css; charset=utf-8",
+        include_bytes!("assets/vendor/uplot-1.6.31.min.css"),
+    ),
+    (
+        "LICENSE-uplot.txt",
+        "text/plain; charset=utf-8",
+        include_bytes!("assets/vendor/LICENSE-uplot"),
+    ),
+];
+
+const INDEX: &str = include_str!("assets/index.html");
+
+/// The page paths and assets, answered without a key: they carry no data.
+pub(crate) fn is_public(path: &str) -> bool {
+    path == "/"
+        || path.starts_with("/assets/")
+        || ["/groups/", "/topics/"].iter().any(|p| path.starts_with(p))
+        || matches!(path, "/pathways" | "/dlq" | "/probes" | "/clusters")
+}
+
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    let mut router = Router::new();
+    for page in PAGES {
+        router = router.route(page, get(index));
+    }
+    router
+        .route("/assets/{name}", get(asset))
+        .route("/api/v1/overview", get(queries::overview))
+        .route("/api/v1/topics/{cluster}/{topic}", get(queries::topic))
+}
+
+/// What every dashboard response carries: nothing runs but our own script, and
+/// no other site may frame the pages.
+fn hardened(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; \
+             base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+async fn index() -> Response {
+    hardened(
+        (
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            INDEX,
+        )
+            .into_response(),
+    )
+}
+
+async fn asset(Path(name): Path<String>) -> Response {
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((_, content_type, bytes)) => hardened(
+            (
+                [
+                    (header::CONTENT_TYPE, *content_type),
+                    (header::CACHE_CONTROL, "no-cache"),
+                ],
+                *bytes,
+            )
+                .into_response(),
+        ),
+        None => crate::intake::error_response(StatusCode::NOT_FOUND, "not_found", "no such asset"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_page_is_public_and_the_api_is_not() {
+        for p in [
+            "/",
+            "/groups/c/g",
+            "/topics/c/t",
+            "/pathways",
+            "/dlq",
+            "/probes",
+            "/clusters",
+            "/assets/app.js",
+        ] {
+            assert!(is_public(p), "{p}");
+        }
+        for p in ["/api/v1/lag", "/metrics", "/api/v1/overview", "/groupsx", "/v1/burrow"] {
+            assert!(!is_public(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_scripts_stay_under_the_budget() {
+        let js: usize = ASSETS.iter().filter(|a| a.0.ends_with(".js")).map(|a| a.2.len()).sum();
+        assert!(js < 300 * 1024, "{js} bytes of JavaScript");
+    }
+}

@@ -1,0 +1,312 @@
+//! The two answers the dashboard needs that no other endpoint gives in one read:
+//! the overview (incidents first, then every group, sorted, filtered and paged
+//! on the server so that 10,000 groups cost the browser one page) and a topic.
+
+use crate::intake::error_response;
+use crate::services::GroupSummary;
+use crate::state::Shared;
+use crate::{clock, time_ms};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use streamsight_core::{Millis, Status};
+
+/// Rows per overview page at most.
+const MAX_PER_PAGE: usize = 500;
+/// Incidents of each kind listed at most (the count says how many there are).
+const MAX_INCIDENTS: usize = 100;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OverviewQuery {
+    /// Comma-separated statuses to keep.
+    status: Option<String>,
+    /// Substring of the cluster or group name.
+    q: Option<String>,
+    /// `status` (worst first, the default), `lag_seconds`, `lag`, `name`.
+    sort: Option<String>,
+    page: Option<usize>,
+    per_page: Option<usize>,
+}
+
+fn bad_query(e: &impl std::fmt::Display) -> Response {
+    error_response(StatusCode::BAD_REQUEST, "bad_query", &e.to_string())
+}
+
+pub(super) async fn overview(
+    State(shared): State<Arc<Shared>>,
+    query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(query) = match query {
+        Ok(q) => q,
+        Err(e) => return bad_query(&e.body_text()),
+    };
+    crate::server::off_worker(shared, move |shared| {
+        match overview_json(shared, &query, clock::now()) {
+            Ok(v) => axum::Json(v).into_response(),
+            Err(e) => bad_query(&e),
+        }
+    })
+    .await
+}
+
+fn statuses(list: &str) -> Result<Vec<Status>, String> {
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| serde_json::from_value::<Status>(json!(s)).map_err(|_| format!("unknown status {s:?}")))
+        .collect()
+}
+
+type Order = fn(&GroupSummary, &GroupSummary) -> Ordering;
+
+fn by_name(a: &GroupSummary, b: &GroupSummary) -> Ordering {
+    (&a.cluster, &a.group).cmp(&(&b.cluster, &b.group))
+}
+
+/// Unknown lag seconds sort as the worst: missing data is never healthy.
+fn seconds(g: &GroupSummary) -> f64 {
+    g.max_lag_seconds.unwrap_or(f64::INFINITY)
+}
+
+fn order(sort: &str) -> Result<Order, String> {
+    Ok(match sort {
+        "status" => |a, b| {
+            b.status
+                .cmp(&a.status)
+                .then(seconds(b).total_cmp(&seconds(a)))
+                .then(by_name(a, b))
+        },
+        "lag_seconds" => |a, b| seconds(b).total_cmp(&seconds(a)).then(by_name(a, b)),
+        "lag" => |a, b| b.total_lag.cmp(&a.total_lag).then(by_name(a, b)),
+        "name" => by_name,
+        other => return Err(format!("unknown sort {other:?}: status, lag_seconds, lag or name")),
+    })
+}
+
+pub(crate) fn overview_json(shared: &Shared, query: &OverviewQuery, now: Millis) -> Result<Value, String> {
+    let refresh_ms = time_ms(shared.config.history_interval).max(1_000);
+    let summaries = shared.lag.summaries(now, refresh_ms);
+    let keep = query.status.as_deref().map(statuses).transpose()?;
+    let q = query.q.as_deref().unwrap_or("").to_lowercase();
+    let cmp = order(query.sort.as_deref().unwrap_or("status"))?;
+    let per_page = query.per_page.unwrap_or(50).clamp(1, MAX_PER_PAGE);
+
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for g in &summaries.groups {
+        *counts.entry(g.status.as_str()).or_default() += 1;
+    }
+    let mut rows: Vec<&GroupSummary> = summaries
+        .groups
+        .iter()
+        .filter(|g| keep.as_ref().is_none_or(|k| k.contains(&g.status)))
+        .filter(|g| q.is_empty() || g.group.to_lowercase().contains(&q) || g.cluster.to_lowercase().contains(&q))
+        .collect();
+    let total = rows.len();
+    let pages = total.div_ceil(per_page).max(1);
+    let page = query.page.unwrap_or(1).clamp(1, pages);
+    // Only the page is sorted in full: select it, then order what is shown.
+    let start = (page - 1) * per_page;
+    let end = (start + per_page).min(total);
+    if start < total {
+        if start > 0 {
+            rows.select_nth_unstable_by(start, |a, b| cmp(a, b));
+        }
+        let tail = &mut rows[start..];
+        if end - start < tail.len() {
+            tail.select_nth_unstable_by(end - start, |a, b| cmp(a, b));
+        }
+        rows[start..end].sort_by(|a, b| cmp(a, b));
+    }
+    let page_rows: Vec<&GroupSummary> = rows.get(start..end).unwrap_or_default().to_vec();
+
+    Ok(json!({
+        "now_ms": now.0,
+        "summarized_at_ms": summaries.at.0,
+        "refresh_ms": refresh_ms,
+        "counts": counts,
+        "total_groups": summaries.groups.len(),
+        "incidents": incidents(shared, now),
+        "groups": { "total": total, "page": page, "pages": pages, "per_page": per_page, "rows": page_rows },
+    }))
+}
+
+/// What is wrong besides group health: failing producers, lost messages, DLQs
+/// filling, probes down, clusters the poller cannot reach.
+fn incidents(shared: &Shared, now: Millis) -> Value {
+    let failing_ms = shared.lag.engine().producer_failing_window_ms();
+    let (producers, data_loss) = {
+        let d = shared.deliveries.view();
+        let producers: Vec<Value> = d
+            .failures
+            .since(Millis(now.0.saturating_sub(failing_ms)))
+            .take(MAX_INCIDENTS)
+            .map(|((cluster, topic), f)| json!({ "cluster": cluster, "topic": topic, "failures": f }))
+            .collect();
+        let data_loss: Vec<Value> = d
+            .ledger
+            .totals()
+            .iter()
+            .filter(|(_, t)| t.missing.total() > 0)
+            .take(MAX_INCIDENTS)
+            .map(|((c, g, t), totals)| json!({ "cluster": c, "group": g, "topic": t, "totals": totals }))
+            .collect();
+        (producers, data_loss)
+    };
+    let dlq: Vec<Value> = shared
+        .dlq
+        .view()
+        .iter()
+        .flat_map(|m| {
+            let cluster = m.config.name.clone();
+            m.report().into_iter().map(move |t| (cluster.clone(), t))
+        })
+        .filter(|(_, t)| t.velocity.is_some_and(|v| v > 0.0) || t.records.is_some_and(|r| r > 0))
+        .take(MAX_INCIDENTS)
+        .map(|(cluster, t)| {
+            json!({
+                "cluster": cluster, "dlq_topic": t.dlq_topic, "source_topic": t.source_topic,
+                "velocity": t.velocity, "records": t.records,
+                "top_reason": t.reasons.first().map(|(r, n)| json!({ "reason": r, "count": n })),
+            })
+        })
+        .collect();
+    let probes_down: Vec<Value> = shared
+        .probes
+        .view()
+        .iter()
+        .filter_map(|p| {
+            let report = p.report();
+            let down: Vec<i32> = report
+                .partitions
+                .iter()
+                .filter(|r| r.status != "ok")
+                .map(|r| r.partition)
+                .collect();
+            (!down.is_empty() || p.last_error().is_some()).then(|| {
+                json!({ "cluster": p.config.name, "topic": p.config.topic, "partitions": down, "last_error": p.last_error() })
+            })
+        })
+        .collect();
+    let unreachable: Vec<Value> = shared
+        .clusters
+        .view()
+        .iter()
+        .filter_map(|(name, v)| match &v.last {
+            Some(s) if !s.metadata_ok => Some(json!({ "cluster": name, "errors": s.errors, "at_ms": s.at.0 })),
+            None if v.polls > 0 => Some(json!({ "cluster": name, "errors": ["no answer yet"] })),
+            _ => None,
+        })
+        .collect();
+    json!({
+        "producers_failing": producers,
+        "data_loss": data_loss,
+        "dlq": dlq,
+        "probes_down": probes_down,
+        "clusters_unreachable": unreachable,
+    })
+}
+
+pub(super) async fn topic(
+    State(shared): State<Arc<Shared>>,
+    Path((cluster, topic)): Path<(String, String)>,
+) -> Response {
+    crate::server::off_worker(shared, move |shared| {
+        match topic_json(shared, &cluster, &topic, clock::now()) {
+            Some(v) => axum::Json(v).into_response(),
+            None => error_response(
+                StatusCode::NOT_FOUND,
+                "unknown_topic",
+                &format!("no topic {topic:?} in cluster {cluster:?}"),
+            ),
+        }
+    })
+    .await
+}
+
+/// Produce rates are measured over this much history.
+const RATE_OVER_MS: i64 = 60_000;
+
+fn topic_json(shared: &Shared, cluster: &str, topic: &str, now: Millis) -> Option<Value> {
+    let (partitions, groups) = {
+        let engine = shared.lag.engine();
+        let partitions: Vec<Value> = engine
+            .partitions()
+            .filter(|&pid| {
+                let (c, t, _) = engine.partition_names(pid);
+                c == cluster && t == topic
+            })
+            .map(|pid| {
+                let (_, _, partition) = engine.partition_names(pid);
+                json!({
+                    "partition": partition,
+                    "report": engine.evaluate_partition(pid, now),
+                    "produce_rate_per_second": engine.produce_rate(pid, now, RATE_OVER_MS),
+                })
+            })
+            .collect();
+        let mut groups: BTreeMap<&str, (Status, i64)> = BTreeMap::new();
+        for gp in engine.group_partitions() {
+            let n = engine.names(gp);
+            if n.cluster == cluster && n.topic == topic {
+                let r = engine.evaluate(gp, now);
+                let e = groups.entry(n.group).or_insert((Status::Ok, 0));
+                e.0 = e.0.max(r.status);
+                e.1 = e.1.saturating_add(r.lag_messages.unwrap_or(0));
+            }
+        }
+        let groups: Vec<Value> = groups
+            .into_iter()
+            .map(|(g, (status, lag))| json!({ "group": g, "status": status, "lag": lag }))
+            .collect();
+        (partitions, groups)
+    };
+    let (failures, drops, windows) = {
+        let d = shared.deliveries.view();
+        let failures = d.failures.get(cluster, topic).cloned();
+        let drops: Vec<Value> = d
+            .ledger
+            .totals()
+            .iter()
+            .filter(|((c, _, t), _)| c == cluster && t == topic)
+            .map(|((_, g, _), totals)| json!({ "group": g, "totals": totals }))
+            .collect();
+        let windows: Vec<Value> = d
+            .events
+            .iter()
+            .rev()
+            .filter(|w| w.cluster == cluster && w.topic == topic)
+            .take(50)
+            .map(|w| json!(w))
+            .collect();
+        (failures, drops, windows)
+    };
+    if partitions.is_empty() && failures.is_none() && drops.is_empty() {
+        return None;
+    }
+    let dlq: Vec<Value> = shared
+        .dlq
+        .view()
+        .iter()
+        .filter(|m| m.config.name == cluster)
+        .flat_map(|m| m.report())
+        .filter(|t| t.source_topic.as_deref() == Some(topic) || t.dlq_topic == format!("{topic}.dlq"))
+        .map(|t| json!(t))
+        .collect();
+    Some(json!({
+        "now_ms": now.0,
+        "refresh_ms": time_ms(shared.config.history_interval).max(1_000),
+        "cluster": cluster,
+        "topic": topic,
+        "partitions": partitions,
+        "groups": groups,
+        "failures": failures,
+        "drops": drops,
+        "drop_windows": windows,
+        "dlq": dlq,
+    }))
+}

@@ -1,0 +1,256 @@
+//! Health in words: why a group-partition has its status, as a person on call
+//! would say it ("committed offset unchanged for 4 m while 501 messages wait").
+//! The dashboard and alerts show these; the status itself is decided in
+//! [`crate::health`], and the words only ever describe what the report says.
+
+use crate::model::{LagReport, Status};
+use crate::time::Millis;
+use crate::window::CommitWindow;
+use std::fmt::Write;
+
+/// A duration in ms, the way the dashboard prints it: "45 s", "4 m", "2 h 5 m", "3 d 4 h".
+pub fn duration(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3_600 => format!("{} m", s / 60),
+        3_600..86_400 => match (s % 3_600) / 60 {
+            0 => format!("{} h", s / 3_600),
+            m => format!("{} h {m} m", s / 3_600),
+        },
+        _ => match (s % 86_400) / 3_600 {
+            0 => format!("{} d", s / 86_400),
+            h => format!("{} d {h} h", s / 86_400),
+        },
+    }
+}
+
+/// Lag seconds as words: "unknown", "≥ 4 m" for a lower bound.
+pub fn lag_seconds(report: &LagReport) -> String {
+    match report.lag_seconds {
+        None => "unknown".to_owned(),
+        Some(s) if report.lag_seconds_lower_bound => format!("≥ {}", duration((s * 1000.0) as i64)),
+        Some(s) => duration((s * 1000.0) as i64),
+    }
+}
+
+fn messages(n: i64) -> String {
+    if n == 1 {
+        "1 message".to_owned()
+    } else {
+        format!("{n} messages")
+    }
+}
+
+/// Why `report` (with the commits it was computed from) has its status at `now`.
+pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis) -> String {
+    let mut out = status_reason(report, window, now);
+    if report.producer_failing {
+        out.push_str("; producers are failing, so the end offset and lag may read low");
+    }
+    out
+}
+
+fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis) -> String {
+    let lag = report.lag_messages;
+    let waiting = || {
+        let mut s = format!("while {} wait", messages(lag.unwrap_or(0)));
+        if let Some(secs) = report.lag_seconds {
+            let _ = write!(
+                s,
+                " (oldest {} old)",
+                lag_seconds(&LagReport {
+                    lag_seconds: Some(secs),
+                    ..report.clone()
+                })
+            );
+        }
+        s
+    };
+    match report.status {
+        Status::DataLoss => match (report.committed_offset, report.log_start_offset) {
+            (Some(c), Some(s)) => format!(
+                "retention deleted unread messages: committed offset {c} is below the log start {s} ({} lost so far)",
+                report.data_loss_messages.max(s.saturating_sub(c))
+            ),
+            _ => "retention deleted unread messages".to_owned(),
+        },
+        Status::Stale => {
+            if report.broker_unreachable {
+                "the partition's leader did not answer the last poll: lag unconfirmed".to_owned()
+            } else if report.committed_offset.is_none() {
+                "lag unknown: no committed offset seen for this group".to_owned()
+            } else if report.end_offset.is_none() {
+                "lag unknown: no end offset seen (no producer report and no poll)".to_owned()
+            } else if let Some(at) = report.end_offset_at {
+                format!(
+                    "lag unconfirmed: the end offset was last confirmed {} ago",
+                    duration(now.since(at))
+                )
+            } else {
+                "lag unconfirmed: no fresh end offset".to_owned()
+            }
+        }
+        Status::Stop => {
+            let since = report
+                .last_commit_at
+                .map_or_else(|| "a while".to_owned(), |t| duration(now.since(t)));
+            format!("no commit for {since} {}", waiting())
+        }
+        Status::Stall => {
+            let unchanged = unchanged_since(window).map_or_else(|| "a while".to_owned(), |t| duration(now.since(t)));
+            format!(
+                "committed offset {} unchanged for {unchanged} {}",
+                report.committed_offset.unwrap_or(-1),
+                waiting()
+            )
+        }
+        Status::Rewind => {
+            let back = (1..window.len())
+                .map(|i| (window.get(i - 1), window.get(i)))
+                .rev()
+                .find(|(a, b)| b.offset < a.offset);
+            match back {
+                Some((a, b)) => format!(
+                    "committed offset went back from {} to {} {} ago",
+                    a.offset,
+                    b.offset,
+                    duration(now.since(b.at))
+                ),
+                None => "committed offset went backwards".to_owned(),
+            }
+        }
+        Status::Warn => format!(
+            "lag has not decreased over the last {} commits: {} behind, oldest unread {}",
+            window.len(),
+            messages(lag.unwrap_or(0)),
+            lag_seconds(report)
+        ),
+        Status::Ok => match lag {
+            Some(0) if report.at_control_marker => "caught up (only a transaction marker left)".to_owned(),
+            Some(0) => "caught up".to_owned(),
+            Some(n) => format!(
+                "consuming: {} behind, oldest unread {}",
+                messages(n),
+                lag_seconds(report)
+            ),
+            None => "consuming".to_owned(),
+        },
+    }
+}
+
+/// When the committed offset last changed to its current value, as far as the
+/// window reaches back.
+fn unchanged_since(window: &CommitWindow) -> Option<Millis> {
+    let last = window.last()?;
+    let mut since = last.at;
+    for c in (0..window.len()).rev().map(|i| window.get(i)) {
+        if c.offset != last.offset {
+            break;
+        }
+        since = c.at;
+    }
+    Some(since)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::Commit;
+
+    fn report(status: Status) -> LagReport {
+        LagReport {
+            committed_offset: Some(1_000),
+            end_offset: Some(1_501),
+            log_start_offset: Some(0),
+            lag_messages: Some(501),
+            lag_seconds: Some(245.0),
+            lag_seconds_lower_bound: false,
+            status,
+            producer_failing: false,
+            data_loss_messages: 0,
+            at_control_marker: false,
+            broker_unreachable: false,
+            last_commit_at: Some(Millis(290_000)),
+            end_offset_at: Some(Millis(299_000)),
+        }
+    }
+
+    fn window(commits: &[(i64, i64)]) -> CommitWindow {
+        let mut w = CommitWindow::default();
+        for &(offset, at) in commits {
+            w.record(
+                Commit {
+                    offset,
+                    at: Millis(at),
+                    lag: 1,
+                },
+                0,
+            );
+        }
+        w
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration(45_000), "45 s");
+        assert_eq!(duration(240_000), "4 m");
+        assert_eq!(duration(7_500_000), "2 h 5 m");
+        assert_eq!(duration(7_200_000), "2 h");
+        assert_eq!(duration(273_600_000), "3 d 4 h");
+        assert_eq!(duration(-5), "0 s");
+    }
+
+    #[test]
+    fn a_stall_says_for_how_long_the_offset_has_not_moved() {
+        let w = window(&[(900, 10_000), (1_000, 50_000), (1_000, 170_000), (1_000, 290_000)]);
+        assert_eq!(
+            reason(&report(Status::Stall), &w, Millis(290_000)),
+            "committed offset 1000 unchanged for 4 m while 501 messages wait (oldest 4 m old)"
+        );
+    }
+
+    #[test]
+    fn a_lower_bound_and_an_unknown_lag_never_read_as_a_number_of_seconds() {
+        let mut r = report(Status::Ok);
+        r.lag_seconds_lower_bound = true;
+        assert_eq!(lag_seconds(&r), "≥ 4 m");
+        r.lag_seconds = None;
+        assert_eq!(lag_seconds(&r), "unknown");
+        let mut stale = report(Status::Stale);
+        stale.committed_offset = None;
+        stale.lag_messages = None;
+        assert_eq!(
+            reason(&stale, &CommitWindow::default(), Millis(300_000)),
+            "lag unknown: no committed offset seen for this group"
+        );
+    }
+
+    #[test]
+    fn every_status_has_words_and_a_failing_producer_is_always_said() {
+        let w = window(&[(1_000, 100_000), (800, 200_000)]);
+        for status in [
+            Status::Ok,
+            Status::Stale,
+            Status::Warn,
+            Status::Rewind,
+            Status::Stall,
+            Status::Stop,
+            Status::DataLoss,
+        ] {
+            let mut r = report(status);
+            r.producer_failing = true;
+            let text = reason(&r, &w, Millis(300_000));
+            assert!(text.len() > 10, "{status:?}: {text}");
+            assert!(text.ends_with("may read low"), "{status:?}: {text}");
+        }
+        assert!(
+            reason(&report(Status::Rewind), &w, Millis(300_000))
+                .starts_with("committed offset went back from 1000 to 800")
+        );
+        assert!(
+            reason(&report(Status::Stop), &w, Millis(300_000))
+                .starts_with("no commit for 10 s while 501 messages wait")
+        );
+    }
+}
