@@ -212,7 +212,7 @@ async fn group(
             .collect();
         axum::Json(json!({
             "now_ms": now.0,
-            "refresh_ms": crate::time_ms(shared.config.history_interval).max(1_000),
+            "refresh_ms": crate::dashboard::refresh_ms(&shared.config),
             "cluster": cluster,
             "group": group,
             "status": status,
@@ -290,7 +290,7 @@ async fn pathways(
 /// producing edge `producer_failing` while its topic's sends fail; `None` where
 /// nothing is known of it.
 fn edge_health(shared: &Shared, graph: &crate::pathways::Graph, now: Millis) -> Vec<Option<&'static str>> {
-    let refresh_ms = crate::time_ms(shared.config.history_interval).max(1_000);
+    let refresh_ms = crate::dashboard::refresh_ms(&shared.config);
     let summaries = shared.lag.summaries(now, refresh_ms);
     let mut groups: std::collections::HashMap<&str, streamsight_core::Status> = std::collections::HashMap::new();
     for g in &summaries.groups {

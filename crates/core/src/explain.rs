@@ -8,12 +8,16 @@ use crate::time::Millis;
 use crate::window::CommitWindow;
 use std::fmt::Write;
 
-/// A duration in ms, the way the dashboard prints it: "45 s", "4 m", "2 h 5 m", "3 d 4 h".
+/// A duration in ms, the way the dashboard prints it: "45 s", "2 m 40 s", "4 m",
+/// "2 h 5 m", "3 d 4 h".
 pub fn duration(ms: i64) -> String {
     let s = ms.max(0) / 1000;
     match s {
         0..60 => format!("{s} s"),
-        60..3_600 => format!("{} m", s / 60),
+        60..3_600 => match s % 60 {
+            0 => format!("{} m", s / 60),
+            rest => format!("{} m {rest} s", s / 60),
+        },
         3_600..86_400 => match (s % 3_600) / 60 {
             0 => format!("{} h", s / 3_600),
             m => format!("{} h {m} m", s / 3_600),
@@ -98,7 +102,11 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis) -> Stri
             format!("no commit for {since} {}", waiting())
         }
         Status::Stall => {
-            let unchanged = unchanged_since(window).map_or_else(|| "a while".to_owned(), |t| duration(now.since(t)));
+            let unchanged = match unchanged_since(window) {
+                Some((t, true)) => format!("at least {}", duration(now.since(t))),
+                Some((t, false)) => duration(now.since(t)),
+                None => "a while".to_owned(),
+            };
             format!(
                 "committed offset {} unchanged for {unchanged} {}",
                 report.committed_offset.unwrap_or(-1),
@@ -139,18 +147,18 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis) -> Stri
     }
 }
 
-/// When the committed offset last changed to its current value, as far as the
-/// window reaches back.
-fn unchanged_since(window: &CommitWindow) -> Option<Millis> {
+/// When the committed offset last changed to its current value, and whether that
+/// is only as far as the window reaches back (every commit in it is the same).
+fn unchanged_since(window: &CommitWindow) -> Option<(Millis, bool)> {
     let last = window.last()?;
     let mut since = last.at;
     for c in (0..window.len()).rev().map(|i| window.get(i)) {
         if c.offset != last.offset {
-            break;
+            return Some((since, false));
         }
         since = c.at;
     }
-    Some(since)
+    Some((since, true))
 }
 
 #[cfg(test)]
@@ -195,6 +203,7 @@ mod tests {
     fn durations_read_as_people_say_them() {
         assert_eq!(duration(45_000), "45 s");
         assert_eq!(duration(240_000), "4 m");
+        assert_eq!(duration(160_000), "2 m 40 s");
         assert_eq!(duration(7_500_000), "2 h 5 m");
         assert_eq!(duration(7_200_000), "2 h");
         assert_eq!(duration(273_600_000), "3 d 4 h");
@@ -206,7 +215,16 @@ mod tests {
         let w = window(&[(900, 10_000), (1_000, 50_000), (1_000, 170_000), (1_000, 290_000)]);
         assert_eq!(
             reason(&report(Status::Stall), &w, Millis(290_000)),
-            "committed offset 1000 unchanged for 4 m while 501 messages wait (oldest 4 m old)"
+            "committed offset 1000 unchanged for 4 m while 501 messages wait (oldest 4 m 5 s old)"
+        );
+    }
+
+    #[test]
+    fn a_stall_older_than_the_window_is_at_least_the_window() {
+        let w = window(&[(1_000, 50_000), (1_000, 170_000), (1_000, 290_000)]);
+        assert!(
+            reason(&report(Status::Stall), &w, Millis(290_000))
+                .starts_with("committed offset 1000 unchanged for at least 4 m while")
         );
     }
 
@@ -214,7 +232,7 @@ mod tests {
     fn a_lower_bound_and_an_unknown_lag_never_read_as_a_number_of_seconds() {
         let mut r = report(Status::Ok);
         r.lag_seconds_lower_bound = true;
-        assert_eq!(lag_seconds(&r), "≥ 4 m");
+        assert_eq!(lag_seconds(&r), "≥ 4 m 5 s");
         r.lag_seconds = None;
         assert_eq!(lag_seconds(&r), "unknown");
         let mut stale = report(Status::Stale);

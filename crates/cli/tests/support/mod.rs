@@ -3,6 +3,9 @@
 
 //! Running `streamsight` and other programs from tests.
 
+pub mod browser;
+pub mod dsm;
+
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;

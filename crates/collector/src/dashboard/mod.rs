@@ -51,6 +51,13 @@ const ASSETS: [(&str, &str, &[u8]); 5] = [
 
 const INDEX: &str = include_str!("assets/index.html");
 
+/// How often pages refresh, and how old the estate's summary may be when read:
+/// the history interval, between 1 and 10 s, so that a long interval never
+/// leaves a page (or a summary made before the data arrived) stale for long.
+pub(crate) fn refresh_ms(config: &crate::ServeConfig) -> i64 {
+    crate::time_ms(config.history_interval).clamp(1_000, 10_000)
+}
+
 /// The page paths and assets, answered without a key: they carry no data.
 pub(crate) fn is_public(path: &str) -> bool {
     path == "/"

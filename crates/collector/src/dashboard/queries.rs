@@ -2,10 +2,10 @@
 //! the overview (incidents first, then every group, sorted, filtered and paged
 //! on the server so that 10,000 groups cost the browser one page) and a topic.
 
+use crate::clock;
 use crate::intake::error_response;
 use crate::services::GroupSummary;
 use crate::state::Shared;
-use crate::{clock, time_ms};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -89,7 +89,7 @@ fn order(sort: &str) -> Result<Order, String> {
 }
 
 pub(crate) fn overview_json(shared: &Shared, query: &OverviewQuery, now: Millis) -> Result<Value, String> {
-    let refresh_ms = time_ms(shared.config.history_interval).max(1_000);
+    let refresh_ms = super::refresh_ms(&shared.config);
     let summaries = shared.lag.summaries(now, refresh_ms);
     let keep = query.status.as_deref().map(statuses).transpose()?;
     let q = query.q.as_deref().unwrap_or("").to_lowercase();
@@ -299,7 +299,7 @@ fn topic_json(shared: &Shared, cluster: &str, topic: &str, now: Millis) -> Optio
         .collect();
     Some(json!({
         "now_ms": now.0,
-        "refresh_ms": time_ms(shared.config.history_interval).max(1_000),
+        "refresh_ms": super::refresh_ms(&shared.config),
         "cluster": cluster,
         "topic": topic,
         "partitions": partitions,

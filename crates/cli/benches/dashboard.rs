@@ -1,0 +1,187 @@
+//! The dashboard at 10,000 groups × 100 partitions (1 M group-partitions) in
+//! headless Chromium: time to first paint and to the data on screen for the
+//! overview and a group page, bytes transferred per page, and the collector's
+//! CPU per refresh (the estate-wide pass when its summary is stale, and a
+//! request served from it). Prints a table for BENCHMARKS.md.
+//!
+//! `cargo bench -p streamsight --bench dashboard` (needs Debian's chromium and
+//! chromium-driver, which scripts/test installs).
+
+#![allow(clippy::unwrap_used)] // a benchmark that cannot set up should fail loudly
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::Instant;
+use support::browser::Browser;
+use support::dsm;
+
+const TOPICS: i32 = 100;
+const PARTITIONS: i32 = 100;
+const GROUPS: i32 = 10_000;
+/// Backlogs per payload, under the intake's default limit.
+const PER_PAYLOAD: usize = 20_000;
+const LOADS: usize = 5;
+
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks * 10.0 // USER_HZ = 100
+}
+
+async fn feed(http: &reqwest::Client, intake: &str) {
+    let now = dsm::now_ms();
+    let mut backlogs = Vec::new();
+    for t in 0..TOPICS {
+        for p in 0..PARTITIONS {
+            backlogs.push((now - 60_000, dsm::produce(&format!("topic-{t:03}"), p, 10_000)));
+            backlogs.push((now, dsm::produce(&format!("topic-{t:03}"), p, 10_600)));
+        }
+    }
+    for g in 0..GROUPS {
+        let topic = format!("topic-{:03}", g % TOPICS);
+        let group = format!("group-{g:05}");
+        for p in 0..PARTITIONS {
+            let behind = i64::from((g * 7 + p) % 500);
+            backlogs.push((now - 20_000, dsm::commit(&group, &topic, p, 10_000)));
+            backlogs.push((now - 1_000, dsm::commit(&group, &topic, p, 10_600 - behind)));
+        }
+    }
+    for chunk in backlogs.chunks(PER_PAYLOAD) {
+        let mut by_time = std::collections::BTreeMap::<i64, Vec<_>>::new();
+        for (at, b) in chunk {
+            by_time.entry(*at).or_default().push(b.clone());
+        }
+        let dated = by_time.into_iter().collect();
+        dsm::post(http, intake, &dsm::payload("bench", dated)).await;
+    }
+}
+
+struct PageFigures {
+    first_paint_ms: f64,
+    rendered_ms: f64,
+    bytes: f64,
+}
+
+async fn load(b: &Browser, url: &str) -> PageFigures {
+    b.open(url).await;
+    let v = b
+        .eval(
+            "const paint = performance.getEntriesByName('first-contentful-paint')[0];
+             const done = performance.getEntriesByName('streamsight-rendered')[0];
+             const bytes = performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+               .reduce((n, e) => n + e.transferSize, 0);
+             return [paint ? paint.startTime : -1, done ? done.startTime : -1, bytes]",
+        )
+        .await;
+    let v: Vec<f64> = serde_json::from_value(v).unwrap();
+    PageFigures {
+        first_paint_ms: v[0],
+        rendered_ms: v[1],
+        bytes: v[2],
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+async fn fetch(http: &reqwest::Client, url: &str) -> String {
+    http.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+fn rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+        / 1024
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // Samples once an hour: the summary is only made when a reader finds it
+        // older than 10 s, so the first request after feeding pays the pass and
+        // the next ones within 10 s reuse it.
+        let (serve, intake, api) =
+            support::serve_with("dashboard-bench", "[serve]\nhistory_interval = \"1h\"\n", "memory://");
+        let pid = serve.0.id();
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        feed(&http, &intake).await;
+        println!(
+            "fed {} group-partitions in {:.1} s",
+            GROUPS * PARTITIONS,
+            started.elapsed().as_secs_f64()
+        );
+
+        tokio::time::sleep_until((started + std::time::Duration::from_secs(11)).into()).await;
+        let cpu = cpu_ms(pid);
+        let t = Instant::now();
+        let body = fetch(&http, &format!("{api}/api/v1/overview")).await;
+        let cold_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let cold_cpu = cpu_ms(pid) - cpu;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["total_groups"], GROUPS, "every group is known: {body:.300}");
+        let cluster = v["groups"]["rows"][0]["cluster"].as_str().unwrap().replace('/', "%2F");
+        let cpu = cpu_ms(pid);
+        let t = Instant::now();
+        for page in 1..=50 {
+            fetch(&http, &format!("{api}/api/v1/overview?sort=lag_seconds&page={page}")).await;
+        }
+        let warm_ms = t.elapsed().as_secs_f64() * 1000.0 / 50.0;
+        let warm_cpu = (cpu_ms(pid) - cpu) / 50.0;
+        let group = format!("/groups/{cluster}/group-00042");
+        let cpu = cpu_ms(pid);
+        for _ in 0..20 {
+            fetch(&http, &format!("{api}/api/v1{group}")).await;
+        }
+        let group_cpu = (cpu_ms(pid) - cpu) / 20.0;
+
+        let b = Browser::start(1400, 1000).await;
+        let mut rows = Vec::new();
+        for (name, path) in [
+            ("overview", "/".to_owned()),
+            (
+                "overview, filtered and sorted",
+                "/?q=group-09&sort=lag_seconds&page=3".to_owned(),
+            ),
+            ("group (100 partitions)", group.clone()),
+        ] {
+            let mut figures = Vec::new();
+            for _ in 0..LOADS {
+                figures.push(load(&b, &format!("{api}{path}")).await);
+            }
+            rows.push((
+                name,
+                median(figures.iter().map(|f| f.first_paint_ms).collect()),
+                median(figures.iter().map(|f| f.rendered_ms).collect()),
+                median(figures.iter().map(|f| f.bytes).collect()),
+            ));
+        }
+        println!("\n| page | first paint | data on screen | bytes transferred |");
+        println!("|---|---|---|---|");
+        for (name, paint, rendered, bytes) in rows {
+            println!(
+                "| {name} | {paint:.0} ms | {rendered:.0} ms | {:.1} KiB |",
+                bytes / 1024.0
+            );
+        }
+        println!("\ncollector, {GROUPS} groups × {PARTITIONS} partitions:");
+        println!("- overview with a stale summary (one pass over the estate): {cold_ms:.0} ms, {cold_cpu:.0} ms CPU");
+        println!(
+            "- overview from the summary (50 pages, sorted by lag seconds): {warm_ms:.1} ms, {warm_cpu:.1} ms CPU each"
+        );
+        println!("- group page JSON (100 partitions): {group_cpu:.1} ms CPU each");
+        println!("- collector RSS: {} MiB", rss_mib(pid));
+    });
+}
