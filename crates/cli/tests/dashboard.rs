@@ -115,11 +115,7 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
 
     b.open(&format!("{api}/groups/demo/fraud")).await;
     assert!(b.text("#producer-failing").await.contains("Producers are failing"));
-    b.wait_until(
-        "charts drawn",
-        "return document.querySelectorAll('.uplot').length === 2",
-    )
-    .await;
+    b.wait_for_charts(2).await;
     b.screenshot("group-fraud-charts").await;
 
     b.open(&format!("{api}/topics/demo/orders")).await;
@@ -255,11 +251,7 @@ async fn the_seed_incident_reads_right_on_the_group_page() {
 
     let b = Browser::start(1400, 1000).await;
     b.open(&format!("{api}/groups/{cluster}/billing")).await;
-    b.wait_until(
-        "charts drawn",
-        "return document.querySelectorAll('.uplot').length === 2",
-    )
-    .await;
+    b.wait_for_charts(2).await;
     b.check_page("seed-incident").await;
     assert!(
         b.text("#producer-failing")

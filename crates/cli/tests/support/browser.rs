@@ -122,6 +122,15 @@ impl Browser {
         }
     }
 
+    /// Waits for the page's `n` charts to be drawn.
+    pub async fn wait_for_charts(&self, n: usize) {
+        self.wait_until(
+            &format!("{n} charts drawn"),
+            &format!("return document.querySelectorAll('.uplot').length === {n}"),
+        )
+        .await;
+    }
+
     pub async fn eval(&self, script: &str) -> Value {
         self.client.execute(script, vec![]).await.unwrap()
     }
