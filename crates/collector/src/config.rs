@@ -72,6 +72,8 @@ pub struct ServeConfig {
     /// without a word about them (polled clusters expire their own, sooner).
     #[serde(with = "humantime_serde")]
     pub forget_idle_after: Duration,
+    /// Alert rules and notifiers (`[serve.alerts]`): see `docs/alerts.md`.
+    pub alerts: crate::alerts::rules::AlertsConfig,
 }
 
 impl Default for ServeConfig {
@@ -100,6 +102,7 @@ impl Default for ServeConfig {
             dlq: Vec::new(),
             trace_url: String::new(),
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
+            alerts: crate::alerts::rules::AlertsConfig::default(),
         }
     }
 }

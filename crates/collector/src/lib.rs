@@ -4,6 +4,7 @@
 //! store, the API and Prometheus metrics. One writer thread owns every change
 //! (see [`state`]); requests only read.
 
+pub mod alerts;
 pub mod api;
 pub mod auth;
 mod burrow;
@@ -110,6 +111,7 @@ impl Running {
         for shared in self.tenants.values() {
             shared.probes.stop();
             shared.dlq.stop();
+            services::lock(&shared.alerts.writer).take();
         }
         for writer in std::mem::take(&mut self.writers) {
             let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
@@ -163,7 +165,10 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let (intake_tls, api_tls) = (reloading_tls(&config.intake_tls)?, reloading_tls(&config.api_tls)?);
     let mut tenants = std::collections::BTreeMap::new();
     for (name, c) in per_tenant {
-        tenants.insert(name, Arc::new(Shared::new(c, engine.clone())?));
+        let shared = Arc::new(Shared::new(c, engine.clone())?);
+        shared.alerts.start_notifiers(&shared.config.alerts);
+        let _ = shared.alerts.base_url.set(format!("http://{api_addr}"));
+        tenants.insert(name, shared);
     }
     let default = tenants[config::DEFAULT_TENANT].clone();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
@@ -191,6 +196,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         let shared = tenants[&name].clone();
         let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
         tenants[&name].ready.store(true, Ordering::Release);
+        *services::lock(&tenants[&name].alerts.writer) = Some(writer.clone());
         writers.insert(name, writer);
     }
     tracing::info!(%intake_addr, %api_addr, tenants = tenants.len(), "streamsight serving");
@@ -350,6 +356,7 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
             .await
             .unwrap_or_default()
         };
+        crate::alerts::round(shared.clone(), &writer, now).await;
         // Cheap when nothing is due: the log is indexed by time.
         writer.delete_before(Millis(now.0.saturating_sub(retention_ms)));
         if !expired.is_empty() {

@@ -11,7 +11,7 @@ use std::fmt::Write;
 use streamsight_core::{Engine, Millis, RejectCounts, Status};
 
 /// Escapes a label value: backslash, double quote and newline.
-fn esc(v: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn esc(v: &str) -> std::borrow::Cow<'_, str> {
     if !v.contains(['\\', '"', '\n']) {
         return v.into();
     }
@@ -52,6 +52,7 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     render_deliveries(&mut out, &shared.deliveries.view());
     render_probes(&mut out, &shared.probes.view());
     render_dlq(&mut out, &shared.dlq.view());
+    shared.alerts.render_metrics(&mut out, now);
     out
 }
 

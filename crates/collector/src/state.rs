@@ -29,6 +29,7 @@ pub struct Shared {
     pub probes: ProbeService,
     pub dlq: DlqService,
     pub audit: crate::services::AuditService,
+    pub alerts: crate::alerts::AlertService,
     pub telemetry: IntakeTelemetry,
     pub ready: AtomicBool,
 }
@@ -58,6 +59,7 @@ impl Shared {
             probes: ProbeService::default(),
             dlq: DlqService::default(),
             audit: crate::services::AuditService::default(),
+            alerts: crate::alerts::AlertService::new(&config.alerts),
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
             config,
@@ -81,6 +83,7 @@ impl Shared {
         self.deliveries.apply(records, &events, &self.lag);
         self.pathways.apply(records);
         self.audit.apply(records);
+        self.alerts.apply(records);
     }
 }
 

@@ -4,6 +4,7 @@
 //! argument. Adapters (intake, poller, store, API) feed [`Engine::observe`] and read
 //! [`Engine::evaluate`].
 
+pub mod alerts;
 mod chunked;
 pub mod config;
 pub mod delivery;
@@ -29,5 +30,5 @@ pub use model::{
     Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Limit, LimitCounts, Observation, ObservationOf,
     OwnedObservation, Partition, PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
 };
-pub use record::{AuditEvent, Record};
+pub use record::{AlertEvent, AuditEvent, Record};
 pub use time::Millis;

@@ -37,6 +37,24 @@ pub enum Record {
         at: Millis,
         event: AuditEvent,
     },
+    /// An alert changed state, was notified, or was silenced: kept so that a
+    /// restart neither loses a firing alert nor notifies it twice.
+    Alert {
+        at: Millis,
+        event: AlertEvent,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AlertEvent {
+    Changed(crate::alerts::Transition),
+    Notified {
+        rule: String,
+        labels: crate::alerts::Labels,
+        state: crate::alerts::AlertState,
+    },
+    Silenced(crate::alerts::Silence),
 }
 
 /// What an administrator did, as the collector saw it take effect.
@@ -58,7 +76,8 @@ impl Record {
             | Record::Rejected { at, .. }
             | Record::Pathway { at, .. }
             | Record::Delivery { at, .. }
-            | Record::Audit { at, .. } => *at,
+            | Record::Audit { at, .. }
+            | Record::Alert { at, .. } => *at,
         }
     }
 
@@ -71,7 +90,7 @@ impl Record {
                 let _ = engine.observe(*at, &observation.borrowed());
             }
             Record::Rejected { reason, .. } => engine.reject(*reason),
-            Record::Pathway { .. } | Record::Delivery { .. } | Record::Audit { .. } => {}
+            Record::Pathway { .. } | Record::Delivery { .. } | Record::Audit { .. } | Record::Alert { .. } => {}
         }
     }
 }

@@ -33,6 +33,7 @@ mod kind {
     pub(super) const PATHWAY: u8 = 11;
     pub(super) const DELIVERY: u8 = 12;
     pub(super) const AUDIT: u8 = 13;
+    pub(super) const ALERT: u8 = 14;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -159,6 +160,10 @@ pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
                 head(kind::AUDIT, &mut body);
                 put_json(&mut body, event);
             }
+            Record::Alert { event, .. } => {
+                head(kind::ALERT, &mut body);
+                put_json(&mut body, event);
+            }
         }
     }
     out.push(VERSION);
@@ -264,6 +269,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
             kind::PATHWAY => Record::Pathway { at, point: r.json()? },
             kind::DELIVERY => Record::Delivery { at, fact: r.json()? },
             kind::AUDIT => Record::Audit { at, event: r.json()? },
+            kind::ALERT => Record::Alert { at, event: r.json()? },
             other => return Err(CodecError::Kind(other)),
         });
     }

@@ -1,0 +1,149 @@
+//! The values rules compare: one series per group, topic, DLQ, probe partition,
+//! cluster or service, read from the services at one time.
+
+use super::rules::{RuleConfig, Signal};
+use crate::state::Shared;
+use std::collections::BTreeMap;
+use streamsight_core::alerts::{Labels, glob_match};
+use streamsight_core::{Millis, Status};
+
+/// Problem windows reconciled this recently count as missing messages now.
+const MISSING_WINDOW_MS: i64 = 600_000;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// `rule`'s series at `now`, limited to its scope.
+pub(super) fn series(shared: &Shared, rule: &RuleConfig, now: Millis) -> Vec<(Labels, Option<f64>)> {
+    let all = match rule.signal {
+        Signal::GroupLagSeconds | Signal::GroupLagMessages | Signal::GroupStatus => groups(shared, rule, now),
+        Signal::ProducerFailing => producer_failing(shared, now),
+        Signal::MissingMessages => missing(shared, now),
+        Signal::DlqVelocity => dlq(shared),
+        Signal::ProbeFailing => probes(shared),
+        Signal::ClusterUnreachable => clusters(shared),
+        Signal::ServiceReporting => services(shared, now),
+    };
+    all.into_iter()
+        .filter(|(l, _)| {
+            rule.scope
+                .iter()
+                .all(|(k, pattern)| l.get(k).is_some_and(|v| glob_match(pattern, v)))
+        })
+        .map(|(mut l, v)| {
+            l.extend(rule.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            (l, v)
+        })
+        .collect()
+}
+
+fn groups(shared: &Shared, rule: &RuleConfig, now: Millis) -> Vec<(Labels, Option<f64>)> {
+    let summaries = shared.lag.summaries(now, crate::dashboard::refresh_ms(&shared.config));
+    summaries
+        .groups
+        .iter()
+        .map(|g| {
+            let value = match rule.signal {
+                Signal::GroupLagSeconds => g.max_lag_seconds,
+                Signal::GroupLagMessages => g.complete.then_some(g.total_lag as f64),
+                // Stale is missing data: unknown, never "not stalled".
+                _ if g.status == Status::Stale && !rule.statuses.contains(&Status::Stale) => None,
+                _ => Some(f64::from(u8::from(rule.statuses.contains(&g.status)))),
+            };
+            (labels(&[("cluster", &g.cluster), ("group", &g.group)]), value)
+        })
+        .collect()
+}
+
+fn producer_failing(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+    let engine = shared.lag.engine();
+    let mut topics: BTreeMap<(String, String), bool> = BTreeMap::new();
+    for pid in engine.partitions() {
+        let (cluster, topic, _) = engine.partition_names(pid);
+        let failing = engine.evaluate_partition(pid, now).producer_failing;
+        *topics.entry((cluster.to_owned(), topic.to_owned())).or_default() |= failing;
+    }
+    topics
+        .into_iter()
+        .map(|((c, t), failing)| {
+            (
+                labels(&[("cluster", &c), ("topic", &t)]),
+                Some(f64::from(u8::from(failing))),
+            )
+        })
+        .collect()
+}
+
+fn missing(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+    let d = shared.deliveries.view();
+    let mut recent: BTreeMap<(&str, &str, &str), u64> = BTreeMap::new();
+    for w in d
+        .events
+        .iter()
+        .filter(|w| now.since(w.reconciled_at) <= MISSING_WINDOW_MS)
+    {
+        *recent.entry((&w.cluster, &w.group, &w.topic)).or_default() += w.missing.total();
+    }
+    d.ledger
+        .totals()
+        .keys()
+        .map(|(c, g, t)| {
+            let n = recent.get(&(c.as_str(), g.as_str(), t.as_str())).copied().unwrap_or(0);
+            (labels(&[("cluster", c), ("group", g), ("topic", t)]), Some(n as f64))
+        })
+        .collect()
+}
+
+fn dlq(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+    shared
+        .dlq
+        .view()
+        .iter()
+        .flat_map(|m| {
+            let cluster = m.config.name.clone();
+            m.report()
+                .into_iter()
+                .map(move |t| (labels(&[("cluster", &cluster), ("topic", &t.dlq_topic)]), t.velocity))
+        })
+        .collect()
+}
+
+fn probes(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+    shared
+        .probes
+        .view()
+        .iter()
+        .flat_map(|p| {
+            let (cluster, topic) = (p.config.name.clone(), p.config.topic.clone());
+            p.report().partitions.into_iter().map(move |r| {
+                let partition = r.partition.to_string();
+                let l = labels(&[("cluster", &cluster), ("topic", &topic), ("partition", &partition)]);
+                (l, Some(f64::from(u8::from(r.status != "ok"))))
+            })
+        })
+        .collect()
+}
+
+fn clusters(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+    shared
+        .clusters
+        .view()
+        .iter()
+        .map(|(name, v)| {
+            let value = v.last.as_ref().map(|s| f64::from(u8::from(!s.metadata_ok)));
+            (labels(&[("cluster", name)]), value)
+        })
+        .collect()
+}
+
+fn services(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+    let span = crate::time_ms(shared.config.pathway_window);
+    let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
+    graph
+        .nodes
+        .iter()
+        .filter(|n| n.kind == "service")
+        .map(|n| (labels(&[("service", &n.name)]), Some(1.0)))
+        .collect()
+}

@@ -1,0 +1,343 @@
+//! Alerts against the collector's services, time passed in (the seed's incident,
+//! a service gone silent), and over real HTTP (a signed webhook, no duplicate
+//! after a restart).
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use streamsight_collector::ServeConfig;
+use streamsight_collector::alerts::rules::{AlertsConfig, RuleConfig, Signal};
+use streamsight_collector::state::Shared;
+use streamsight_core::alerts::{AlertState, Transition};
+use streamsight_core::pathway::PathwayPoint;
+use streamsight_core::sketch::Sketch;
+use streamsight_core::{AlertEvent, EngineConfig, Millis, Observation, Partition, Record};
+
+const T0: i64 = 1_800_000_000_000;
+
+fn at(t: i64) -> Millis {
+    Millis(T0 + t * 1000)
+}
+
+fn obs(t: i64, o: Observation<'_>) -> Record {
+    Record::Observation {
+        at: at(t),
+        observation: o.to_owned(),
+    }
+}
+
+fn orders() -> Partition<&'static str> {
+    Partition {
+        cluster: "prod",
+        topic: "orders",
+        partition: 0,
+    }
+}
+
+fn rule(name: &str, signal: Signal, above: f64, for_secs: u64) -> RuleConfig {
+    toml::from_str(&format!(
+        "name = \"{name}\"\nsignal = \"{}\"\nabove = {above}\nfor = \"{for_secs}s\"",
+        serde_json::to_value(signal).unwrap().as_str().unwrap()
+    ))
+    .unwrap()
+}
+
+/// (seed time, change) of the changes that notify.
+type Changes = Vec<(i64, Transition)>;
+/// (rule, state) as notifiers were handed them.
+type Told = Vec<(String, AlertState)>;
+
+/// Runs the alert rounds the collector's housekeeping would, every `every` s
+/// from `from` to `to`, after applying `timeline(t)`'s records; returns the
+/// changes that notify, with their times, and what notifiers were handed.
+fn run(shared: &Shared, (from, to, every): (i64, i64, i64), timeline: impl Fn(i64) -> Vec<Record>) -> (Changes, Told) {
+    let mut changes = Vec::new();
+    let mut told = Vec::new();
+    for t in from..=to {
+        shared.apply(&timeline(t));
+        if t % every != 0 {
+            continue;
+        }
+        let changed = shared.alerts.evaluate(shared, at(t));
+        shared.apply(&changed);
+        for r in &changed {
+            if let Record::Alert {
+                event: AlertEvent::Changed(c),
+                ..
+            } = r
+                && c.to.notifies()
+            {
+                changes.push((t, c.clone()));
+            }
+        }
+        for (n, done, _silenced) in shared.alerts.due(at(t)) {
+            told.push((n.rule.clone(), n.state));
+            shared.apply(&[done]);
+        }
+    }
+    (changes, told)
+}
+
+fn first(changes: &[(i64, Transition)], rule: &str, to: AlertState) -> Option<i64> {
+    changes
+        .iter()
+        .find(|(_, c)| c.rule == rule && c.to == to)
+        .map(|(t, _)| *t)
+}
+
+#[test]
+fn the_seed_incident_fires_producer_failing_and_lag_after_their_for_then_resolves() {
+    let config = ServeConfig {
+        alerts: AlertsConfig {
+            rules: vec![rule("lag_over_100s", Signal::GroupLagSeconds, 100.0, 30)],
+            ..AlertsConfig::default()
+        },
+        ..support::loopback("memory://")
+    };
+    let shared = Shared::new(config, EngineConfig::default()).unwrap();
+    // reference.md §2: offsets 0..=1000 at 10 a second, the group stuck at 500,
+    // sends failing from 110 s, recovering at 210 s.
+    let timeline = |t: i64| {
+        let mut r = Vec::new();
+        if t <= 100 {
+            r.push(obs(
+                t,
+                Observation::Produced {
+                    partition: orders(),
+                    offset: t * 10,
+                },
+            ));
+        }
+        if (110..210).contains(&t) {
+            r.push(obs(
+                t,
+                Observation::ProduceFailed {
+                    partition: orders(),
+                    error: "MsgTimedOut",
+                },
+            ));
+        }
+        if t == 210 {
+            r.push(obs(
+                t,
+                Observation::Produced {
+                    partition: orders(),
+                    offset: 1001,
+                },
+            ));
+        }
+        if t % 5 == 0 {
+            r.push(obs(
+                t,
+                Observation::Committed {
+                    group: "billing",
+                    partition: orders(),
+                    offset: (t * 10).min(500),
+                },
+            ));
+        }
+        r
+    };
+    let (changes, told) = run(&shared, (0, 300, 5), timeline);
+
+    let fired = first(&changes, "producer_failing", AlertState::Firing).expect("producer_failing fires");
+    assert!(
+        (140..=145).contains(&fired),
+        "30 s after the first failure at 110 s: {fired}"
+    );
+    let resolved = first(&changes, "producer_failing", AlertState::Resolved).expect("and resolves");
+    assert!(
+        (210..=215).contains(&resolved),
+        "once a send succeeds at 210 s: {resolved}"
+    );
+    // Lag seconds = t - 50 while offset 500 waits: over 100 s from 150 s, held 30 s.
+    let lag = first(&changes, "lag_over_100s", AlertState::Firing).expect("the lag rule fires");
+    assert!((180..=190).contains(&lag), "{lag}");
+    assert!(
+        first(&changes, "consumer_stalled", AlertState::Firing).is_some(),
+        "{changes:?}"
+    );
+    assert!(
+        first(&changes, "lag_seconds_high", AlertState::Firing).is_none(),
+        "250 s < 5 m at the end"
+    );
+    // Nothing is reported twice.
+    let mut seen = std::collections::BTreeSet::new();
+    for (rule, state) in &told {
+        assert!(
+            seen.insert((rule.clone(), *state)),
+            "{rule} {state:?} told twice: {told:?}"
+        );
+    }
+    assert!(told.contains(&("producer_failing".to_owned(), AlertState::Firing)));
+    assert!(told.contains(&("producer_failing".to_owned(), AlertState::Resolved)));
+}
+
+fn pathway_point(t: i64, service: &str) -> Record {
+    let sketch = Sketch::from_bins(vec![(0.01, 10.0)]);
+    Record::Pathway {
+        at: at(t),
+        point: PathwayPoint {
+            bucket_start_ms: at(t).0 - 10_000,
+            bucket_ms: 10_000,
+            hash: 1,
+            parent_hash: 0,
+            service: service.to_owned(),
+            env: "prod".into(),
+            edge_tags: vec!["direction:out".into(), "topic:orders".into(), "type:kafka".into()],
+            edge_latency: sketch.clone(),
+            pathway_latency: sketch.clone(),
+            payload_size: sketch,
+        },
+    }
+}
+
+#[test]
+fn a_service_that_goes_silent_is_no_data_not_ok() {
+    let config = ServeConfig {
+        pathway_window: Duration::from_secs(60),
+        ..support::loopback("memory://")
+    };
+    let shared = Shared::new(config, EngineConfig::default()).unwrap();
+    // checkout reports every 10 s for 2 minutes, then nothing.
+    let timeline = |t: i64| {
+        if t % 10 == 0 && t <= 120 {
+            vec![pathway_point(t, "checkout")]
+        } else {
+            vec![]
+        }
+    };
+    let (changes, told) = run(&shared, (0, 900, 10), timeline);
+    let silent = first(&changes, "service_silent", AlertState::NoData).expect("no_data when it stops reporting");
+    // Out of the 60 s pathway window at ~170 s, then 5 minutes without a value.
+    assert!((460..=500).contains(&silent), "{silent}: {changes:?}");
+    assert!(
+        first(&changes, "service_silent", AlertState::Resolved).is_none(),
+        "silence never resolves"
+    );
+    assert!(told.contains(&("service_silent".to_owned(), AlertState::NoData)));
+    let list = shared.alerts.list(at(900));
+    assert_eq!(list[0].alert.state, AlertState::NoData);
+    assert_eq!(list[0].summary, "checkout stopped reporting");
+}
+
+/// A webhook receiver: every body and its signature header.
+async fn receiver() -> (String, Arc<Mutex<Vec<(serde_json::Value, String)>>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let g = g.clone();
+            async move {
+                let sig = headers
+                    .get("x-streamsight-signature")
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default();
+                let mac = streamsight_collector::alerts::notify::hmac_sha256(b"s3cret", &body);
+                let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+                assert_eq!(sig, format!("sha256={hex}"), "signed with the shared secret");
+                g.lock().unwrap().push((serde_json::from_slice(&body).unwrap(), sig));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, got)
+}
+
+fn firing(got: &Mutex<Vec<(serde_json::Value, String)>>) -> usize {
+    got.lock()
+        .unwrap()
+        .iter()
+        .filter(|(b, _)| b["alert"]["rule"] == "producer_failing" && b["alert"]["state"] == "firing")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_is_told_once_across_a_restart() {
+    let (url, got) = receiver().await;
+    let dir = std::env::temp_dir().join(format!("streamsight-alerts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = || {
+        let mut alerts: AlertsConfig = toml::from_str(&format!(
+            "[[notifiers]]\nurl = \"{url}\"\nsecret = \"s3cret\"\n\n[[rules]]\nname = \"producer_failing\"\nsignal = \"producer_failing\"\nabove = 0\n"
+        ))
+        .unwrap();
+        alerts.max_series = 1_000;
+        ServeConfig {
+            history_interval: Duration::from_millis(200),
+            alerts,
+            ..support::loopback(&format!("sqlite://{}/s.db", dir.display()))
+        }
+    };
+    let running = streamsight_collector::serve(config(), EngineConfig::default())
+        .await
+        .unwrap();
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let payload = streamsight_wire::dsm::payload::Payload {
+        service: "checkout".into(),
+        failed_sends: vec![streamsight_wire::dsm::payload::FailedSends {
+            topic: "orders".into(),
+            partition: 0,
+            error: "MsgTimedOut".into(),
+            count: 3,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let status = reqwest::Client::new()
+        .post(&intake)
+        .header("Content-Type", "application/msgpack")
+        .header("Content-Encoding", "gzip")
+        .body(streamsight_wire::dsm::payload::encode(&payload))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while firing(&got) == 0 {
+        assert!(Instant::now() < deadline, "no notification");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let body = got.lock().unwrap()[0].0.clone();
+    assert_eq!(body["alert"]["labels"]["topic"], "orders", "{body}");
+    assert!(body["alert"]["url"].as_str().unwrap().contains("/topics/"), "{body}");
+    // Let the record that it was told reach the store, then restart.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    running.shutdown().await;
+    let running = streamsight_collector::serve(config(), EngineConfig::default())
+        .await
+        .unwrap();
+    let api = format!("http://{}/api/v1/alerts", running.api_addr);
+    let alerts: serde_json::Value = reqwest::get(&api).await.unwrap().json().await.unwrap();
+    let replayed = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["rule"] == "producer_failing")
+        .unwrap_or_else(|| panic!("{alerts}"))
+        .clone();
+    assert_eq!(replayed["state"], "firing", "still firing after the restart");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(firing(&got), 1, "told once, not again after the restart");
+    let metrics = reqwest::get(format!("http://{}/metrics", running.api_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("streamsight_alerts{rule=\"producer_failing\",state=\"firing\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("streamsight_notifications_failed_total 0"));
+    running.shutdown().await;
+}

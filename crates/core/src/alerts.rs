@@ -1,0 +1,541 @@
+//! Alert lifecycles where silence is not health. A rule sees, at each
+//! evaluation, a set of series (labels and a value, `None` when the value is
+//! unknown); each series has its own alert:
+//!
+//! ```text
+//!   ok ──condition──▶ pending ──held for `for`──▶ firing ──not condition──▶ resolved
+//!    │                   │                          │
+//!    └──── no value for `no_data_after` (from any state, resolved included) ──▶ no_data
+//! ```
+//!
+//! `no_data` never resolves by itself: only a value that says the condition no
+//! longer holds resolves it (a value that says it holds makes it firing). A series
+//! with no value for `forget_after` is forgotten. Pure: time is passed in.
+
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub type Labels = BTreeMap<String, String>;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertState {
+    /// Seen, condition not holding: kept only to notice when it goes silent.
+    Ok,
+    Pending,
+    Firing,
+    NoData,
+    Resolved,
+}
+
+impl AlertState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertState::Ok => "ok",
+            AlertState::Pending => "pending",
+            AlertState::Firing => "firing",
+            AlertState::NoData => "no_data",
+            AlertState::Resolved => "resolved",
+        }
+    }
+
+    /// States a person is told about.
+    pub fn notifies(self) -> bool {
+        matches!(self, AlertState::Firing | AlertState::NoData | AlertState::Resolved)
+    }
+}
+
+/// When a series' value makes the condition hold.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    Above(f64),
+    Below(f64),
+}
+
+impl Condition {
+    pub fn holds(self, value: f64) -> bool {
+        match self {
+            Condition::Above(t) => value > t,
+            Condition::Below(t) => value < t,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// How long the condition must hold before firing.
+    pub for_ms: i64,
+    /// How long a series may have no value before it is `no_data`.
+    pub no_data_after_ms: i64,
+    /// How long a series may have no value before it is forgotten.
+    pub forget_after_ms: i64,
+}
+
+/// One series' alert.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub rule: String,
+    pub labels: Labels,
+    pub state: AlertState,
+    /// When it entered `state`.
+    #[serde(rename = "since_ms")]
+    pub since: Millis,
+    /// When the condition started holding (pending and firing).
+    #[serde(rename = "active_since_ms")]
+    pub active_since: Option<Millis>,
+    pub value: Option<f64>,
+    #[serde(rename = "last_value_at_ms")]
+    pub last_value_at: Millis,
+    /// The last notifying state a notifier was handed.
+    pub notified: Option<AlertState>,
+}
+
+/// A change of state, as the log keeps it and notifiers hear it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    pub rule: String,
+    pub labels: Labels,
+    pub from: AlertState,
+    pub to: AlertState,
+    #[serde(rename = "at_ms")]
+    pub at: Millis,
+    pub value: Option<f64>,
+}
+
+/// Every series' alert, by (rule, labels). At most `max_series`: a new series
+/// beyond that is counted in `refused`, never evicting one that is watched.
+#[derive(Clone, Debug)]
+pub struct Alerts {
+    alerts: BTreeMap<(String, Labels), Alert>,
+    max_series: usize,
+    pub refused: u64,
+}
+
+impl Alerts {
+    pub fn new(max_series: usize) -> Self {
+        Self {
+            alerts: BTreeMap::new(),
+            max_series,
+            refused: 0,
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.alerts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.alerts.is_empty()
+    }
+
+    /// One evaluation of `rule` at `now` over the series it sees; returns what
+    /// changed (pending included; see [`AlertState::notifies`]).
+    pub fn evaluate(
+        &mut self,
+        rule: &str,
+        condition: Condition,
+        timing: Timing,
+        series: impl IntoIterator<Item = (Labels, Option<f64>)>,
+        now: Millis,
+    ) -> Vec<Transition> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (labels, value) in series {
+            let key = (rule.to_owned(), labels);
+            if !self.alerts.contains_key(&key) {
+                if value.is_none() {
+                    continue; // nothing known of it yet, so nothing to miss
+                }
+                if self.alerts.len() >= self.max_series {
+                    self.refused = self.refused.saturating_add(1);
+                    continue;
+                }
+                self.alerts.insert(
+                    key.clone(),
+                    Alert {
+                        rule: rule.to_owned(),
+                        labels: key.1.clone(),
+                        state: AlertState::Ok,
+                        since: now,
+                        active_since: None,
+                        value: None,
+                        last_value_at: now,
+                        notified: None,
+                    },
+                );
+            }
+            let alert = self.alerts.get_mut(&key).expect("inserted above");
+            if let Some(v) = value {
+                alert.value = Some(v);
+                alert.last_value_at = now;
+                step_with_value(alert, condition.holds(v), timing, now, &mut out);
+            }
+            seen.insert(key);
+        }
+        // Series with no value this time: silent ones become no_data, then forgotten.
+        let mut forget = Vec::new();
+        for (key, alert) in self.alerts.range_mut((rule.to_owned(), Labels::new())..) {
+            if key.0 != rule {
+                break;
+            }
+            let silent_for = now.since(alert.last_value_at);
+            if seen.contains(key) && alert.last_value_at == now {
+                continue;
+            }
+            if silent_for >= timing.forget_after_ms {
+                forget.push(key.clone());
+            } else if silent_for >= timing.no_data_after_ms && alert.state != AlertState::NoData {
+                out.push(change(alert, AlertState::NoData, now));
+                alert.active_since = None;
+            }
+        }
+        for key in forget {
+            self.alerts.remove(&key);
+        }
+        out
+    }
+
+    /// Replays a logged transition (at start-up): the state it left, with the
+    /// notification it records.
+    pub fn replay(&mut self, t: &Transition, notified: bool) {
+        let key = (t.rule.clone(), t.labels.clone());
+        if !self.alerts.contains_key(&key) && self.alerts.len() >= self.max_series {
+            self.refused = self.refused.saturating_add(1);
+            return;
+        }
+        let alert = self.alerts.entry(key).or_insert_with(|| Alert {
+            rule: t.rule.clone(),
+            labels: t.labels.clone(),
+            state: t.to,
+            since: t.at,
+            active_since: None,
+            value: t.value,
+            last_value_at: t.at,
+            notified: None,
+        });
+        if notified {
+            alert.notified = Some(t.to);
+            return;
+        }
+        alert.state = t.to;
+        alert.since = t.at;
+        alert.value = t.value.or(alert.value);
+        alert.last_value_at = alert.last_value_at.max(t.at);
+        if matches!(t.to, AlertState::Pending | AlertState::Firing) && alert.active_since.is_none() {
+            alert.active_since = Some(t.at);
+        }
+    }
+
+    /// Alerts whose notifying state no notifier was handed yet.
+    pub fn unnotified(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts
+            .values()
+            .filter(|a| a.state.notifies() && a.notified != Some(a.state))
+    }
+
+    /// Records that `rule`/`labels` was notified in `state`.
+    pub fn mark_notified(&mut self, rule: &str, labels: &Labels, state: AlertState) {
+        if let Some(a) = self.alerts.get_mut(&(rule.to_owned(), labels.clone())) {
+            a.notified = Some(state);
+        }
+    }
+}
+
+fn change(alert: &mut Alert, to: AlertState, now: Millis) -> Transition {
+    let t = Transition {
+        rule: alert.rule.clone(),
+        labels: alert.labels.clone(),
+        from: alert.state,
+        to,
+        at: now,
+        value: alert.value,
+    };
+    alert.state = to;
+    alert.since = now;
+    t
+}
+
+fn step_with_value(alert: &mut Alert, holds: bool, timing: Timing, now: Millis, out: &mut Vec<Transition>) {
+    use AlertState::*;
+    if holds {
+        let active = *alert.active_since.get_or_insert(now);
+        let due = now.since(active) >= timing.for_ms;
+        match alert.state {
+            Ok | Resolved if due => out.push(change(alert, Firing, now)),
+            Ok | Resolved => out.push(change(alert, Pending, now)),
+            Pending if due => out.push(change(alert, Firing, now)),
+            // Data again, and it says the condition holds: firing (after `for`
+            // counted from now, as the silence proved nothing).
+            NoData if due => out.push(change(alert, Firing, now)),
+            NoData => out.push(change(alert, Pending, now)),
+            Pending | Firing => {}
+        }
+    } else {
+        alert.active_since = None;
+        match alert.state {
+            Firing | NoData => out.push(change(alert, Resolved, now)),
+            Pending => out.push(change(alert, Ok, now)),
+            Ok | Resolved => {}
+        }
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob_match(pattern: &str, s: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), s.as_bytes());
+    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
+    while si < s.len() {
+        if pi < p.len() && p[pi] != b'*' && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// A silence: alerts whose labels match every matcher (globs) are not notified
+/// until it ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Silence {
+    pub id: String,
+    pub matchers: Labels,
+    #[serde(rename = "until_ms")]
+    pub until: Millis,
+    #[serde(default)]
+    pub comment: String,
+}
+
+impl Silence {
+    pub fn silences(&self, alert: &Alert, now: Millis) -> bool {
+        now < self.until
+            && self.matchers.iter().all(|(k, pattern)| {
+                let value = if k == "alertname" {
+                    Some(alert.rule.as_str())
+                } else {
+                    alert.labels.get(k).map(String::as_str)
+                };
+                value.is_some_and(|v| glob_match(pattern, v))
+            })
+    }
+}
+
+/// `{name}` in `template` replaced by the label's value, `{value}` by the value.
+pub fn render(template: &str, labels: &Labels, value: Option<f64>) -> String {
+    let mut out = template.to_owned();
+    for (k, v) in labels {
+        out = out.replace(&format!("{{{k}}}"), v);
+    }
+    let value = value.map_or_else(|| "unknown".to_owned(), |v| format!("{}", (v * 100.0).round() / 100.0));
+    out.replace("{value}", &value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const TIMING: Timing = Timing {
+        for_ms: 60_000,
+        no_data_after_ms: 120_000,
+        forget_after_ms: 3_600_000,
+    };
+
+    fn labels(group: &str) -> Labels {
+        [("group".to_owned(), group.to_owned())].into()
+    }
+
+    fn states(ts: &[Transition]) -> Vec<AlertState> {
+        ts.iter().map(|t| t.to).collect()
+    }
+
+    #[test]
+    fn fires_after_for_and_resolves_when_data_says_so() {
+        let mut a = Alerts::new(100);
+        let cond = Condition::Above(300.0);
+        let mut eval = |v: f64, t: i64| a.evaluate("lag", cond, TIMING, [(labels("g"), Some(v))], Millis(t));
+        assert!(eval(10.0, 0).is_empty());
+        assert_eq!(states(&eval(400.0, 10_000)), [AlertState::Pending]);
+        assert!(eval(500.0, 60_000).is_empty(), "held 50 s of 60");
+        assert_eq!(states(&eval(600.0, 70_000)), [AlertState::Firing]);
+        assert!(eval(700.0, 80_000).is_empty());
+        assert_eq!(states(&eval(5.0, 90_000)), [AlertState::Resolved]);
+    }
+
+    #[test]
+    fn silence_is_no_data_and_never_resolves_by_itself() {
+        let mut a = Alerts::new(100);
+        let cond = Condition::Above(300.0);
+        a.evaluate("lag", cond, TIMING, [(labels("g"), Some(1.0))], Millis(0));
+        // The series disappears: ok is not assumed.
+        assert!(a.evaluate("lag", cond, TIMING, [], Millis(60_000)).is_empty());
+        let t = a.evaluate("lag", cond, TIMING, [], Millis(120_000));
+        assert_eq!(states(&t), [AlertState::NoData]);
+        assert_eq!(t[0].from, AlertState::Ok);
+        // An unknown value is no value either.
+        for s in 0..100 {
+            let t = a.evaluate("lag", cond, TIMING, [(labels("g"), None)], Millis(130_000 + s * 10_000));
+            assert!(t.is_empty(), "stays no_data: {t:?}");
+        }
+        assert_eq!(a.iter().next().unwrap().state, AlertState::NoData);
+        // Data that says all is well resolves it.
+        let t = a.evaluate("lag", cond, TIMING, [(labels("g"), Some(1.0))], Millis(2_000_000));
+        assert_eq!(states(&t), [AlertState::Resolved]);
+        // And a series silent for an hour is forgotten.
+        a.evaluate("lag", cond, TIMING, [], Millis(2_000_000 + 3_600_000));
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn a_firing_alert_that_goes_silent_is_no_data_then_firing_again() {
+        let mut a = Alerts::new(100);
+        let cond = Condition::Above(0.0);
+        let zero = Timing { for_ms: 0, ..TIMING };
+        assert_eq!(
+            states(&a.evaluate("p", cond, zero, [(labels("g"), Some(1.0))], Millis(0))),
+            [AlertState::Firing]
+        );
+        assert_eq!(
+            states(&a.evaluate("p", cond, zero, [], Millis(200_000))),
+            [AlertState::NoData]
+        );
+        assert_eq!(
+            states(&a.evaluate("p", cond, zero, [(labels("g"), Some(1.0))], Millis(210_000))),
+            [AlertState::Firing]
+        );
+    }
+
+    #[test]
+    fn series_beyond_the_cap_are_refused_not_evicting() {
+        let mut a = Alerts::new(2);
+        let series = (0..5).map(|i| (labels(&format!("g{i}")), Some(1.0)));
+        a.evaluate("r", Condition::Above(0.0), TIMING, series, Millis(0));
+        assert_eq!((a.len(), a.refused), (2, 3));
+    }
+
+    #[test]
+    fn replay_restores_state_and_what_was_notified() {
+        let mut a = Alerts::new(100);
+        let t = Transition {
+            rule: "r".into(),
+            labels: labels("g"),
+            from: AlertState::Pending,
+            to: AlertState::Firing,
+            at: Millis(5),
+            value: Some(9.0),
+        };
+        a.replay(&t, false);
+        assert_eq!(
+            a.unnotified().count(),
+            1,
+            "a crash before notifying notifies after the restart"
+        );
+        a.replay(&t, true);
+        assert_eq!(a.unnotified().count(), 0, "and never twice");
+        // Still firing: the next evaluation changes nothing.
+        let out = a.evaluate(
+            "r",
+            Condition::Above(0.0),
+            TIMING,
+            [(labels("g"), Some(9.0))],
+            Millis(10),
+        );
+        assert!(out.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn globs_silences_and_templates() {
+        assert!(glob_match("prod-*", "prod-eu"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a*b*c", "aXXbYYc"));
+        assert!(!glob_match("a*b", "ac"));
+        let alert = Alert {
+            rule: "lag".into(),
+            labels: labels("billing"),
+            state: AlertState::Firing,
+            since: Millis(0),
+            active_since: None,
+            value: Some(321.456),
+            last_value_at: Millis(0),
+            notified: None,
+        };
+        let s = Silence {
+            id: "s1".into(),
+            matchers: [
+                ("alertname".to_owned(), "lag".to_owned()),
+                ("group".to_owned(), "bill*".to_owned()),
+            ]
+            .into(),
+            until: Millis(100),
+            comment: String::new(),
+        };
+        assert!(s.silences(&alert, Millis(99)));
+        assert!(!s.silences(&alert, Millis(100)), "a silence ends");
+        assert_eq!(
+            render("{group} behind by {value} s ({nope})", &alert.labels, alert.value),
+            "billing behind by 321.46 s ({nope})"
+        );
+    }
+
+    proptest! {
+        /// Whatever the values, an alert only fires after the condition held for
+        /// `for`, only resolves on a value where it does not hold, and is no_data
+        /// exactly when it has had no value for `no_data_after`.
+        #[test]
+        fn the_lifecycle_keeps_its_promises(steps in proptest::collection::vec((0i64..40_000, proptest::option::of(0.0f64..10.0)), 1..200)) {
+            let mut a = Alerts::new(10);
+            let cond = Condition::Above(5.0);
+            let mut now = 0i64;
+            let mut held_since: Option<i64> = None;
+            let mut last_value = 0i64;
+            let mut seen = false;
+            for (dt, value) in steps {
+                now += dt;
+                let out = a.evaluate("r", cond, TIMING, [(labels("g"), value)], Millis(now));
+                if value.is_some() { seen = true; last_value = now; }
+                match value {
+                    Some(v) if v > 5.0 => { held_since.get_or_insert(now); }
+                    Some(_) => held_since = None,
+                    None => {}
+                }
+                for t in &out {
+                    match t.to {
+                        AlertState::Firing => {
+                            let since = held_since.expect("fires only while the condition holds");
+                            prop_assert!(now - since >= TIMING.for_ms);
+                        }
+                        AlertState::Resolved => prop_assert!(matches!(value, Some(v) if v <= 5.0)),
+                        AlertState::NoData => prop_assert!(value.is_none() && now - last_value >= TIMING.no_data_after_ms),
+                        _ => {}
+                    }
+                }
+                if seen && now - last_value < TIMING.forget_after_ms {
+                    let state = a.iter().next().map(|x| x.state);
+                    if now - last_value >= TIMING.no_data_after_ms {
+                        prop_assert_eq!(state, Some(AlertState::NoData));
+                    } else {
+                        prop_assert_ne!(state, Some(AlertState::NoData));
+                    }
+                }
+            }
+        }
+    }
+}
