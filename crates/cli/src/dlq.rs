@@ -22,16 +22,7 @@ pub async fn list(url: &str) -> Result<serde_json::Value, DlqCliError> {
         url: url.to_owned(),
         reason,
     };
-    let resp = reqwest::Client::new()
-        .get(format!("{}/api/v1/dlq", url.trim_end_matches('/')))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .map_err(|e| err(e.to_string()))?;
-    if !resp.status().is_success() {
-        return Err(err(format!("answered {}", resp.status())));
-    }
-    resp.json().await.map_err(|e| err(e.to_string()))
+    crate::collector_client::get_json(url, "/api/v1/dlq").await.map_err(err)
 }
 
 pub fn write_list(out: &mut impl Write, body: &serde_json::Value) -> std::io::Result<()> {

@@ -4,7 +4,6 @@
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::time::Duration;
 use streamsight_core::{Engine, EngineConfig, LagRow, Millis};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
 
@@ -47,18 +46,9 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
     if let Some(t) = &filter.topic {
         query.push(("topic", t));
     }
-    let resp = reqwest::Client::new()
-        .get(format!("{}/api/v1/lag", url.trim_end_matches('/')))
-        .query(&query)
-        .timeout(Duration::from_secs(10))
-        .send()
+    let text = crate::collector_client::get(url, "/api/v1/lag", &query)
         .await
-        .map_err(|e| err(e.to_string()))?;
-    let status = resp.status();
-    let text = resp.text().await.map_err(|e| err(e.to_string()))?;
-    if !status.is_success() {
-        return Err(err(format!("answered {status}: {text}")));
-    }
+        .map_err(err)?;
     #[derive(Deserialize)]
     struct Answer {
         rows: Vec<Row>,

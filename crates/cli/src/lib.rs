@@ -1,5 +1,7 @@
 //! The `streamsight` binary's pieces, as a library so that tests drive them directly.
 
+pub mod alerts;
+pub mod collector_client;
 pub mod config;
 pub mod demo;
 pub mod dlq;

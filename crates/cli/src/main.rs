@@ -130,6 +130,13 @@ enum Command {
     /// the keys file again within seconds (or at once on SIGHUP).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// A collector's alerts (firing, no data, pending, resolved), worst first.
+    Alerts {
+        #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
+        collector: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -481,6 +488,17 @@ fn main() -> anyhow::Result<()> {
             duration,
             ..Default::default()
         })?,
+        Command::Alerts { collector, format } => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let body = runtime
+                .block_on(streamsight::alerts::list(&collector))
+                .map_err(anyhow::Error::msg)?;
+            let mut out = std::io::stdout().lock();
+            match format {
+                Format::Json => writeln!(out, "{body}")?,
+                Format::Table => streamsight::alerts::write_table(&mut out, &body)?,
+            }
+        }
         Command::Dlq(DlqCommand::List { collector, format }) => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let body = runtime.block_on(streamsight::dlq::list(&collector))?;

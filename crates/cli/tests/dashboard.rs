@@ -94,6 +94,7 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
         ("dlq", "/dlq"),
         ("probes", "/probes"),
         ("clusters", "/clusters"),
+        ("alerts", "/alerts"),
     ];
     for (name, path) in pages {
         b.open(&format!("{api}{path}")).await;

@@ -154,7 +154,7 @@ pub fn default_rules() -> Vec<RuleConfig> {
             "messages_missing",
             Signal::MissingMessages,
             0,
-            "{value} messages of {topic} never reached {group} ({cluster})",
+            "{value} messages of {topic} went missing for {group} ({cluster}) in 10 minutes (the topic page says why)",
         ),
         lag,
         silent,

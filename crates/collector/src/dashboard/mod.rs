@@ -14,7 +14,8 @@ use axum::routing::get;
 use std::sync::Arc;
 
 /// Pages: every one is the same document; the script reads the URL.
-const PAGES: [&str; 7] = [
+const PAGES: [&str; 8] = [
+    "/alerts",
     "/",
     "/groups/{cluster}/{group}",
     "/topics/{cluster}/{topic}",
@@ -63,7 +64,7 @@ pub(crate) fn is_public(path: &str) -> bool {
     path == "/"
         || path.starts_with("/assets/")
         || ["/groups/", "/topics/"].iter().any(|p| path.starts_with(p))
-        || matches!(path, "/pathways" | "/dlq" | "/probes" | "/clusters")
+        || matches!(path, "/pathways" | "/dlq" | "/probes" | "/clusters" | "/alerts")
 }
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {

@@ -202,7 +202,21 @@ fn incidents(shared: &Shared, now: Millis) -> Value {
             _ => None,
         })
         .collect();
+    let alerts: Vec<Value> = shared
+        .alerts
+        .list(now)
+        .into_iter()
+        .filter(|a| {
+            matches!(
+                a.alert.state,
+                streamsight_core::alerts::AlertState::Firing | streamsight_core::alerts::AlertState::NoData
+            )
+        })
+        .take(MAX_INCIDENTS)
+        .map(|a| json!({ "rule": a.alert.rule, "state": a.alert.state, "summary": a.summary, "silenced": a.silenced }))
+        .collect();
     json!({
+        "alerts": alerts,
         "producers_failing": producers,
         "data_loss": data_loss,
         "dlq": dlq,

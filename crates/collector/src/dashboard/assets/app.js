@@ -144,6 +144,10 @@ const overview = {
   render(d) {
     const inc = d.incidents;
     const items = [];
+    for (const a of inc.alerts || []) {
+      items.push(h('li', { class: a.silenced ? 'warn' : null }, h('strong', {}, a.state === 'no_data' ? 'No data: ' : 'Alert: '),
+        h('a', { href: '/alerts' }, a.rule), ` — ${a.summary}${a.silenced ? ' (silenced)' : ''}`));
+    }
     for (const p of inc.producers_failing) {
       const f = p.failures;
       const errs = Object.entries(f.by_error).sort((a, b) => b[1] - a[1]).map(([e, n]) => `${e} ${num(n)}`).join(', ');
@@ -518,7 +522,28 @@ const clusters = {
   },
 };
 
+const alertsPage = {
+  title: () => 'Alerts',
+  url: () => '/api/v1/alerts',
+  render(d) {
+    const labels = (l) => Object.entries(l).map(([k, v]) => `${k}=${v}`).join(', ');
+    return [
+      h('h1', {}, 'Alerts'),
+      h('p', {}, 'A series with no value for its rule\'s window is "no data", never ok; it resolves only when data says so.'),
+      table(`Alerts (${d.alerts.length})`, [['State'], ['Rule'], ['Labels'], ['Summary'], ['Since'], ['Value', 'num']],
+        d.alerts.map((a) => [badge(a.state), a.rule, h('code', {}, labels(a.labels)), [a.summary, a.silenced ? h('span', { class: 'muted' }, ' (silenced)') : ''],
+          ago(a.since_ms, d.now_ms), a.value === null ? unknown() : num(Math.round(a.value * 100) / 100)]), 'No alert is pending, firing, without data or recently resolved.'),
+      table('Rules', [['Rule'], ['Signal'], ['Condition'], ['For'], ['No data after']],
+        d.rules.map((r) => [r.name, r.signal, r.below !== null ? `below ${r.below}` : `above ${r.above ?? 0}${r.statuses.length ? ` (${r.statuses.join(', ')})` : ''}`,
+          r.for, r.no_data_after])),
+      table('Notifiers', [['Receiver'], ['Format'], ['Sent', 'num'], ['Failed', 'num'], ['Last error']],
+        d.notifiers.map((n) => [h('code', {}, n.url), n.format, num(n.sent), num(n.failed), n.last_error || '']), 'No notifier is configured ([[serve.alerts.notifiers]]): alerts show here and in /metrics only.'),
+    ];
+  },
+};
+
 const ROUTES = [
+  [/^\/alerts$/, alertsPage],
   [/^\/$/, overview],
   [/^\/groups\/([^/]+)\/([^/]+)$/, group],
   [/^\/topics\/([^/]+)\/([^/]+)$/, topic],

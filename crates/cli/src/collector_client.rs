@@ -1,0 +1,31 @@
+//! Reading a running collector's API: the one place the CLI's commands that
+//! ask a collector (`lag`, `dlq list`, `alerts`) send their request.
+
+use std::time::Duration;
+
+/// GETs `path` with `query` from the collector at `url`, with
+/// `STREAMSIGHT_API_KEY` as a bearer key when it is set; the body, or why not.
+pub async fn get(url: &str, path: &str, query: &[(&str, &str)]) -> Result<String, String> {
+    let mut req = reqwest::Client::new()
+        .get(format!("{}{path}", url.trim_end_matches('/')))
+        .query(query)
+        .timeout(Duration::from_secs(10));
+    if let Ok(key) = std::env::var("STREAMSIGHT_API_KEY")
+        && !key.is_empty()
+    {
+        req = req.bearer_auth(key);
+    }
+    let resp = req.send().await.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("answered {status}: {text}"));
+    }
+    Ok(text)
+}
+
+/// The same, parsed as JSON.
+pub async fn get_json(url: &str, path: &str) -> Result<serde_json::Value, String> {
+    let text = get(url, path, &[]).await?;
+    serde_json::from_str(&text).map_err(|e| format!("unexpected answer: {e}"))
+}
