@@ -1,0 +1,196 @@
+//! Alerts through the real binary: a real Prometheus Alertmanager (Debian's
+//! `prometheus-alertmanager`) receives streamsight's alert and lists it in its
+//! own API; and a collector killed with SIGKILL while an alert fires comes back
+//! with it firing and does not notify it a second time.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+mod support;
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::dsm;
+
+const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Sends failed sends of `orders` to the intake, as the SDK reports them.
+async fn failing_producer(intake: &str) {
+    let mut p = dsm::payload("checkout", vec![]);
+    p.failed_sends = vec![dsm::failed_sends("orders", 0, "MsgTimedOut", 3, dsm::now_ms())];
+    dsm::post(&reqwest::Client::new(), intake, &p).await;
+}
+
+async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+const RULE: &str = "[[serve.alerts.rules]]\nname = \"producer_failing\"\nsignal = \"producer_failing\"\nabove = 0\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_alertmanager_receives_and_lists_the_alert() {
+    assert!(
+        std::path::Path::new(ALERTMANAGER).exists(),
+        "{ALERTMANAGER} is missing: scripts/test installs Debian's prometheus-alertmanager"
+    );
+    let dir = std::env::temp_dir().join(format!("streamsight-am-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("am.yml"),
+        "route:\n  receiver: 'null'\nreceivers:\n  - name: 'null'\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let _am = support::Guard(
+        Command::new(ALERTMANAGER)
+            .arg(format!("--config.file={}", dir.join("am.yml").display()))
+            .arg(format!("--storage.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let am = format!("http://127.0.0.1:{port}");
+    wait_for("alertmanager to answer", async || {
+        reqwest::get(format!("{am}/-/ready"))
+            .await
+            .ok()
+            .filter(|r| r.status().is_success())
+    })
+    .await;
+
+    let config = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.alerts.notifiers]]\nurl = \"{am}/api/v2/alerts\"\nformat = \"alertmanager\"\n\n{RULE}"
+    );
+    let (_serve, intake, api) = support::serve_with("alertmanager", &config, "memory://");
+    failing_producer(&intake).await;
+    let alert = wait_for("the alert in Alertmanager", async || {
+        let alerts: serde_json::Value = reqwest::get(format!("{am}/api/v2/alerts"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        alerts
+            .as_array()?
+            .iter()
+            .find(|a| a["labels"]["alertname"] == "producer_failing")
+            .cloned()
+    })
+    .await;
+    assert_eq!(alert["labels"]["topic"], "orders", "{alert}");
+    assert!(
+        alert["annotations"]["summary"].as_str().unwrap().contains("orders"),
+        "{alert}"
+    );
+    assert!(alert["generatorURL"].as_str().unwrap().starts_with(&api), "{alert}");
+    assert_eq!(alert["status"]["state"], "active", "{alert}");
+}
+
+/// A webhook receiver on a plain socket: the bodies it was sent.
+fn receiver() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let body = loop {
+                let n = s.read(&mut chunk).unwrap_or(0);
+                if n == 0 {
+                    break None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len: usize = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break Some(buf[end + 4..end + 4 + len].to_vec());
+                    }
+                }
+            };
+            if let Some(body) = body {
+                g.lock().unwrap().push(serde_json::from_slice(&body).unwrap());
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (url, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_firing_neither_loses_the_alert_nor_notifies_twice() {
+    let (url, got) = receiver();
+    let dir = std::env::temp_dir().join(format!("streamsight-kill9-alerts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let storage = format!("sqlite://{}/s.db", dir.display());
+    let config =
+        format!("[serve]\nhistory_interval = \"200ms\"\n\n[[serve.alerts.notifiers]]\nurl = \"{url}\"\n\n{RULE}");
+    let firing = |got: &Mutex<Vec<serde_json::Value>>| {
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|b| b["alert"]["rule"] == "producer_failing" && b["alert"]["state"] == "firing")
+            .count()
+    };
+
+    let (serve, intake, _) = support::serve_with("kill9-alerts", &config, &storage);
+    failing_producer(&intake).await;
+    wait_for("the notification", async || (firing(&got) == 1).then_some(())).await;
+    // A few rounds: the record that it was told is stored.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(serve); // SIGKILL
+
+    let (_serve, _, api) = support::serve_with("kill9-alerts", &config, &storage);
+    let alerts: serde_json::Value = reqwest::get(format!("{api}/api/v1/alerts"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let alert = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["rule"] == "producer_failing")
+        .unwrap_or_else(|| panic!("lost after kill -9: {alerts}"))
+        .clone();
+    assert_eq!(alert["state"], "firing", "{alert}");
+    // Several rounds later: still told once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(firing(&got), 1, "{:?}", got.lock().unwrap());
+    let (ok, out, _) = support::run(&["alerts", "--collector", &api]);
+    assert!(
+        ok && out.contains("FIRING") && out.contains("producer_failing"),
+        "{out}"
+    );
+}
