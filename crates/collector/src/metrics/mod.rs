@@ -4,11 +4,15 @@
 //! lag has no series at all (never 0), and no series ever carries -1 or
 //! `partition="-1"`: the engine never holds such a partition.
 
+mod engine;
+
+pub use engine::{Snapshots, render_engine};
+
 use crate::pathways::Graph;
 use crate::state::Shared;
 use crate::telemetry::IntakeStats;
 use std::fmt::Write;
-use streamsight_core::{Engine, Millis, RejectCounts, Status};
+use streamsight_core::{Millis, RejectCounts};
 
 /// Escapes a label value: backslash, double quote and newline.
 pub(crate) fn esc(v: &str) -> std::borrow::Cow<'_, str> {
@@ -18,7 +22,7 @@ pub(crate) fn esc(v: &str) -> std::borrow::Cow<'_, str> {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").into()
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
@@ -27,7 +31,7 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     let mut out = String::with_capacity(1 << 16);
     {
         let engine = shared.lag.engine();
-        render_engine(&mut out, &engine, now);
+        render_engine(&mut out, &engine, &shared.clusters.snapshots(), now);
         render_rejections(&mut out, &engine.stats().rejected);
     }
     render_intake(&mut out, &shared.telemetry.snapshot());
@@ -275,6 +279,11 @@ fn render_poller(out: &mut String, clusters: &std::collections::BTreeMap<String,
         "gauge",
         "How long the last poll of the cluster took.",
     );
+    let mut poll_time = Family::new(
+        "kafka_consumergroup_poll_time_ms",
+        "gauge",
+        "How long the last poll of the cluster took, in ms (kafka-lag-exporter's name).",
+    );
     let mut members = Family::new(
         "streamsight_consumer_group_members",
         "gauge",
@@ -287,6 +296,7 @@ fn render_poller(out: &mut String, clusters: &std::collections::BTreeMap<String,
         requests.sample(&labels, v.requests);
         if let Some(ms) = v.last_poll_ms {
             seconds.sample(&labels, ms / 1000.0);
+            poll_time.sample(&labels, ms);
         }
         for g in v.last.iter().flat_map(|s| &s.groups).filter(|g| g.exists()) {
             let state = g.state.as_deref().unwrap_or("unknown");
@@ -296,13 +306,13 @@ fn render_poller(out: &mut String, clusters: &std::collections::BTreeMap<String,
             );
         }
     }
-    for family in [&polls, &failed, &requests, &seconds, &members] {
+    for family in [&polls, &failed, &requests, &seconds, &poll_time, &members] {
         family.write(out);
     }
 }
 
 /// One metric family: its samples must be written together, after its header.
-struct Family {
+pub(crate) struct Family {
     name: &'static str,
     kind: &'static str,
     help: &'static str,
@@ -310,7 +320,7 @@ struct Family {
 }
 
 impl Family {
-    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
+    pub(crate) fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
         Self {
             name,
             kind,
@@ -319,119 +329,13 @@ impl Family {
         }
     }
 
-    fn sample(&mut self, labels: &str, value: impl std::fmt::Display) {
+    pub(crate) fn sample(&mut self, labels: &str, value: impl std::fmt::Display) {
         let _ = writeln!(self.body, "{}{{{labels}}} {value}", self.name);
     }
 
-    fn write(&self, out: &mut String) {
+    pub(crate) fn write(&self, out: &mut String) {
         header(out, self.name, self.kind, self.help);
         out.push_str(&self.body);
-    }
-}
-
-pub fn render_engine(out: &mut String, engine: &Engine, now: Millis) {
-    let mut lag = Family::new(
-        "kafka_consumergroup_group_lag",
-        "gauge",
-        "Messages the group has not read yet.",
-    );
-    let mut lag_seconds = Family::new(
-        "kafka_consumergroup_group_lag_seconds",
-        "gauge",
-        "Age of the oldest record the group has not read yet.",
-    );
-    let mut lower_bound = Family::new(
-        "streamsight_lag_seconds_lower_bound",
-        "gauge",
-        "Present (1) when lag seconds is only a lower bound: the record predates the history.",
-    );
-    let mut status = Family::new(
-        "streamsight_consumer_status",
-        "gauge",
-        "1 for the group-partition's current status.",
-    );
-    let mut loss = Family::new(
-        "streamsight_data_loss_messages_total",
-        "counter",
-        "Records retention deleted before the group read them (absent while none).",
-    );
-    for id in engine.group_partitions() {
-        let (n, r) = (engine.names(id), engine.evaluate(id, now));
-        let labels = format!(
-            "cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"",
-            esc(n.cluster),
-            esc(n.group),
-            esc(n.topic),
-            n.partition
-        );
-        if let Some(v) = r.lag_messages {
-            lag.sample(&labels, v);
-        }
-        if let Some(v) = r.lag_seconds {
-            lag_seconds.sample(&labels, v);
-        }
-        // Written only when they say something: at 100,000 group-partitions every
-        // line a group-partition costs is megabytes per scrape.
-        if r.lag_seconds_lower_bound {
-            lower_bound.sample(&labels, 1);
-        }
-        if r.data_loss_messages > 0 {
-            loss.sample(&labels, r.data_loss_messages);
-        }
-        status.sample(&format!("{labels},status=\"{}\"", r.status.as_str()), 1);
-    }
-    for family in [&lag, &lag_seconds, &lower_bound, &status, &loss] {
-        family.write(out);
-    }
-    header(
-        out,
-        "streamsight_group_status",
-        "gauge",
-        "1 for the group's current status: its worst partition.",
-    );
-    for gid in engine.groups() {
-        let (cluster, group) = engine.group_name(gid);
-        let status: Status = engine.evaluate_group(gid, now).status;
-        let _ = writeln!(
-            out,
-            "streamsight_group_status{{cluster_name=\"{}\",group=\"{}\",status=\"{}\"}} 1",
-            esc(cluster),
-            esc(group),
-            status.as_str()
-        );
-    }
-    let mut latest = Family::new(
-        "kafka_partition_latest_offset",
-        "gauge",
-        "End offset: the max of what producers acknowledged and brokers reported.",
-    );
-    let mut produce = Family::new(
-        "streamsight_produce_offset",
-        "gauge",
-        "Offset of the last record producers reported acknowledged.",
-    );
-    let mut failing = Family::new(
-        "streamsight_producer_failing",
-        "gauge",
-        "1 while failed sends are being reported for the partition.",
-    );
-    for pid in engine.partitions() {
-        let ((cluster, topic, partition), p) = (engine.partition_names(pid), engine.evaluate_partition(pid, now));
-        let labels = format!(
-            "cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"",
-            esc(cluster),
-            esc(topic)
-        );
-        if let Some(end) = p.end_offset {
-            latest.sample(&labels, end);
-        }
-        if let Some(o) = p.produce_offset {
-            produce.sample(&labels, o);
-        }
-        failing.sample(&labels, u8::from(p.producer_failing));
-    }
-    for family in [&latest, &produce, &failing] {
-        family.write(out);
     }
 }
 
@@ -568,7 +472,7 @@ mod tests {
 
     #[test]
     fn unknown_lag_has_no_series_and_labels_are_escaped() {
-        let mut e = Engine::new(EngineConfig::default()).unwrap();
+        let mut e = streamsight_core::Engine::new(EngineConfig::default()).unwrap();
         let p = |partition| PartitionRef {
             cluster: "c",
             topic: "we\"ird",
@@ -591,7 +495,7 @@ mod tests {
             },
         );
         let mut out = String::new();
-        render_engine(&mut out, &e, Millis(1));
+        render_engine(&mut out, &e, &Default::default(), Millis(1));
         assert!(!out.contains("kafka_consumergroup_group_lag{"), "{out}");
         assert!(out.contains("topic=\"we\\\"ird\""), "{out}");
         assert!(out.contains("status=\"stale\""), "{out}");
