@@ -488,6 +488,7 @@ async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
         "alerts": shared.alerts.list(now),
         "rules": shared.alerts.rules(),
         "notifiers": shared.alerts.notifier_report(),
+        "group_signals": *shared.alerts.group_signals(),
     }))
     .into_response()
 }

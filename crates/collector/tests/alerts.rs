@@ -176,6 +176,107 @@ fn the_seed_incident_fires_producer_failing_and_lag_after_their_for_then_resolve
     assert!(told.contains(&("producer_failing".to_owned(), AlertState::Resolved)));
 }
 
+#[test]
+fn a_flow_drop_is_an_anomaly_with_no_threshold_configured() {
+    let shared = Shared::new(support::loopback("memory://"), EngineConfig::default()).unwrap();
+    // 100 messages a second for 40 minutes, then 20 a second.
+    let timeline = |t: i64| {
+        let offset = if t <= 2400 { t * 100 } else { 240_000 + (t - 2400) * 20 };
+        vec![obs(
+            t,
+            Observation::Produced {
+                partition: orders(),
+                offset,
+            },
+        )]
+    };
+    let (changes, _) = run(&shared, (0, 3000, 10), timeline);
+    let fired = first(&changes, "produce_rate_drop", AlertState::Firing).expect("the drop is found");
+    assert!(
+        (2400..=2520).contains(&fired),
+        "within two minutes of the drop at 2400 s: {fired}"
+    );
+    assert!(
+        changes.iter().all(|(t, c)| c.rule != "produce_rate_drop" || *t >= 2400),
+        "nothing before the drop: {changes:?}"
+    );
+}
+
+#[test]
+fn unread_messages_expiring_and_a_partition_left_behind_are_found() {
+    let shared = Shared::new(support::loopback("memory://"), EngineConfig::default()).unwrap();
+    let p = |partition| Partition {
+        cluster: "prod",
+        topic: "orders",
+        partition,
+    };
+    // Partition 0: produced to 1,000,000; retention eats 10 offsets a second from 0;
+    // the group sits at 20,000 (2,000 s of margin at t=0). Partition 1: the group
+    // commits as records arrive, then, from 400 s, stops; partition 0 keeps
+    // committing its same offset, so the group still "moves" there.
+    let timeline = |t: i64| {
+        let mut r = vec![
+            obs(
+                t,
+                Observation::Produced {
+                    partition: p(0),
+                    offset: 1_000_000,
+                },
+            ),
+            obs(
+                t,
+                Observation::LogStart {
+                    partition: p(0),
+                    offset: t * 10,
+                },
+            ),
+            obs(
+                t,
+                Observation::Produced {
+                    partition: p(1),
+                    offset: t * 10,
+                },
+            ),
+        ];
+        if t % 5 == 0 {
+            r.push(obs(
+                t,
+                Observation::Committed {
+                    group: "billing",
+                    partition: p(0),
+                    offset: 20_000,
+                },
+            ));
+            if t < 400 {
+                r.push(obs(
+                    t,
+                    Observation::Committed {
+                        group: "billing",
+                        partition: p(1),
+                        offset: t * 10,
+                    },
+                ));
+            }
+        }
+        r
+    };
+    let (changes, _) = run(&shared, (0, 900, 10), timeline);
+    let expiring = first(&changes, "unread_expiring", AlertState::Firing).expect("unread messages expiring");
+    assert!(
+        (60..=80).contains(&expiring),
+        "once the log start was seen moving for a minute: {expiring}"
+    );
+    let signals = shared.alerts.group_signals();
+    let margin = signals[0].retention_margin_seconds.unwrap();
+    assert!((1_000.0..1_200.0).contains(&margin), "2,000 s - 900 s: {margin}");
+    let left = first(&changes, "partition_not_committing", AlertState::Firing).expect("a partition left behind");
+    assert!(
+        (700..=780).contains(&left),
+        "5 minutes of silence after 400 s, held 1 minute: {left}"
+    );
+    assert_eq!(signals[0].partitions_not_committing, 1);
+}
+
 fn pathway_point(t: i64, service: &str) -> Record {
     let sketch = Sketch::from_bins(vec![(0.01, 10.0)]);
     Record::Pathway {

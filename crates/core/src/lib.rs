@@ -5,6 +5,7 @@
 //! [`Engine::evaluate`].
 
 pub mod alerts;
+pub mod anomaly;
 mod chunked;
 pub mod config;
 pub mod delivery;

@@ -4,6 +4,7 @@
 //! tasks of their own. A restart replays the log: a firing alert is still
 //! firing, and one already notified is not notified again.
 
+pub mod derived;
 pub mod notify;
 pub mod rules;
 mod signals;
@@ -13,13 +14,17 @@ use crate::state::Shared;
 use notify::{Notification, Notifier};
 use rules::RuleConfig;
 use std::sync::Mutex;
-use streamsight_core::alerts::{Alert, AlertState, Alerts, Silence, render};
+use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, Silence, render};
+use streamsight_core::anomaly::{Detector, Sensitivity};
 use streamsight_core::{AlertEvent, Millis, Record};
 
 #[derive(Debug)]
 struct Book {
     alerts: Alerts,
     silences: Vec<Silence>,
+    /// Anomaly rules' detectors, per (rule, series); bounded like the alerts.
+    detectors: std::collections::HashMap<(String, streamsight_core::alerts::Labels), Detector>,
+    max_detectors: usize,
 }
 
 /// The alerts service: rules, their alerts, silences and notifiers.
@@ -33,6 +38,11 @@ pub struct AlertService {
     /// Where silences made through the API are stored; let go at shutdown so
     /// that the writer can finish.
     pub(crate) writer: Mutex<Option<crate::state::Writer>>,
+    /// How fast each partition's log start advances.
+    log_starts: Mutex<derived::LogStarts>,
+    /// The derived signals of the last evaluation, for /metrics and the API.
+    derived: Mutex<std::sync::Arc<Vec<derived::GroupSignals>>>,
+    max_series: usize,
     /// Records that notifications were delivered, stored by the next round.
     delivered: std::sync::Arc<Mutex<Vec<Record>>>,
 }
@@ -53,10 +63,15 @@ impl AlertService {
             book: Mutex::new(Book {
                 alerts: Alerts::new(config.max_series),
                 silences: Vec::new(),
+                detectors: std::collections::HashMap::new(),
+                max_detectors: config.max_series,
             }),
             notifiers: std::sync::OnceLock::new(),
             base_url: std::sync::OnceLock::new(),
             writer: Mutex::new(None),
+            log_starts: Mutex::default(),
+            derived: Mutex::default(),
+            max_series: config.max_series,
             delivered: std::sync::Arc::default(),
         }
     }
@@ -125,18 +140,25 @@ impl AlertService {
 
     /// Evaluates every rule at `now`: the log records for what changed.
     pub fn evaluate(&self, shared: &Shared, now: Millis) -> Vec<Record> {
+        let derived = {
+            let engine = shared.lag.engine();
+            let mut starts = lock(&self.log_starts);
+            std::sync::Arc::new(derived::compute(&engine, &mut starts, now, self.max_series))
+        };
+        *lock(&self.derived) = derived.clone();
         let series: Vec<_> = self
             .rules
             .iter()
-            .map(|r| (r, signals::series(shared, r, now)))
+            .map(|r| (r, signals::series(shared, r, &derived, now)))
             .collect();
         let mut book = lock(&self.book);
         let mut records = Vec::new();
         for (rule, series) in series {
-            for t in book
-                .alerts
-                .evaluate(&rule.name, rule.condition(), rule.timing(), series, now)
-            {
+            let (series, condition) = match rule.anomaly {
+                Some(direction) => (book.anomalies(rule, direction, series, now), Condition::Above(0.0)),
+                None => (series, rule.condition()),
+            };
+            for t in book.alerts.evaluate(&rule.name, condition, rule.timing(), series, now) {
                 records.push(Record::Alert {
                     at: now,
                     event: AlertEvent::Changed(t),
@@ -222,9 +244,45 @@ impl AlertService {
             .collect()
     }
 
-    /// `streamsight_alerts{rule,state}` and `streamsight_notifications_failed_total`.
+    /// The derived signals per group as of the last evaluation.
+    pub fn group_signals(&self) -> std::sync::Arc<Vec<derived::GroupSignals>> {
+        lock(&self.derived).clone()
+    }
+
+    /// `streamsight_alerts{rule,state}`, `streamsight_notifications_failed_total`
+    /// and the derived signals per group.
     pub(crate) fn render_metrics(&self, out: &mut String, now: Millis) {
         use std::fmt::Write;
+        let signals = self.group_signals();
+        for (name, help, value) in [
+            (
+                "streamsight_retention_margin_seconds",
+                "Seconds until retention deletes a message the group has not read (worst partition).",
+                (|g: &derived::GroupSignals| g.retention_margin_seconds) as fn(&derived::GroupSignals) -> Option<f64>,
+            ),
+            (
+                "streamsight_catch_up_seconds",
+                "Seconds until the group catches up at its current rates (worst partition; 1e12 while falling behind).",
+                |g| g.catch_up_seconds,
+            ),
+            (
+                "streamsight_partitions_not_committing",
+                "Partitions with lag the group stopped committing while its others move.",
+                |g| Some(f64::from(g.partitions_not_committing)),
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for g in signals.iter() {
+                if let Some(v) = value(g) {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{cluster_name=\"{}\",group=\"{}\"}} {v}",
+                        crate::metrics::esc(&g.cluster),
+                        crate::metrics::esc(&g.group)
+                    );
+                }
+            }
+        }
         let mut counts: std::collections::BTreeMap<(String, &str), u64> = std::collections::BTreeMap::new();
         for r in &self.rules {
             for state in ["pending", "firing", "no_data"] {
@@ -268,6 +326,44 @@ impl AlertService {
                 event: AlertEvent::Silenced(silence),
             }])
             .await
+    }
+}
+
+impl Book {
+    /// Each value judged against its own series' baseline: the anomaly score while
+    /// anomalous, else 0; unknown stays unknown.
+    fn anomalies(
+        &mut self,
+        rule: &RuleConfig,
+        direction: streamsight_core::anomaly::Direction,
+        series: Vec<(streamsight_core::alerts::Labels, Option<f64>)>,
+        now: Millis,
+    ) -> Vec<(streamsight_core::alerts::Labels, Option<f64>)> {
+        let sensitivity = Sensitivity {
+            spreads: rule.sensitivity.unwrap_or(Sensitivity::default().spreads),
+            ..Sensitivity::default()
+        };
+        series
+            .into_iter()
+            .map(|(labels, value)| {
+                let Some(v) = value else { return (labels, None) };
+                let key = (rule.name.clone(), labels);
+                if !self.detectors.contains_key(&key) && self.detectors.len() >= self.max_detectors {
+                    return (key.1, None);
+                }
+                let d = self
+                    .detectors
+                    .entry(key.clone())
+                    .or_insert_with(|| Detector::new(direction));
+                let verdict = d.observe(now, v, sensitivity);
+                let score = if verdict.anomalous {
+                    f64::from(verdict.score)
+                } else {
+                    0.0
+                };
+                (key.1, Some(score))
+            })
+            .collect()
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use streamsight_core::Status;
 use streamsight_core::alerts::{Condition, Timing};
+use streamsight_core::anomaly::Direction;
 
 /// What a rule watches. Each gives one series per the labels named.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +32,19 @@ pub enum Signal {
     /// Per service that reported pathway statistics: 1 while it reports; a service
     /// that stops has no value, and its alert goes to `no_data`.
     ServiceReporting,
+    /// Per topic (cluster, topic): messages produced per second over the last minute.
+    ProduceRate,
+    /// Per group (cluster, group): messages consumed per second, from its commits.
+    ConsumeRate,
+    /// Per group: seconds until retention deletes a message it has not read
+    /// (worst partition; unknown until the log start was seen advancing for a minute).
+    RetentionMarginSeconds,
+    /// Per group: seconds until it catches up at its current consume and produce
+    /// rates (worst partition; 1e12 while it falls behind).
+    CatchUpSeconds,
+    /// Per group: partitions with lag it stopped committing (5 minutes) while
+    /// another of its partitions committed within the last minute.
+    PartitionsNotCommitting,
 }
 
 /// `[[serve.alerts.rules]]`: a threshold on a signal, held for `for`.
@@ -48,6 +62,13 @@ pub struct RuleConfig {
     /// For `group_status`: the statuses that count.
     #[serde(default)]
     pub statuses: Vec<Status>,
+    /// Instead of a threshold: fire when the value is anomalous against its own
+    /// baseline (`drop`: far below, `rise`: far above); see docs/alerts.md.
+    #[serde(default)]
+    pub anomaly: Option<Direction>,
+    /// Robust spreads from the baseline that count as anomalous (default 4).
+    #[serde(default)]
+    pub sensitivity: Option<f32>,
     /// How long the condition must hold.
     #[serde(default, rename = "for", with = "humantime_serde")]
     pub for_: Duration,
@@ -100,6 +121,8 @@ impl RuleConfig {
             above: Some(0.0),
             below: None,
             statuses: Vec::new(),
+            anomaly: None,
+            sensitivity: None,
             for_: Duration::from_secs(for_secs),
             no_data_after: default_no_data_after(),
             scope: BTreeMap::new(),
@@ -141,7 +164,53 @@ pub fn default_rules() -> Vec<RuleConfig> {
     );
     silent.above = None;
     silent.below = Some(0.5);
+    let anomaly = |name: &str, signal, direction, summary: &str| {
+        let mut r = RuleConfig::new(name, signal, 0, summary);
+        r.anomaly = Some(direction);
+        r
+    };
     vec![
+        anomaly(
+            "produce_rate_drop",
+            Signal::ProduceRate,
+            Direction::Drop,
+            "produce rate of {topic} ({cluster}) fell far below its usual level",
+        ),
+        anomaly(
+            "consume_rate_drop",
+            Signal::ConsumeRate,
+            Direction::Drop,
+            "{group} ({cluster}) consumes far less than usual",
+        ),
+        anomaly(
+            "lag_growth",
+            Signal::GroupLagSeconds,
+            Direction::Rise,
+            "lag of {group} ({cluster}) is growing faster than usual: {value} spreads above its baseline",
+        ),
+        anomaly(
+            "dlq_spike",
+            Signal::DlqVelocity,
+            Direction::Rise,
+            "dead letters on {topic} ({cluster}) spiked far above their usual rate",
+        ),
+        {
+            let mut r = RuleConfig::new(
+                "unread_expiring",
+                Signal::RetentionMarginSeconds,
+                0,
+                "retention deletes messages {group} ({cluster}) has not read in {value} s",
+            );
+            r.above = None;
+            r.below = Some(3600.0);
+            r
+        },
+        RuleConfig::new(
+            "partition_not_committing",
+            Signal::PartitionsNotCommitting,
+            60,
+            "{group} ({cluster}) stopped committing {value} partition(s) while its others move",
+        ),
         RuleConfig::new(
             "producer_failing",
             Signal::ProducerFailing,

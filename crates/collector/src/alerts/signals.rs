@@ -15,8 +15,22 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 }
 
 /// `rule`'s series at `now`, limited to its scope.
-pub(super) fn series(shared: &Shared, rule: &RuleConfig, now: Millis) -> Vec<(Labels, Option<f64>)> {
+pub(super) fn series(
+    shared: &Shared,
+    rule: &RuleConfig,
+    derived: &[super::derived::GroupSignals],
+    now: Millis,
+) -> Vec<(Labels, Option<f64>)> {
+    let per_group = |value: fn(&super::derived::GroupSignals) -> Option<f64>| {
+        derived
+            .iter()
+            .map(|g| (labels(&[("cluster", &g.cluster), ("group", &g.group)]), value(g)))
+            .collect()
+    };
     let all = match rule.signal {
+        Signal::RetentionMarginSeconds => per_group(|g| g.retention_margin_seconds),
+        Signal::CatchUpSeconds => per_group(|g| g.catch_up_seconds),
+        Signal::PartitionsNotCommitting => per_group(|g| Some(f64::from(g.partitions_not_committing))),
         Signal::GroupLagSeconds | Signal::GroupLagMessages | Signal::GroupStatus => groups(shared, rule, now),
         Signal::ProducerFailing => producer_failing(shared, now),
         Signal::MissingMessages => missing(shared, now),
@@ -24,6 +38,8 @@ pub(super) fn series(shared: &Shared, rule: &RuleConfig, now: Millis) -> Vec<(La
         Signal::ProbeFailing => probes(shared),
         Signal::ClusterUnreachable => clusters(shared),
         Signal::ServiceReporting => services(shared, now),
+        Signal::ProduceRate => produce_rates(shared, now),
+        Signal::ConsumeRate => consume_rates(shared),
     };
     all.into_iter()
         .filter(|(l, _)| {
@@ -145,5 +161,50 @@ fn services(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
         .iter()
         .filter(|n| n.kind == "service")
         .map(|n| (labels(&[("service", &n.name)]), Some(1.0)))
+        .collect()
+}
+
+/// Rates are measured over this much history.
+const RATE_OVER_MS: i64 = 60_000;
+
+fn produce_rates(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+    let engine = shared.lag.engine();
+    let mut topics: BTreeMap<(&str, &str), Option<f64>> = BTreeMap::new();
+    for pid in engine.partitions() {
+        let (cluster, topic, _) = engine.partition_names(pid);
+        let rate = engine.produce_rate(pid, now, RATE_OVER_MS);
+        let e = topics.entry((cluster, topic)).or_insert(Some(0.0));
+        // Unknown for one partition: unknown for the topic (never a partial sum).
+        *e = match (*e, rate) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+    topics
+        .into_iter()
+        .map(|((c, t), v)| (labels(&[("cluster", c), ("topic", t)]), v))
+        .collect()
+}
+
+/// Offsets committed per second over each partition's recent commits, summed.
+fn consume_rates(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+    let engine = shared.lag.engine();
+    engine
+        .groups()
+        .map(|gid| {
+            let (cluster, group) = engine.group_name(gid);
+            let mut total = Some(0.0);
+            for &gp in engine.group_members(gid) {
+                let commits: Vec<_> = engine.commits(gp).collect();
+                let rate = match (commits.first(), commits.last()) {
+                    (Some(a), Some(b)) if b.at > a.at => {
+                        Some((b.offset - a.offset).max(0) as f64 * 1000.0 / b.at.since(a.at) as f64)
+                    }
+                    _ => None,
+                };
+                total = total.zip(rate).map(|(a, b)| a + b);
+            }
+            (labels(&[("cluster", cluster), ("group", group)]), total)
+        })
         .collect()
 }

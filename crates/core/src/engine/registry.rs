@@ -312,6 +312,11 @@ impl Engine {
         self.group_partitions[id.0 as usize].window.iter()
     }
 
+    /// The partition a group-partition reads.
+    pub fn partition_of(&self, id: GroupPartitionId) -> PartitionId {
+        self.group_partitions[id.0 as usize].partition
+    }
+
     /// The group-partitions of one group.
     pub fn group_members(&self, id: GroupId) -> &[GroupPartitionId] {
         &self.groups[id.0 as usize].partitions

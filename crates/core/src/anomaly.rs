@@ -1,0 +1,232 @@
+//! Anomalies found without training data, one small detector per series.
+//!
+//! A detector sees a series' value at each evaluation (time passed in) and keeps:
+//! - the last [`RECENT`] values, whose median and MAD are the baseline until the
+//!   series has history (it works after a few minutes);
+//! - a profile by hour of day (an exponentially weighted level and spread per hour)
+//!   that becomes the baseline for an hour once [`SEASON_DAYS`] days have filled
+//!   it, so that a nightly trough is not a drop and a daily peak is not a spike.
+//!
+//! A value is anomalous when it is more than `sensitivity` robust spreads away
+//! from its baseline in the watched direction, for [`HOLD`] evaluations in a row
+//! (one odd point is noise). The hour profile learns odd values a hundred times
+//! slower than others, so a long outage does not become the new normal. State:
+//! under 1 KiB per series.
+
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// Recent values kept for the short-term baseline.
+pub const RECENT: usize = 48;
+/// Days of an hour's history before its seasonal profile is trusted.
+pub const SEASON_DAYS: u16 = 2;
+/// Consecutive anomalous evaluations before the detector says so.
+pub const HOLD: u8 = 3;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Far below the baseline: a flow drop.
+    Drop,
+    /// Far above: a spike (DLQ velocity) or growth (lag).
+    Rise,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sensitivity {
+    /// Robust spreads from the baseline (default 4: see BENCHMARKS.md).
+    pub spreads: f32,
+    /// The spread is at least this share of the baseline (default 0.1): a very
+    /// steady series does not alarm on a 2 % wobble.
+    pub min_relative_spread: f32,
+    /// And at least this much in the series' own unit (default 1).
+    pub min_spread: f32,
+}
+
+impl Default for Sensitivity {
+    fn default() -> Self {
+        Self {
+            spreads: 4.0,
+            min_relative_spread: 0.1,
+            min_spread: 1.0,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+struct HourProfile {
+    level: f32,
+    spread: f32,
+    /// Distinct days that contributed (saturating).
+    days: u16,
+    last_day: i32,
+}
+
+/// What a detector says about one value.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub anomalous: bool,
+    /// How many spreads from the baseline, in the watched direction.
+    pub score: f32,
+    pub baseline: f32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Detector {
+    direction: Direction,
+    recent: [f32; RECENT],
+    len: u8,
+    next: u8,
+    hours: [HourProfile; 24],
+    streak: u8,
+}
+
+impl Detector {
+    pub fn new(direction: Direction) -> Self {
+        Self {
+            direction,
+            recent: [0.0; RECENT],
+            len: 0,
+            next: 0,
+            hours: [HourProfile::default(); 24],
+            streak: 0,
+        }
+    }
+
+    /// Bytes of state (the struct is all of it: no heap).
+    pub const fn state_bytes() -> usize {
+        std::mem::size_of::<Self>()
+    }
+
+    /// Judges `value` seen at `at` and learns from it unless it is anomalous.
+    pub fn observe(&mut self, at: Millis, value: f64, s: Sensitivity) -> Verdict {
+        let v = value as f32;
+        let hour = (at.0.div_euclid(3_600_000).rem_euclid(24)) as usize;
+        let day = at.0.div_euclid(86_400_000) as i32;
+        let (baseline, spread) = self.baseline(hour, s);
+        let score = match (baseline, self.direction) {
+            (None, _) => 0.0,
+            (Some(b), Direction::Drop) => (b - v) / spread,
+            (Some(b), Direction::Rise) => (v - b) / spread,
+        };
+        let odd = baseline.is_some() && score > s.spreads;
+        self.streak = if odd { self.streak.saturating_add(1) } else { 0 };
+        let anomalous = self.streak >= HOLD;
+        self.learn(v, hour, day, odd);
+        Verdict {
+            anomalous,
+            score,
+            baseline: baseline.unwrap_or(v),
+        }
+    }
+
+    fn baseline(&self, hour: usize, s: Sensitivity) -> (Option<f32>, f32) {
+        let h = self.hours[hour];
+        let (level, spread) = if h.days >= SEASON_DAYS {
+            (Some(h.level), h.spread * 1.25)
+        } else if usize::from(self.len) >= RECENT / 4 {
+            let mut xs: Vec<f32> = self.recent[..usize::from(self.len)].to_vec();
+            let m = median(&mut xs);
+            let mut dev: Vec<f32> = xs.iter().map(|x| (x - m).abs()).collect();
+            (Some(m), 1.4826 * median(&mut dev))
+        } else {
+            (None, 0.0)
+        };
+        let floor = level.map_or(s.min_spread, |l| (l.abs() * s.min_relative_spread).max(s.min_spread));
+        (level, spread.max(floor))
+    }
+
+    /// The recent window takes every value (its median shrugs off a few odd
+    /// ones, and accepts a lasting shift after half a window); the hour's profile
+    /// takes odd values a hundred times slower, so an outage stays an outage for
+    /// days but a lasting change of level is learned in the end.
+    fn learn(&mut self, v: f32, hour: usize, day: i32, odd: bool) {
+        self.recent[usize::from(self.next)] = v;
+        self.next = (self.next + 1) % RECENT as u8;
+        self.len = (self.len + 1).min(RECENT as u8);
+        let h = &mut self.hours[hour];
+        if h.days == 0 && h.last_day == 0 {
+            *h = HourProfile {
+                level: v,
+                spread: 0.0,
+                days: 1,
+                last_day: day,
+            };
+            return;
+        }
+        if day != h.last_day {
+            h.days = h.days.saturating_add(1);
+            h.last_day = day;
+        }
+        // An hour's 60 points a day move the level by about a quarter: the
+        // profile follows days, not minutes.
+        let alpha: f32 = if odd { 0.0005 } else { 0.005 };
+        let dev = (v - h.level).abs();
+        h.level += alpha * (v - h.level);
+        h.spread += alpha * (dev - h.spread);
+    }
+}
+
+fn median(xs: &mut [f32]) -> f32 {
+    let mid = xs.len() / 2;
+    let (_, m, _) = xs.select_nth_unstable_by(mid, f32::total_cmp);
+    *m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+
+    #[test]
+    fn state_stays_under_a_kibibyte() {
+        assert!(Detector::state_bytes() <= 1024, "{}", Detector::state_bytes());
+    }
+
+    #[test]
+    fn a_drop_is_found_after_the_hold_and_one_odd_point_is_not() {
+        let mut d = Detector::new(Direction::Drop);
+        let s = Sensitivity::default();
+        let mut t = 0;
+        for i in 0..100 {
+            t += MIN;
+            let v = 100.0 + f64::from(i % 5);
+            assert!(!d.observe(Millis(t), v, s).anomalous);
+        }
+        t += MIN;
+        assert!(!d.observe(Millis(t), 5.0, s).anomalous, "one point is noise");
+        t += MIN;
+        assert!(!d.observe(Millis(t), 100.0, s).anomalous);
+        let mut found = None;
+        for i in 0..10 {
+            t += MIN;
+            if d.observe(Millis(t), 10.0, s).anomalous {
+                found = Some(i);
+                break;
+            }
+        }
+        assert_eq!(found, Some(2), "the third point in a row");
+    }
+
+    #[test]
+    fn the_nightly_trough_is_not_a_drop_once_the_days_are_learned() {
+        let mut d = Detector::new(Direction::Drop);
+        let s = Sensitivity::default();
+        let mut alarms_after_day_two = 0;
+        for m in 0..(5 * 1440) {
+            let hour = f64::from((m / 60) % 24);
+            // 1,000 a minute by day, 50 at night.
+            let v = if (8.0..20.0).contains(&hour) { 1000.0 } else { 50.0 };
+            let verdict = d.observe(Millis(i64::from(m) * MIN), v, s);
+            if m >= 2 * 1440 && verdict.anomalous {
+                alarms_after_day_two += 1;
+            }
+        }
+        assert_eq!(alarms_after_day_two, 0);
+        // A drop at noon on day 6 is found.
+        let noon = (5 * 1440 + 12 * 60) * MIN;
+        let found = (0..10).any(|i| d.observe(Millis(noon + i * MIN), 40.0, s).anomalous);
+        assert!(found);
+    }
+}
