@@ -104,11 +104,12 @@ pub struct Transition {
     pub value: Option<f64>,
 }
 
-/// Every series' alert, by (rule, labels). At most `max_series`: a new series
+/// Every series' alert, by rule then labels. At most `max_series`: a new series
 /// beyond that is counted in `refused`, never evicting one that is watched.
 #[derive(Clone, Debug)]
 pub struct Alerts {
-    alerts: BTreeMap<(String, Labels), Alert>,
+    rules: BTreeMap<String, BTreeMap<Labels, Alert>>,
+    count: usize,
     max_series: usize,
     pub refused: u64,
 }
@@ -116,22 +117,23 @@ pub struct Alerts {
 impl Alerts {
     pub fn new(max_series: usize) -> Self {
         Self {
-            alerts: BTreeMap::new(),
+            rules: BTreeMap::new(),
+            count: 0,
             max_series,
             refused: 0,
         }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Alert> {
-        self.alerts.values()
+        self.rules.values().flat_map(BTreeMap::values)
     }
 
     pub fn len(&self) -> usize {
-        self.alerts.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.alerts.is_empty()
+        self.count == 0
     }
 
     /// One evaluation of `rule` at `now` over the series it sees; returns what
@@ -145,80 +147,85 @@ impl Alerts {
         now: Millis,
     ) -> Vec<Transition> {
         let mut out = Vec::new();
-        let mut seen = std::collections::BTreeSet::new();
+        if !self.rules.contains_key(rule) {
+            self.rules.insert(rule.to_owned(), BTreeMap::new());
+        }
+        let alerts = self.rules.get_mut(rule).expect("inserted above");
         for (labels, value) in series {
-            let key = (rule.to_owned(), labels);
-            if !self.alerts.contains_key(&key) {
-                if value.is_none() {
-                    continue; // nothing known of it yet, so nothing to miss
-                }
-                if self.alerts.len() >= self.max_series {
+            let alert = match alerts.get_mut(&labels) {
+                Some(a) => a,
+                // Nothing known of it yet, so nothing to miss.
+                None if value.is_none() => continue,
+                None if self.count >= self.max_series => {
                     self.refused = self.refused.saturating_add(1);
                     continue;
                 }
-                self.alerts.insert(
-                    key.clone(),
-                    Alert {
+                None => {
+                    self.count += 1;
+                    alerts.entry(labels.clone()).or_insert(Alert {
                         rule: rule.to_owned(),
-                        labels: key.1.clone(),
+                        labels,
                         state: AlertState::Ok,
                         since: now,
                         active_since: None,
                         value: None,
                         last_value_at: now,
                         notified: None,
-                    },
-                );
-            }
-            let alert = self.alerts.get_mut(&key).expect("inserted above");
+                    })
+                }
+            };
             if let Some(v) = value {
                 alert.value = Some(v);
                 alert.last_value_at = now;
                 step_with_value(alert, condition.holds(v), timing, now, &mut out);
             }
-            seen.insert(key);
         }
         // Series with no value this time: silent ones become no_data, then forgotten.
-        let mut forget = Vec::new();
-        for (key, alert) in self.alerts.range_mut((rule.to_owned(), Labels::new())..) {
-            if key.0 != rule {
-                break;
+        let before = alerts.len();
+        alerts.retain(|_, alert| {
+            if alert.last_value_at == now {
+                return true;
             }
             let silent_for = now.since(alert.last_value_at);
-            if seen.contains(key) && alert.last_value_at == now {
-                continue;
-            }
             if silent_for >= timing.forget_after_ms {
-                forget.push(key.clone());
-            } else if silent_for >= timing.no_data_after_ms && alert.state != AlertState::NoData {
+                return false;
+            }
+            if silent_for >= timing.no_data_after_ms && alert.state != AlertState::NoData {
                 out.push(change(alert, AlertState::NoData, now));
                 alert.active_since = None;
             }
-        }
-        for key in forget {
-            self.alerts.remove(&key);
-        }
+            true
+        });
+        self.count -= before - alerts.len();
         out
     }
 
     /// Replays a logged transition (at start-up): the state it left, with the
     /// notification it records.
     pub fn replay(&mut self, t: &Transition, notified: bool) {
-        let key = (t.rule.clone(), t.labels.clone());
-        if !self.alerts.contains_key(&key) && self.alerts.len() >= self.max_series {
+        let known = self.rules.get(&t.rule).is_some_and(|m| m.contains_key(&t.labels));
+        if !known && self.count >= self.max_series {
             self.refused = self.refused.saturating_add(1);
             return;
         }
-        let alert = self.alerts.entry(key).or_insert_with(|| Alert {
-            rule: t.rule.clone(),
-            labels: t.labels.clone(),
-            state: t.to,
-            since: t.at,
-            active_since: None,
-            value: t.value,
-            last_value_at: t.at,
-            notified: None,
-        });
+        if !known {
+            self.count += 1;
+        }
+        let alert = self
+            .rules
+            .entry(t.rule.clone())
+            .or_default()
+            .entry(t.labels.clone())
+            .or_insert_with(|| Alert {
+                rule: t.rule.clone(),
+                labels: t.labels.clone(),
+                state: t.to,
+                since: t.at,
+                active_since: None,
+                value: t.value,
+                last_value_at: t.at,
+                notified: None,
+            });
         if notified {
             alert.notified = Some(t.to);
             return;
@@ -234,14 +241,13 @@ impl Alerts {
 
     /// Alerts whose notifying state no notifier was handed yet.
     pub fn unnotified(&self) -> impl Iterator<Item = &Alert> {
-        self.alerts
-            .values()
+        self.iter()
             .filter(|a| a.state.notifies() && a.notified != Some(a.state))
     }
 
     /// Records that `rule`/`labels` was notified in `state`.
     pub fn mark_notified(&mut self, rule: &str, labels: &Labels, state: AlertState) {
-        if let Some(a) = self.alerts.get_mut(&(rule.to_owned(), labels.clone())) {
+        if let Some(a) = self.rules.get_mut(rule).and_then(|m| m.get_mut(labels)) {
             a.notified = Some(state);
         }
     }

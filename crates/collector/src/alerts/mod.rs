@@ -64,7 +64,7 @@ impl AlertService {
                 alerts: Alerts::new(config.max_series),
                 silences: Vec::new(),
                 detectors: std::collections::HashMap::new(),
-                max_detectors: config.max_series,
+                max_detectors: config.max_anomaly_series,
             }),
             notifiers: std::sync::OnceLock::new(),
             base_url: std::sync::OnceLock::new(),
@@ -146,23 +146,26 @@ impl AlertService {
             std::sync::Arc::new(derived::compute(&engine, &mut starts, now, self.max_series))
         };
         *lock(&self.derived) = derived.clone();
-        let series: Vec<_> = self
-            .rules
-            .iter()
-            .map(|r| (r, signals::series(shared, r, &derived, now)))
-            .collect();
-        let mut book = lock(&self.book);
+        // Each signal read once per cycle, however many rules share it, and
+        // dropped before the next is read: one signal's series in memory at a time.
+        let mut rules: Vec<&RuleConfig> = self.rules.iter().collect();
+        rules.sort_by_key(|r| signals::key(r));
         let mut records = Vec::new();
-        for (rule, series) in series {
-            let (series, condition) = match rule.anomaly {
-                Some(direction) => (book.anomalies(rule, direction, series, now), Condition::Above(0.0)),
-                None => (series, rule.condition()),
-            };
-            for t in book.alerts.evaluate(&rule.name, condition, rule.timing(), series, now) {
-                records.push(Record::Alert {
-                    at: now,
-                    event: AlertEvent::Changed(t),
-                });
+        for same in rules.chunk_by(|a, b| signals::key(a) == signals::key(b)) {
+            let all = signals::all(shared, same[0], &derived, now);
+            for rule in same {
+                let series = signals::scoped(&all, rule);
+                let mut book = lock(&self.book);
+                let (series, condition) = match rule.anomaly {
+                    Some(direction) => (book.anomalies(rule, direction, series, now), Condition::Above(0.0)),
+                    None => (series, rule.condition()),
+                };
+                for t in book.alerts.evaluate(&rule.name, condition, rule.timing(), series, now) {
+                    records.push(Record::Alert {
+                        at: now,
+                        event: AlertEvent::Changed(t),
+                    });
+                }
             }
         }
         records

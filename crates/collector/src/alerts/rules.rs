@@ -8,7 +8,7 @@ use streamsight_core::alerts::{Condition, Timing};
 use streamsight_core::anomaly::Direction;
 
 /// What a rule watches. Each gives one series per the labels named.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Signal {
     /// Per group (cluster, group): the oldest unread message's age, the worst
@@ -269,6 +269,8 @@ pub struct AlertsConfig {
     pub notifiers: Vec<NotifierConfig>,
     /// Alerts (series) watched at most; beyond, new series are counted, not watched.
     pub max_series: usize,
+    /// Series anomaly rules keep a detector for (~600 bytes each) at most.
+    pub max_anomaly_series: usize,
 }
 
 impl Default for AlertsConfig {
@@ -277,7 +279,8 @@ impl Default for AlertsConfig {
             default_rules: true,
             rules: Vec::new(),
             notifiers: Vec::new(),
-            max_series: 100_000,
+            max_series: 50_000,
+            max_anomaly_series: 20_000,
         }
     }
 }

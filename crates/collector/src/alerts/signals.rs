@@ -14,8 +14,9 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
-/// `rule`'s series at `now`, limited to its scope.
-pub(super) fn series(
+/// Every series of `rule`'s signal at `now`, before its scope: computed once per
+/// cycle for all the rules that share the signal (see [`scoped`]).
+pub(super) fn all(
     shared: &Shared,
     rule: &RuleConfig,
     derived: &[super::derived::GroupSignals],
@@ -27,7 +28,7 @@ pub(super) fn series(
             .map(|g| (labels(&[("cluster", &g.cluster), ("group", &g.group)]), value(g)))
             .collect()
     };
-    let all = match rule.signal {
+    match rule.signal {
         Signal::RetentionMarginSeconds => per_group(|g| g.retention_margin_seconds),
         Signal::CatchUpSeconds => per_group(|g| g.catch_up_seconds),
         Signal::PartitionsNotCommitting => per_group(|g| Some(f64::from(g.partitions_not_committing))),
@@ -40,16 +41,31 @@ pub(super) fn series(
         Signal::ServiceReporting => services(shared, now),
         Signal::ProduceRate => produce_rates(shared, now),
         Signal::ConsumeRate => consume_rates(shared),
+    }
+}
+
+/// What makes two rules' signals the same series.
+pub(super) fn key(rule: &RuleConfig) -> (Signal, Vec<Status>) {
+    let statuses = if rule.signal == Signal::GroupStatus {
+        rule.statuses.clone()
+    } else {
+        Vec::new()
     };
-    all.into_iter()
+    (rule.signal, statuses)
+}
+
+/// The series of `all` in `rule`'s scope, with the rule's labels added.
+pub(super) fn scoped(all: &[(Labels, Option<f64>)], rule: &RuleConfig) -> Vec<(Labels, Option<f64>)> {
+    all.iter()
         .filter(|(l, _)| {
             rule.scope
                 .iter()
                 .all(|(k, pattern)| l.get(k).is_some_and(|v| glob_match(pattern, v)))
         })
-        .map(|(mut l, v)| {
+        .map(|(l, v)| {
+            let mut l = l.clone();
             l.extend(rule.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-            (l, v)
+            (l, *v)
         })
         .collect()
 }
