@@ -15,14 +15,6 @@ use support::dsm;
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Sends failed sends of `orders` to the intake, as the SDK reports them.
 async fn failing_producer(intake: &str) {
     let mut p = dsm::payload("checkout", vec![]);
@@ -56,7 +48,7 @@ async fn a_real_alertmanager_receives_and_lists_the_alert() {
         "route:\n  receiver: 'null'\nreceivers:\n  - name: 'null'\n",
     )
     .unwrap();
-    let port = free_port();
+    let port = support::free_port();
     let _am = support::Guard(
         Command::new(ALERTMANAGER)
             .arg(format!("--config.file={}", dir.join("am.yml").display()))

@@ -29,14 +29,6 @@ impl Drop for Browser {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `POST /session/{id}/se/log`: chromedriver's browser log (console messages,
 /// failed loads), which the W3C protocol has no command for.
 #[derive(Debug)]
@@ -63,7 +55,7 @@ impl Browser {
             .iter()
             .find(|p| std::path::Path::new(p).exists())
             .expect("no chromium binary");
-        let port = free_port();
+        let port = super::free_port();
         let driver = Command::new(CHROMEDRIVER)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())

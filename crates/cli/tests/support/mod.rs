@@ -21,6 +21,15 @@ impl Drop for Guard {
     }
 }
 
+/// A loopback port free right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Starts a command and waits, up to 90 s, for a stdout line containing `marker`.
 pub fn start(cmd: &mut Command, marker: &str) -> (Guard, String) {
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();

@@ -115,20 +115,21 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
             n.partition
         );
         let g = groups.entry((n.cluster, n.group)).or_default();
-        // kafka-lag-exporter's member labels, where a poller described the group.
+        // kafka-lag-exporter's member labels, where a poller named the member.
         if let Some(c) = snapshots
             .get(n.cluster)
             .and_then(|s| s.consumer(n.group, n.topic, n.partition))
         {
-            let field = |v: &Option<String>| esc(v.as_deref().unwrap_or("")).into_owned();
-            let _ = write!(
-                labels,
-                ",member_host=\"{}\",consumer_id=\"{}\",client_id=\"{}\"",
-                field(&c.host),
-                field(&c.member_id),
-                field(&c.client_id)
-            );
-            g.described = true;
+            for (name, value) in [
+                ("member_host", &c.host),
+                ("consumer_id", &c.member_id),
+                ("client_id", &c.client_id),
+            ] {
+                if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
+                    let _ = write!(labels, ",{name}=\"{}\"", esc(v));
+                    g.described = true;
+                }
+            }
         }
         if let Some(v) = r.committed_offset {
             offset.sample(&labels, v);
