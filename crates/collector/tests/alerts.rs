@@ -200,6 +200,19 @@ fn a_flow_drop_is_an_anomaly_with_no_threshold_configured() {
         changes.iter().all(|(t, c)| c.rule != "produce_rate_drop" || *t >= 2400),
         "nothing before the drop: {changes:?}"
     );
+    // A deleted topic's detector goes with its series.
+    assert!(shared.alerts.anomaly_series() >= 1);
+    shared.apply(&[obs(
+        3001,
+        Observation::TopicDeleted {
+            cluster: "prod",
+            topic: "orders",
+        },
+    )]);
+    let later = at(3001 + 2 * 3600);
+    let changed = shared.alerts.evaluate(&shared, later);
+    shared.apply(&changed);
+    assert_eq!(shared.alerts.anomaly_series(), 0);
 }
 
 #[test]

@@ -22,8 +22,9 @@ use streamsight_core::{AlertEvent, Millis, Record};
 struct Book {
     alerts: Alerts,
     silences: Vec<Silence>,
-    /// Anomaly rules' detectors, per (rule, series); bounded like the alerts.
-    detectors: std::collections::HashMap<(String, streamsight_core::alerts::Labels), Detector>,
+    /// Anomaly rules' detectors, per (rule, series), with when each last had a
+    /// value: bounded, and forgotten with their series.
+    detectors: std::collections::HashMap<(String, streamsight_core::alerts::Labels), (Detector, Millis)>,
     max_detectors: usize,
 }
 
@@ -74,6 +75,11 @@ impl AlertService {
             max_series: config.max_series,
             delivered: std::sync::Arc::default(),
         }
+    }
+
+    /// Series anomaly rules keep a detector for.
+    pub fn anomaly_series(&self) -> usize {
+        lock(&self.book).detectors.len()
     }
 
     pub fn rules(&self) -> &[RuleConfig] {
@@ -346,6 +352,9 @@ impl Book {
             spreads: rule.sensitivity.unwrap_or(Sensitivity::default().spreads),
             ..Sensitivity::default()
         };
+        let forget_after = rule.timing().forget_after_ms;
+        self.detectors
+            .retain(|(r, _), (_, seen)| r != &rule.name || now.since(*seen) < forget_after);
         series
             .into_iter()
             .map(|(labels, value)| {
@@ -354,10 +363,11 @@ impl Book {
                 if !self.detectors.contains_key(&key) && self.detectors.len() >= self.max_detectors {
                     return (key.1, None);
                 }
-                let d = self
+                let (d, seen) = self
                     .detectors
                     .entry(key.clone())
-                    .or_insert_with(|| Detector::new(direction));
+                    .or_insert_with(|| (Detector::new(direction), now));
+                *seen = now;
                 let verdict = d.observe(now, v, sensitivity);
                 let score = if verdict.anomalous {
                     f64::from(verdict.score)
