@@ -537,7 +537,7 @@ async fn add_silence(
     let mut id = [0u8; 8];
     let _ = getrandom::fill(&mut id);
     let silence = streamsight_core::alerts::Silence {
-        id: id.iter().map(|b| format!("{b:02x}")).collect(),
+        id: crate::auth::hex(&id),
         matchers: new.matchers,
         until: Millis(now.0.saturating_add(crate::time_ms(new.duration))),
         comment: new.comment,

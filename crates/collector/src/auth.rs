@@ -85,7 +85,8 @@ const PREFIX: &str = "ssk_";
 const ID_BYTES: usize = 6;
 const SECRET_BYTES: usize = 32;
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -9,8 +9,6 @@ use serde::Serialize;
 use std::collections::HashMap;
 use streamsight_core::{Engine, GroupId, Millis, PartitionId};
 
-/// Rates are measured over at least this much time.
-const MIN_SPAN_MS: i64 = 60_000;
 /// A partition silent this long while a sibling committed within a minute.
 const NOT_COMMITTING_MS: i64 = 300_000;
 const SIBLING_RECENT_MS: i64 = 60_000;
@@ -56,7 +54,7 @@ impl LogStarts {
     fn rate(&self, pid: PartitionId) -> Option<f64> {
         let &(first, first_at, last, last_at) = self.seen.get(&pid)?;
         let span = last_at.since(first_at);
-        (span >= MIN_SPAN_MS).then(|| (last - first) as f64 * 1000.0 / span as f64)
+        (span >= Engine::RATE_WINDOW_MS).then(|| (last - first) as f64 * 1000.0 / span as f64)
     }
 }
 
@@ -104,14 +102,8 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
             }
         }
         // Catch-up: lag over (consume rate − produce rate).
-        let commits: Vec<_> = engine.commits(gp).collect();
-        let consume = match (commits.first(), commits.last()) {
-            (Some(a), Some(b)) if b.at.since(a.at) > 0 => {
-                Some((b.offset - a.offset).max(0) as f64 * 1000.0 / b.at.since(a.at) as f64)
-            }
-            _ => None,
-        };
-        let produce = engine.produce_rate(pid, now, MIN_SPAN_MS);
+        let consume = engine.consume_rate(gp);
+        let produce = engine.produce_rate(pid, now, Engine::RATE_WINDOW_MS);
         let catch_up = match (r.lag_messages, consume, produce) {
             (Some(0), _, _) => Some(0.0),
             (Some(l), Some(c), Some(p)) if c > p => Some(l as f64 / (c - p)),

@@ -86,9 +86,8 @@ async fn deliver(client: &reqwest::Client, c: &NotifierConfig, n: &Notification,
             .header("Content-Type", "application/json")
             .body(body.clone());
         if c.format == Format::Generic && !c.secret.is_empty() {
-            let mac = hmac_sha256(c.secret.as_bytes(), &body);
-            let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-            req = req.header("X-Streamsight-Signature", format!("sha256={hex}"));
+            let mac = crate::auth::hex(&hmac_sha256(c.secret.as_bytes(), &body));
+            req = req.header("X-Streamsight-Signature", format!("sha256={mac}"));
         }
         match req.send().await {
             Ok(r) if r.status().is_success() => {
@@ -197,11 +196,12 @@ mod tests {
 
     #[test]
     fn hmac_matches_rfc_4231() {
-        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::auth::hex(&hmac_sha256(b"Jefe", b"what do ya want for nothing?"));
         assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-        let long = hmac_sha256(&[0xaa; 131], b"Test Using Larger Than Block-Size Key - Hash Key First");
-        let hex: String = long.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::auth::hex(&hmac_sha256(
+            &[0xaa; 131],
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+        ));
         assert_eq!(hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
     }
 

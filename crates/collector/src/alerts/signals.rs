@@ -180,15 +180,12 @@ fn services(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
         .collect()
 }
 
-/// Rates are measured over this much history.
-const RATE_OVER_MS: i64 = 60_000;
-
 fn produce_rates(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
     let engine = shared.lag.engine();
     let mut topics: BTreeMap<(&str, &str), Option<f64>> = BTreeMap::new();
     for pid in engine.partitions() {
         let (cluster, topic, _) = engine.partition_names(pid);
-        let rate = engine.produce_rate(pid, now, RATE_OVER_MS);
+        let rate = engine.produce_rate(pid, now, streamsight_core::Engine::RATE_WINDOW_MS);
         let e = topics.entry((cluster, topic)).or_insert(Some(0.0));
         // Unknown for one partition: unknown for the topic (never a partial sum).
         *e = match (*e, rate) {
@@ -202,24 +199,18 @@ fn produce_rates(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
         .collect()
 }
 
-/// Offsets committed per second over each partition's recent commits, summed.
+/// Offsets committed per second over each partition's recent commits, summed
+/// (unknown while any partition's is).
 fn consume_rates(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
     let engine = shared.lag.engine();
     engine
         .groups()
         .map(|gid| {
             let (cluster, group) = engine.group_name(gid);
-            let mut total = Some(0.0);
-            for &gp in engine.group_members(gid) {
-                let commits: Vec<_> = engine.commits(gp).collect();
-                let rate = match (commits.first(), commits.last()) {
-                    (Some(a), Some(b)) if b.at > a.at => {
-                        Some((b.offset - a.offset).max(0) as f64 * 1000.0 / b.at.since(a.at) as f64)
-                    }
-                    _ => None,
-                };
-                total = total.zip(rate).map(|(a, b)| a + b);
-            }
+            let total = engine
+                .group_members(gid)
+                .iter()
+                .try_fold(0.0, |sum, &gp| engine.consume_rate(gp).map(|r| sum + r));
             (labels(&[("cluster", cluster), ("group", group)]), total)
         })
         .collect()

@@ -99,8 +99,7 @@ fn hardened(mut response: Response) -> Response {
 fn etag(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(bytes);
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("\"{hex}\"")
+    format!("\"{}\"", crate::auth::hex(&digest[..8]))
 }
 
 fn embedded(headers: &HeaderMap, content_type: &'static str, bytes: &'static [u8]) -> Response {

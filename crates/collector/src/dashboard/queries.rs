@@ -242,9 +242,6 @@ pub(super) async fn topic(
     .await
 }
 
-/// Produce rates are measured over this much history.
-const RATE_OVER_MS: i64 = 60_000;
-
 fn topic_json(shared: &Shared, cluster: &str, topic: &str, now: Millis) -> Option<Value> {
     let (partitions, groups) = {
         let engine = shared.lag.engine();
@@ -259,7 +256,7 @@ fn topic_json(shared: &Shared, cluster: &str, topic: &str, now: Millis) -> Optio
                 json!({
                     "partition": partition,
                     "report": engine.evaluate_partition(pid, now),
-                    "produce_rate_per_second": engine.produce_rate(pid, now, RATE_OVER_MS),
+                    "produce_rate_per_second": engine.produce_rate(pid, now, streamsight_core::Engine::RATE_WINDOW_MS),
                 })
             })
             .collect();

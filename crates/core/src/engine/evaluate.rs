@@ -100,6 +100,9 @@ impl Engine {
         crate::explain::reason(report, &self.group_partitions[id.0 as usize].window, now)
     }
 
+    /// The span rates are measured over where callers have no reason to choose another.
+    pub const RATE_WINDOW_MS: i64 = 60_000;
+
     /// The produce rate over the last `over_ms` before `now` (or over as much of
     /// it as the offset history holds, when that is at least a tenth of it):
     /// `None` where the history is too short to say.
@@ -116,6 +119,15 @@ impl Engine {
         let end = h.end_at(now)?;
         let span = now.since(from);
         (span > 0 && span >= over_ms / 10).then(|| end.saturating_sub(then).max(0) as f64 * 1000.0 / span as f64)
+    }
+
+    /// Offsets a group committed per second on a partition, over the commits the
+    /// health window holds; `None` with fewer than two commits apart in time.
+    pub fn consume_rate(&self, id: GroupPartitionId) -> Option<f64> {
+        let w = &self.group_partitions[id.0 as usize].window;
+        let (first, last) = (w.first()?, w.last()?);
+        let span = last.at.since(first.at);
+        (span > 0).then(|| (last.offset - first.offset).max(0) as f64 * 1000.0 / span as f64)
     }
 
     pub(super) fn is_control_marker(&self, p: &PartitionState, offset: i64) -> bool {
