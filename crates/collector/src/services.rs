@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
-use streamsight_core::{Engine, EngineEvent, GroupId, GroupPartitionId, Millis, Record, Status};
+use streamsight_core::{Engine, EngineEvent, GroupId, Millis, Record, Status};
 
 /// Engine events kept for the API.
 const EVENTS_KEPT: usize = 1_000;
@@ -77,50 +77,29 @@ pub struct Summaries {
 
 fn summarize(engine: &Engine, gid: GroupId, now: Millis) -> GroupSummary {
     let (cluster, group) = engine.group_name(gid);
-    let members = engine.group_members(gid);
-    let mut s = GroupSummary {
+    let g = engine.evaluate_group(gid, now);
+    let worst = g
+        .worst
+        .as_ref()
+        .map(|(gp, r)| (engine.names(*gp), engine.reason(*gp, r, now)));
+    GroupSummary {
         id: gid,
         cluster: cluster.to_owned(),
         group: group.to_owned(),
-        status: if members.is_empty() { Status::Stale } else { Status::Ok },
-        reason: String::new(),
-        partitions: members.len(),
-        total_lag: 0,
-        complete: true,
-        max_lag_seconds: None,
-        lag_seconds_lower_bound: false,
-        producer_failing: false,
-        worst_topic: None,
-        worst_partition: None,
-    };
-    // The worst partition: the worst status, then the oldest unread record.
-    let mut worst: Option<(GroupPartitionId, streamsight_core::LagReport)> = None;
-    for &gp in members {
-        let r = engine.evaluate(gp, now);
-        match r.lag_messages {
-            Some(lag) => s.total_lag = s.total_lag.saturating_add(lag),
-            None => s.complete = false,
-        }
-        if r.lag_seconds > s.max_lag_seconds || s.max_lag_seconds.is_none() && r.lag_seconds.is_some() {
-            s.max_lag_seconds = r.lag_seconds;
-            s.lag_seconds_lower_bound = r.lag_seconds_lower_bound;
-        }
-        s.producer_failing |= r.producer_failing;
-        let key = |r: &streamsight_core::LagReport| (r.status, r.lag_seconds.unwrap_or(f64::INFINITY));
-        if worst.as_ref().is_none_or(|(_, w)| key(&r) > key(w)) {
-            worst = Some((gp, r));
-        }
+        status: g.status,
+        reason: worst.as_ref().map_or_else(
+            || "no partition of this group is known".to_owned(),
+            |(_, reason)| reason.clone(),
+        ),
+        partitions: g.partitions,
+        total_lag: g.total_lag,
+        complete: g.complete,
+        max_lag_seconds: g.max_lag_seconds,
+        lag_seconds_lower_bound: g.lag_seconds_lower_bound,
+        producer_failing: g.producer_failing,
+        worst_topic: worst.as_ref().map(|(n, _)| n.topic.to_owned()),
+        worst_partition: worst.map(|(n, _)| n.partition),
     }
-    if let Some((gp, r)) = worst {
-        s.status = r.status;
-        s.reason = engine.reason(gp, &r, now);
-        let n = engine.names(gp);
-        s.worst_topic = Some(n.topic.to_owned());
-        s.worst_partition = Some(n.partition);
-    } else {
-        s.reason = "no partition of this group is known".to_owned();
-    }
-    s
 }
 
 /// Records applied per hold of the engine's lock.

@@ -157,7 +157,12 @@ impl Engine {
             total_lag: 0,
             complete: true,
             max_lag: None,
+            max_lag_seconds: None,
+            lag_seconds_lower_bound: false,
+            producer_failing: false,
+            worst: None,
         };
+        let key = |r: &LagReport| (r.status, r.lag_seconds.unwrap_or(f64::INFINITY));
         for &gpid in &g.partitions {
             let r = self.evaluate(gpid, now);
             report.status = report.status.max(r.status);
@@ -169,6 +174,16 @@ impl Engine {
                     }
                 }
                 None => report.complete = false,
+            }
+            if let Some(secs) = r.lag_seconds
+                && report.max_lag_seconds.is_none_or(|max| secs > max)
+            {
+                report.max_lag_seconds = Some(secs);
+                report.lag_seconds_lower_bound = r.lag_seconds_lower_bound;
+            }
+            report.producer_failing |= r.producer_failing;
+            if report.worst.as_ref().is_none_or(|(_, w)| key(&r) > key(w)) {
+                report.worst = Some((gpid, r));
             }
         }
         if g.partitions.is_empty() {

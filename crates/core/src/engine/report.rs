@@ -62,6 +62,15 @@ pub struct GroupReport {
     pub total_lag: i64,
     pub complete: bool,
     pub max_lag: Option<(GroupPartitionId, i64)>,
+    /// The oldest unread record's age over the partitions whose it is known, and
+    /// whether that one is a lower bound.
+    pub max_lag_seconds: Option<f64>,
+    pub lag_seconds_lower_bound: bool,
+    /// Some partition's producers are failing.
+    pub producer_failing: bool,
+    /// The partition the status is about: the worst status, then the oldest
+    /// unread record (unknown counts as oldest), with its report.
+    pub worst: Option<(GroupPartitionId, LagReport)>,
 }
 
 /// What [`Engine::idle`] found: (cluster, group) and (cluster, topic) pairs.
