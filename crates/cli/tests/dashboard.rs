@@ -67,6 +67,19 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
             .is_some_and(|r| !r.is_empty())
     })
     .await;
+    // Drop accounting reconciles minute windows once they close.
+    wait_for(
+        &http,
+        &format!("{api}/api/v1/deliveries"),
+        "dead letters accounted",
+        |v| {
+            v["totals"].as_array().is_some_and(|t| {
+                t.iter()
+                    .any(|x| x["totals"]["missing"]["dead_lettered"].as_u64() > Some(0))
+            })
+        },
+    )
+    .await;
     wait_for(&http, &format!("{api}/api/v1/pathways"), "pathways", |v| {
         v["edges"].as_array().is_some_and(|e| e.len() >= 4)
     })
