@@ -8,8 +8,9 @@
 
 use std::time::Instant;
 use streamsight_collector::ServeConfig;
-use streamsight_collector::alerts::rules::{AlertsConfig, RuleConfig};
+use streamsight_collector::alerts::rules::AlertsConfig;
 use streamsight_collector::state::Shared;
+use streamsight_core::alerts::rule::Rule;
 use streamsight_core::{EngineConfig, Millis, Observation, Partition, Record};
 
 /// The allocator the `streamsight` binary uses.
@@ -74,7 +75,7 @@ fn load(shared: &Shared) {
 
 /// 1,000 rules: thresholds on every group signal, each scoped to a tenth of the
 /// groups (as teams scope rules to theirs), and anomaly rules on the same.
-fn rules() -> Vec<RuleConfig> {
+fn rules() -> Vec<Rule> {
     let kinds = [
         ("group_lag_seconds", "above = 300"),
         ("group_lag_messages", "above = 400"),

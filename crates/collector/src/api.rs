@@ -32,8 +32,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/probes", get(probes))
         .route("/api/v1/dlq", get(dlq))
         .route("/api/v1/audit", get(audit))
-        .route("/api/v1/alerts", get(alerts))
-        .route("/api/v1/silences", get(silences).post(add_silence))
+        .merge(crate::alerts::api::routes())
         .merge(crate::burrow::routes())
         .merge(crate::dashboard::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
@@ -479,83 +478,11 @@ async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(json!({ "clusters": clusters })).into_response()
 }
 
-/// Alerts that are not quiet (pending, firing, no data, resolved), worst first,
-/// with the rules and how the notifiers fare.
-async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
-    let now = clock::now();
-    axum::Json(json!({
-        "now_ms": now.0,
-        "alerts": shared.alerts.list(now),
-        "rules": shared.alerts.rules(),
-        "notifiers": shared.alerts.notifier_report(),
-        "group_signals": *shared.alerts.group_signals(),
-    }))
-    .into_response()
-}
-
-async fn silences(State(shared): State<Arc<Shared>>) -> Response {
-    axum::Json(json!({ "silences": shared.alerts.silences(clock::now()) })).into_response()
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NewSilence {
-    /// Label globs, `alertname` for the rule.
-    matchers: std::collections::BTreeMap<String, String>,
-    /// How long, e.g. "2h".
-    #[serde(with = "humantime_serde")]
-    duration: std::time::Duration,
-    #[serde(default)]
-    comment: String,
-}
-
-/// Silences are changes: for admin keys (open, like everything, while no key exists).
-async fn add_silence(
-    State(shared): State<Arc<Shared>>,
-    caller: Option<axum::Extension<crate::auth::Caller>>,
-    body: Result<axum::Json<NewSilence>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    if let Some(axum::Extension(caller)) = caller
-        && caller.scope != crate::auth::Scope::Admin
-        && !caller.key_id.is_empty()
-    {
-        return error_response(StatusCode::FORBIDDEN, "forbidden", "silences are for admin keys");
-    }
-    let axum::Json(new) = match body {
-        Ok(b) => b,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_silence", &e.body_text()),
-    };
-    const MAX_SILENCE: std::time::Duration = std::time::Duration::from_secs(90 * 24 * 3600);
-    if new.matchers.is_empty() || new.matchers.len() > 16 || new.duration > MAX_SILENCE || new.comment.len() > 1024 {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            "bad_silence",
-            "a silence needs 1 to 16 matchers, at most 90 days and a comment under 1 KiB",
-        );
-    }
-    let now = clock::now();
-    let mut id = [0u8; 8];
-    let _ = getrandom::fill(&mut id);
-    let silence = streamsight_core::alerts::Silence {
-        id: crate::auth::hex(&id),
-        matchers: new.matchers,
-        until: Millis(now.0.saturating_add(crate::time_ms(new.duration))),
-        comment: new.comment,
-    };
-    match shared.alerts.silence(silence.clone(), now).await {
-        Ok(()) => (StatusCode::CREATED, axum::Json(json!({ "silence": silence }))).into_response(),
-        Err(e) => error_response(e.status(), e.kind().as_str(), &e.to_string()),
-    }
-}
-
 /// Administrative actions of the caller's tenant: for admin keys only (open,
 /// like everything, while no key exists).
 async fn audit(State(shared): State<Arc<Shared>>, caller: Option<axum::Extension<crate::auth::Caller>>) -> Response {
-    if let Some(axum::Extension(caller)) = caller
-        && caller.scope != crate::auth::Scope::Admin
-        && !caller.key_id.is_empty()
-    {
-        return error_response(StatusCode::FORBIDDEN, "forbidden", "the audit log is for admin keys");
+    if let Some(refused) = crate::auth::unless_admin(caller.as_deref(), "the audit log") {
+        return refused;
     }
     let events: Vec<serde_json::Value> = shared
         .audit

@@ -189,6 +189,20 @@ pub struct Caller {
     pub key_id: String,
 }
 
+/// Changes and the audit log are for admin keys; open, like everything, while
+/// no key exists (a caller with no key id came through a keyless route).
+/// The refusal, when there is one.
+pub(crate) fn unless_admin(caller: Option<&Caller>, what: &str) -> Option<axum::response::Response> {
+    match caller {
+        Some(c) if c.scope != Scope::Admin && !c.key_id.is_empty() => Some(crate::intake::error_response(
+            axum::http::StatusCode::FORBIDDEN,
+            "forbidden",
+            &format!("{what}: for admin keys"),
+        )),
+        _ => None,
+    }
+}
+
 impl Caller {
     /// A caller named by where it came from (a bound listener, a trusted
     /// gateway), not by a key.

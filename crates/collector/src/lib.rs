@@ -72,6 +72,8 @@ pub enum ServeError {
     Unauthenticated { addr: SocketAddr },
     #[error("tenants: {0}")]
     Tenants(String),
+    #[error("{0}")]
+    Alerts(String),
     #[error("cannot listen on unix socket {path}: {source}")]
     BindUnix { path: String, source: std::io::Error },
 }
@@ -132,6 +134,7 @@ async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
 /// Opens the store, replays it, binds both listeners and serves until the process
 /// ends. Port 0 in the config picks a free port: see [`Running`].
 pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running, ServeError> {
+    config.alerts.validate().map_err(ServeError::Alerts)?;
     let per_tenant = config.per_tenant().map_err(ServeError::Tenants)?;
     let mut stores = Vec::new();
     for (name, c) in &per_tenant {

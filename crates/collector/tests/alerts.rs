@@ -9,8 +9,9 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use streamsight_collector::ServeConfig;
-use streamsight_collector::alerts::rules::{AlertsConfig, RuleConfig, Signal};
+use streamsight_collector::alerts::rules::AlertsConfig;
 use streamsight_collector::state::Shared;
+use streamsight_core::alerts::rule::{Rule, Signal};
 use streamsight_core::alerts::{AlertState, Transition};
 use streamsight_core::pathway::PathwayPoint;
 use streamsight_core::sketch::Sketch;
@@ -37,7 +38,7 @@ fn orders() -> Partition<&'static str> {
     }
 }
 
-fn rule(name: &str, signal: Signal, above: f64, for_secs: u64) -> RuleConfig {
+fn rule(name: &str, signal: Signal, above: f64, for_secs: u64) -> Rule {
     toml::from_str(&format!(
         "name = \"{name}\"\nsignal = \"{}\"\nabove = {above}\nfor = \"{for_secs}s\"",
         serde_json::to_value(signal).unwrap().as_str().unwrap()
@@ -453,5 +454,326 @@ async fn a_signed_webhook_is_told_once_across_a_restart() {
         "{metrics}"
     );
     assert!(metrics.contains("streamsight_notifications_failed_total 0"));
+    running.shutdown().await;
+}
+
+/// Sends one payload of failed sends to `orders` partition 0 through the intake.
+async fn failed_sends(intake_addr: std::net::SocketAddr) {
+    let payload = streamsight_wire::dsm::payload::Payload {
+        service: "checkout".into(),
+        failed_sends: vec![streamsight_wire::dsm::payload::FailedSends {
+            topic: "orders".into(),
+            partition: 0,
+            error: "MsgTimedOut".into(),
+            count: 3,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let status = reqwest::Client::new()
+        .post(format!("http://{intake_addr}/v0.1/pipeline_stats"))
+        .header("Content-Type", "application/msgpack")
+        .header("Content-Encoding", "gzip")
+        .body(streamsight_wire::dsm::payload::encode(&payload))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+}
+
+/// Polls `what` until it holds (deadline 30 s).
+async fn until(what: &str, mut holds: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !holds().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn told(got: &Mutex<Vec<(serde_json::Value, String)>>, rule: &str, state: &str) -> usize {
+    got.lock()
+        .unwrap()
+        .iter()
+        .filter(|(b, _)| b["alert"]["rule"] == rule && b["alert"]["state"] == state)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_made_through_the_api_fires_outlives_retention_and_a_restart_and_resolves_when_removed() {
+    let (url, got) = receiver().await;
+    let dir = std::env::temp_dir().join(format!("streamsight-alert-rules-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let storage = format!("sqlite://{}/s.db", dir.display());
+    let config = || {
+        let mut alerts: AlertsConfig =
+            toml::from_str(&format!("[[notifiers]]\nurl = \"{url}\"\nsecret = \"s3cret\"\n")).unwrap();
+        alerts.max_series = 1_000;
+        ServeConfig {
+            history_interval: Duration::from_millis(200),
+            // The state is written again every 1.5 s; the originals go after 3 s.
+            retention: Duration::from_secs(3),
+            alerts,
+            ..support::loopback(&storage)
+        }
+    };
+    let running = streamsight_collector::serve(config(), EngineConfig::default())
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let api = format!("http://{}/api/v1", running.api_addr);
+    let put = |name: &str, body: serde_json::Value| http.put(format!("{api}/rules/{name}")).json(&body).send();
+    let made_at = Millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    );
+    let r = put(
+        "sends_failing",
+        serde_json::json!({"signal": "producer_failing", "above": 0, "for": "0s",
+            "labels": {"severity": "page"}, "summary": "sends to {topic} fail"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    // The default rule of that signal turned off through the API.
+    let r = put(
+        "producer_failing",
+        serde_json::json!({"signal": "producer_failing", "enabled": false}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    // Refused with the reason, nothing stored.
+    for (name, body, status, kind) in [
+        (
+            "a b",
+            serde_json::json!({"signal": "producer_failing"}),
+            400,
+            "bad_rule",
+        ),
+        (
+            "x",
+            serde_json::json!({"name": "y", "signal": "producer_failing"}),
+            400,
+            "bad_rule",
+        ),
+        (
+            "x",
+            serde_json::json!({"signal": "producer_failing", "typo": 1}),
+            400,
+            "bad_rule",
+        ),
+        ("x", serde_json::json!({"signal": "nope"}), 400, "bad_rule"),
+        (
+            "x",
+            serde_json::json!({"signal": "producer_failing", "summary": "s".repeat(70_000)}),
+            413,
+            "",
+        ),
+    ] {
+        let r = put(name, body).await.unwrap();
+        assert_eq!(r.status(), status);
+        if !kind.is_empty() {
+            let body: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(body["error"], kind, "{body}");
+        }
+    }
+    let r = http
+        .put(format!("{api}/rules/x"))
+        .header("content-type", "application/json")
+        .body(r#"{"signal": "producer_failing", "above": 1e999}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "a threshold beyond f64");
+    let rules: serde_json::Value = http
+        .get(format!("{api}/rules"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let find = |rules: &serde_json::Value, name: &str| {
+        rules["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {rules}"))
+    };
+    assert_eq!(find(&rules, "sends_failing")["source"], "api");
+    assert_eq!(find(&rules, "producer_failing")["enabled"], false);
+    assert_eq!(find(&rules, "lag_seconds_high")["source"], "default");
+    assert!(rules["rules"].as_array().unwrap().iter().all(|r| r["name"] != "x"));
+
+    failed_sends(running.intake_addr).await;
+    until("the API rule's alert", async || {
+        told(&got, "sends_failing", "firing") == 1
+    })
+    .await;
+    assert_eq!(
+        told(&got, "producer_failing", "firing"),
+        0,
+        "the default was turned off"
+    );
+    let body = got.lock().unwrap()[0].0.clone();
+    assert_eq!(body["alert"]["labels"]["severity"], "page", "{body}");
+    assert_eq!(body["alert"]["summary"], "sends to orders fail", "{body}");
+
+    // A silence made and ended.
+    let r = http
+        .post(format!("{api}/silences"))
+        .json(&serde_json::json!({"matchers": {"alertname": "nothing"}, "duration": "1h"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let id = r.json::<serde_json::Value>().await.unwrap()["silence"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = http.delete(format!("{api}/silences/{id}")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = http.delete(format!("{api}/silences/{id}")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+
+    // Retention deletes the records that made the rule and fired the alert;
+    // the state was written again since.
+    until("retention to delete the original records", async || {
+        let mut store = streamsight_store::open(&storage).unwrap();
+        let mut oldest = i64::MAX;
+        store
+            .scan(Millis(0), &mut |batch| {
+                oldest = batch.iter().map(|r| r.at().0).fold(oldest, i64::min);
+            })
+            .unwrap();
+        oldest > made_at.0 + 1_000
+    })
+    .await;
+    until("the delivery to be stored", async || {
+        let alerts: serde_json::Value = http
+            .get(format!("{api}/alerts"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        alerts["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["rule"] == "sends_failing" && a["notified"] == "firing")
+    })
+    .await;
+    running.shutdown().await;
+
+    let running = streamsight_collector::serve(config(), EngineConfig::default())
+        .await
+        .unwrap();
+    let api = format!("http://{}/api/v1", running.api_addr);
+    let rules: serde_json::Value = http
+        .get(format!("{api}/rules"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        find(&rules, "sends_failing")["source"],
+        "api",
+        "the rule outlived retention and the restart"
+    );
+    assert_eq!(find(&rules, "producer_failing")["enabled"], false);
+    let alerts: serde_json::Value = http
+        .get(format!("{api}/alerts"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let alert = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["rule"] == "sends_failing")
+        .cloned()
+        .unwrap_or_else(|| panic!("{alerts}"));
+    assert_eq!(alert["state"], "firing", "{alert}");
+    assert!(
+        alerts["silences"].as_array().unwrap().is_empty(),
+        "the ended silence stays ended"
+    );
+
+    // Removed: its alert resolves and people hear so; it is gone from the rules.
+    let r = http.delete(format!("{api}/rules/sends_failing")).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    let r = http.delete(format!("{api}/rules/sends_failing")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = http
+        .delete(format!("{api}/rules/lag_seconds_high"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "a default rule is turned off, not deleted");
+    until("the resolution", async || told(&got, "sends_failing", "resolved") == 1).await;
+    assert_eq!(told(&got, "sends_failing", "firing"), 1, "told once across the restart");
+    let rules: serde_json::Value = http
+        .get(format!("{api}/rules"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        rules["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["name"] != "sends_failing")
+    );
+    running.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_made_through_the_api_are_bounded() {
+    let running = streamsight_collector::serve(support::loopback("memory://"), EngineConfig::default())
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let api = format!("http://{}/api/v1", running.api_addr);
+    for i in 0..streamsight_collector::alerts::MAX_API_RULES {
+        let r = http
+            .put(format!("{api}/rules/r{i}"))
+            .json(&serde_json::json!({"signal": "group_lag_messages", "above": i}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let r = http
+        .put(format!("{api}/rules/one_more"))
+        .json(&serde_json::json!({"signal": "group_lag_messages"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    // Replacing one that exists is still allowed.
+    let r = http
+        .put(format!("{api}/rules/r0"))
+        .json(&serde_json::json!({"signal": "group_lag_messages", "above": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     running.shutdown().await;
 }

@@ -73,6 +73,29 @@ async fn keys_open_what_their_scope_allows_and_revoking_one_closes_it() {
     assert_eq!(status(post(), None).await, 401);
     assert_eq!(status(post(), Some(&read.token)).await, 403, "a read key cannot ingest");
     assert_eq!(status(post(), Some(&ingest.token)).await, 202);
+    // Rules and silences are read with read keys and changed with admin keys.
+    let rule = || {
+        client
+            .put(format!("{api}/api/v1/rules/lag_high"))
+            .json(&serde_json::json!({"signal": "group_lag_seconds", "above": 60}))
+    };
+    let silence = || {
+        client
+            .post(format!("{api}/api/v1/silences"))
+            .json(&serde_json::json!({"matchers": {"alertname": "lag_high"}, "duration": "1h"}))
+    };
+    assert_eq!(status(rule(), Some(&read.token)).await, 403);
+    assert_eq!(status(silence(), Some(&read.token)).await, 403);
+    assert_eq!(status(rule(), Some(&admin.token)).await, 200);
+    assert_eq!(status(silence(), Some(&admin.token)).await, 201);
+    assert_eq!(
+        status(client.get(format!("{api}/api/v1/rules")), Some(&read.token)).await,
+        200
+    );
+    assert_eq!(
+        status(client.delete(format!("{api}/api/v1/rules/lag_high")), Some(&read.token)).await,
+        403
+    );
 
     // Revoked in the file: refused from the next reload, without a restart.
     file.revoke(&read.stored.id, 2).unwrap();

@@ -55,6 +55,14 @@ pub enum AlertEvent {
         state: crate::alerts::AlertState,
     },
     Silenced(crate::alerts::Silence),
+    /// A rule made or replaced through the API (over the configuration's of the
+    /// same name).
+    RuleSet(crate::alerts::rule::Rule),
+    /// A rule made through the API removed: the configuration's (or default)
+    /// rule of that name, if any, applies again.
+    RuleRemoved {
+        name: String,
+    },
 }
 
 /// What an administrator did, as the collector saw it take effect.

@@ -164,6 +164,22 @@ mod tests {
                 scope: "read".into(),
             },
         });
+        let mut rule = streamsight_core::alerts::rule::Rule::new(
+            "lag_high",
+            streamsight_core::alerts::rule::Signal::GroupStatus,
+            60,
+            "{group} is stuck",
+        );
+        rule.statuses = vec![streamsight_core::Status::Stall];
+        rule.scope.insert("cluster".into(), "prod-*".into());
+        all.push(Record::Alert {
+            at: Millis(10),
+            event: streamsight_core::AlertEvent::RuleSet(rule),
+        });
+        all.push(Record::Alert {
+            at: Millis(11),
+            event: streamsight_core::AlertEvent::RuleRemoved { name: "ü".into() },
+        });
         all.extend([
             observation(
                 -5,

@@ -4,6 +4,7 @@
 //! tasks of their own. A restart replays the log: a firing alert is still
 //! firing, and one already notified is not notified again.
 
+pub mod api;
 pub mod derived;
 pub mod notify;
 pub mod rules;
@@ -12,8 +13,8 @@ mod signals;
 use crate::services::lock;
 use crate::state::Shared;
 use notify::{Notification, Notifier};
-use rules::RuleConfig;
 use std::sync::Mutex;
+use streamsight_core::alerts::rule::Rule;
 use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, Silence, render};
 use streamsight_core::anomaly::{Detector, Sensitivity};
 use streamsight_core::{AlertEvent, Millis, Record};
@@ -26,12 +27,19 @@ struct Book {
     /// value: bounded, and forgotten with their series.
     detectors: std::collections::HashMap<(String, streamsight_core::alerts::Labels), (Detector, Millis)>,
     max_detectors: usize,
+    /// Rules made through the API, over the configuration's.
+    api_rules: std::collections::BTreeMap<String, Rule>,
+    /// The rules that run: base ← API rules, enabled ones.
+    rules: std::sync::Arc<Vec<Rule>>,
 }
 
 /// The alerts service: rules, their alerts, silences and notifiers.
 #[derive(Debug)]
 pub struct AlertService {
-    rules: Vec<RuleConfig>,
+    /// The defaults and the configuration's rules, disabled ones included.
+    base: Vec<Rule>,
+    /// Names of the rules the configuration sets (the rest of `base` are defaults).
+    configured: std::collections::BTreeSet<String>,
     book: Mutex<Book>,
     notifiers: std::sync::OnceLock<Vec<Notifier>>,
     /// The dashboard's address, for links in notifications.
@@ -46,6 +54,37 @@ pub struct AlertService {
     max_series: usize,
     /// Records that notifications were delivered, stored by the next round.
     delivered: std::sync::Arc<Mutex<Vec<Record>>>,
+    /// When the state the log must keep (API rules, silences, alerts not ok)
+    /// was last written again, so that retention never deletes it.
+    rewritten_at: Mutex<Option<Millis>>,
+    /// Held while a change is stored and applied: a rewrite of the state never
+    /// lands after a change it did not see (a removed rule brought back).
+    changes: tokio::sync::Mutex<()>,
+}
+
+/// A rule as the API shows it: where it comes from.
+#[derive(Debug, serde::Serialize)]
+pub struct RuleView {
+    #[serde(flatten)]
+    pub rule: Rule,
+    /// `default`, `config` or `api`.
+    pub source: &'static str,
+}
+
+/// Rules made through the API at most (each within [`Rule::validate`]'s bounds).
+pub const MAX_API_RULES: usize = 1_000;
+
+/// Why a change through the API was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error(transparent)]
+    Rule(#[from] streamsight_core::alerts::rule::RuleError),
+    #[error("at most {MAX_API_RULES} rules can be made through the API")]
+    TooManyRules,
+    #[error("no such {0}")]
+    NotFound(&'static str),
+    #[error(transparent)]
+    Store(#[from] crate::state::AppendError),
 }
 
 /// An alert as the API shows it.
@@ -60,12 +99,15 @@ pub struct AlertView {
 impl AlertService {
     pub(crate) fn new(config: &rules::AlertsConfig) -> Self {
         Self {
-            rules: config.effective_rules(),
+            base: config.base_rules(),
+            configured: config.rules.iter().map(|r| r.name.clone()).collect(),
             book: Mutex::new(Book {
                 alerts: Alerts::new(config.max_series),
                 silences: Vec::new(),
                 detectors: std::collections::HashMap::new(),
                 max_detectors: config.max_anomaly_series,
+                api_rules: std::collections::BTreeMap::new(),
+                rules: std::sync::Arc::new(config.effective_rules()),
             }),
             notifiers: std::sync::OnceLock::new(),
             base_url: std::sync::OnceLock::new(),
@@ -74,6 +116,8 @@ impl AlertService {
             derived: Mutex::default(),
             max_series: config.max_series,
             delivered: std::sync::Arc::default(),
+            rewritten_at: Mutex::new(None),
+            changes: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -82,8 +126,27 @@ impl AlertService {
         lock(&self.book).detectors.len()
     }
 
-    pub fn rules(&self) -> &[RuleConfig] {
-        &self.rules
+    /// The rules that run.
+    pub fn rules(&self) -> std::sync::Arc<Vec<Rule>> {
+        lock(&self.book).rules.clone()
+    }
+
+    /// Every rule, disabled ones included, with where it comes from.
+    pub fn rule_views(&self) -> Vec<RuleView> {
+        let book = lock(&self.book);
+        rules::overlay(self.base.clone(), book.api_rules.values())
+            .into_iter()
+            .map(|rule| {
+                let source = if book.api_rules.contains_key(&rule.name) {
+                    "api"
+                } else if self.configured.contains(&rule.name) {
+                    "config"
+                } else {
+                    "default"
+                };
+                RuleView { rule, source }
+            })
+            .collect()
     }
 
     /// Starts the notifiers' tasks (on the collector's runtime).
@@ -101,7 +164,7 @@ impl AlertService {
             .iter()
             .filter(|a| a.state != AlertState::Ok)
             .map(|a| AlertView {
-                summary: self.summary(a),
+                summary: self.summary(&book.rules, a),
                 silenced: book.silences.iter().any(|s| s.silences(a, now)),
                 alert: a.clone(),
             })
@@ -131,9 +194,8 @@ impl AlertService {
             .collect()
     }
 
-    fn summary(&self, a: &Alert) -> String {
-        let template = self
-            .rules
+    fn summary(&self, rules: &[Rule], a: &Alert) -> String {
+        let template = rules
             .iter()
             .find(|r| r.name == a.rule)
             .map_or("", |r| r.summary.as_str());
@@ -152,11 +214,15 @@ impl AlertService {
             std::sync::Arc::new(derived::compute(&engine, &mut starts, now, self.max_series))
         };
         *lock(&self.derived) = derived.clone();
+        let (all_rules, mut records) = {
+            let mut book = lock(&self.book);
+            let rules = book.rules.clone();
+            (rules.clone(), book.retire_gone(&rules, now))
+        };
         // Each signal read once per cycle, however many rules share it, and
         // dropped before the next is read: one signal's series in memory at a time.
-        let mut rules: Vec<&RuleConfig> = self.rules.iter().collect();
+        let mut rules: Vec<&Rule> = all_rules.iter().collect();
         rules.sort_by_key(|r| signals::key(r));
-        let mut records = Vec::new();
         for same in rules.chunk_by(|a, b| signals::key(a) == signals::key(b)) {
             let all = signals::all(shared, same[0], &derived, now);
             for rule in same {
@@ -189,8 +255,65 @@ impl AlertService {
                     book.silences.retain(|x| x.id != s.id);
                     book.silences.push(s.clone());
                 }
+                AlertEvent::RuleSet(rule) => {
+                    book.api_rules.insert(rule.name.clone(), rule.clone());
+                    book.rules = std::sync::Arc::new(self.effective(&book.api_rules));
+                }
+                AlertEvent::RuleRemoved { name } => {
+                    book.api_rules.remove(name);
+                    book.rules = std::sync::Arc::new(self.effective(&book.api_rules));
+                }
             }
         }
+    }
+
+    fn effective(&self, api_rules: &std::collections::BTreeMap<String, Rule>) -> Vec<Rule> {
+        let mut rules = rules::overlay(self.base.clone(), api_rules.values());
+        rules.retain(|r| r.enabled);
+        rules
+    }
+
+    /// What the log must hold for a restart to find this state again, written
+    /// anew at most every `every` (under half the store's retention): API
+    /// rules, active silences, and every alert that is not quiet with what was
+    /// notified of it. Replaying these is idempotent.
+    pub fn rewrite_due(&self, now: Millis, every: i64) -> Vec<Record> {
+        let mut at = lock(&self.rewritten_at);
+        if at.is_some_and(|t| now.since(t) < every) {
+            return Vec::new();
+        }
+        *at = Some(now);
+        let book = lock(&self.book);
+        let event = |event| Record::Alert { at: now, event };
+        let mut out: Vec<Record> = book
+            .api_rules
+            .values()
+            .map(|r| event(AlertEvent::RuleSet(r.clone())))
+            .collect();
+        out.extend(
+            book.silences
+                .iter()
+                .filter(|s| now < s.until)
+                .map(|s| event(AlertEvent::Silenced(s.clone()))),
+        );
+        for a in book.alerts.iter().filter(|a| a.state != AlertState::Ok) {
+            out.push(event(AlertEvent::Changed(streamsight_core::alerts::Transition {
+                rule: a.rule.clone(),
+                labels: a.labels.clone(),
+                from: a.state,
+                to: a.state,
+                at: a.since,
+                value: a.value,
+            })));
+            if let Some(state) = a.notified {
+                out.push(event(AlertEvent::Notified {
+                    rule: a.rule.clone(),
+                    labels: a.labels.clone(),
+                    state,
+                }));
+            }
+        }
+        out
     }
 
     /// The alerts whose state no notifier was handed yet, each with the record
@@ -209,7 +332,7 @@ impl AlertService {
                     labels: a.labels.clone(),
                     state: a.state,
                     value: a.value,
-                    summary: self.summary(a),
+                    summary: self.summary(&book.rules, a),
                     since_ms: a.since.0,
                     url: link(base, a),
                 };
@@ -258,92 +381,92 @@ impl AlertService {
         lock(&self.derived).clone()
     }
 
-    /// `streamsight_alerts{rule,state}`, `streamsight_notifications_failed_total`
-    /// and the derived signals per group.
-    pub(crate) fn render_metrics(&self, out: &mut String, now: Millis) {
-        use std::fmt::Write;
-        let signals = self.group_signals();
-        for (name, help, value) in [
-            (
-                "streamsight_retention_margin_seconds",
-                "Seconds until retention deletes a message the group has not read (worst partition).",
-                (|g: &derived::GroupSignals| g.retention_margin_seconds) as fn(&derived::GroupSignals) -> Option<f64>,
-            ),
-            (
-                "streamsight_catch_up_seconds",
-                "Seconds until the group catches up at its current rates (worst partition; 1e12 while falling behind).",
-                |g| g.catch_up_seconds,
-            ),
-            (
-                "streamsight_partitions_not_committing",
-                "Partitions with lag the group stopped committing while its others move.",
-                |g| Some(f64::from(g.partitions_not_committing)),
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for g in signals.iter() {
-                if let Some(v) = value(g) {
-                    let _ = writeln!(
-                        out,
-                        "{name}{{cluster_name=\"{}\",group=\"{}\"}} {v}",
-                        crate::metrics::esc(&g.cluster),
-                        crate::metrics::esc(&g.group)
-                    );
-                }
-            }
-        }
-        let mut counts: std::collections::BTreeMap<(String, &str), u64> = std::collections::BTreeMap::new();
-        for r in &self.rules {
-            for state in ["pending", "firing", "no_data"] {
-                counts.insert((r.name.clone(), state), 0);
-            }
-        }
-        for a in self.list(now) {
-            if let Some(n) = counts.get_mut(&(a.alert.rule.clone(), a.alert.state.as_str())) {
-                *n += 1;
-            }
-        }
-        let _ = writeln!(
-            out,
-            "# HELP streamsight_alerts Alerts by rule and state.\n# TYPE streamsight_alerts gauge"
-        );
-        for ((rule, state), n) in counts {
-            let _ = writeln!(
-                out,
-                "streamsight_alerts{{rule=\"{}\",state=\"{state}\"}} {n}",
-                crate::metrics::esc(&rule)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP streamsight_notifications_failed_total Notifications not delivered after retries, or dropped with the queue full.\n# TYPE streamsight_notifications_failed_total counter"
-        );
-        let failed: u64 = self
-            .notifiers()
-            .iter()
-            .map(|n| n.stats.failed.load(std::sync::atomic::Ordering::Relaxed))
-            .sum();
-        let _ = writeln!(out, "streamsight_notifications_failed_total {failed}");
+    /// Stores a change; it takes effect once stored. The caller holds `changes`.
+    async fn store(&self, event: AlertEvent, now: Millis) -> Result<(), crate::state::AppendError> {
+        let writer = lock(&self.writer).clone().ok_or(crate::state::AppendError::Stopped)?;
+        writer.append(vec![Record::Alert { at: now, event }]).await
     }
 
-    /// Stores a silence; it takes effect once stored.
-    pub(crate) async fn silence(&self, silence: Silence, now: Millis) -> Result<(), crate::state::AppendError> {
-        let writer = lock(&self.writer).clone().ok_or(crate::state::AppendError::Stopped)?;
-        writer
-            .append(vec![Record::Alert {
-                at: now,
-                event: AlertEvent::Silenced(silence),
-            }])
-            .await
+    /// Writes the state the log must keep again when due (see [`Self::rewrite_due`]).
+    async fn rewrite(&self, writer: &crate::state::Writer, now: Millis, every: i64) {
+        let _changes = self.changes.lock().await;
+        let records = self.rewrite_due(now, every);
+        if !records.is_empty()
+            && let Err(e) = writer.append(records).await
+        {
+            tracing::error!(error = %e, "alert state not written again; retried next round");
+            *lock(&self.rewritten_at) = None;
+        }
+    }
+
+    pub(crate) async fn silence(&self, silence: Silence, now: Millis) -> Result<(), ChangeError> {
+        let _changes = self.changes.lock().await;
+        Ok(self.store(AlertEvent::Silenced(silence), now).await?)
+    }
+
+    /// Ends an active silence now.
+    pub(crate) async fn expire_silence(&self, id: &str, now: Millis) -> Result<Silence, ChangeError> {
+        let _changes = self.changes.lock().await;
+        let mut silence = self
+            .silences(now)
+            .into_iter()
+            .find(|s| s.id == id)
+            .ok_or(ChangeError::NotFound("active silence"))?;
+        silence.until = now;
+        self.store(AlertEvent::Silenced(silence.clone()), now).await?;
+        Ok(silence)
+    }
+
+    /// Makes or replaces a rule through the API.
+    pub(crate) async fn set_rule(&self, rule: Rule, now: Millis) -> Result<(), ChangeError> {
+        rule.validate()?;
+        let _changes = self.changes.lock().await;
+        {
+            let book = lock(&self.book);
+            if !book.api_rules.contains_key(&rule.name) && book.api_rules.len() >= MAX_API_RULES {
+                return Err(ChangeError::TooManyRules);
+            }
+        }
+        Ok(self.store(AlertEvent::RuleSet(rule), now).await?)
+    }
+
+    /// Removes a rule made through the API (the configuration's of that name,
+    /// if any, applies again).
+    pub(crate) async fn remove_rule(&self, name: &str, now: Millis) -> Result<(), ChangeError> {
+        let _changes = self.changes.lock().await;
+        if !lock(&self.book).api_rules.contains_key(name) {
+            return Err(ChangeError::NotFound("rule made through the API"));
+        }
+        let name = name.to_owned();
+        Ok(self.store(AlertEvent::RuleRemoved { name }, now).await?)
     }
 }
 
 impl Book {
+    /// Alerts and detectors of rules that no longer run: wound down.
+    fn retire_gone(&mut self, rules: &[Rule], now: Millis) -> Vec<Record> {
+        let running: std::collections::BTreeSet<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        let gone: Vec<String> = self
+            .alerts
+            .rule_names()
+            .filter(|n| !running.contains(n))
+            .map(str::to_owned)
+            .collect();
+        self.detectors.retain(|(r, _), _| running.contains(r.as_str()));
+        gone.iter()
+            .flat_map(|rule| self.alerts.retire(rule, now))
+            .map(|t| Record::Alert {
+                at: now,
+                event: AlertEvent::Changed(t),
+            })
+            .collect()
+    }
+
     /// Each value judged against its own series' baseline: the anomaly score while
     /// anomalous, else 0; unknown stays unknown.
     fn anomalies(
         &mut self,
-        rule: &RuleConfig,
+        rule: &Rule,
         direction: streamsight_core::anomaly::Direction,
         series: Vec<(streamsight_core::alerts::Labels, Option<f64>)>,
         now: Millis,
@@ -416,6 +539,14 @@ pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state:
             return;
         }
     }
+    // Under half the retention, so that the oldest copy is never the only one
+    // deleted; at least daily. A notification in flight at that moment is
+    // written as told: at most once rather than at least once, for that one.
+    let retention = crate::time_ms(shared.config.retention).max(2_000);
+    shared
+        .alerts
+        .rewrite(writer, now, (retention / 2).min(86_400_000))
+        .await;
     for (n, done, silenced) in shared.alerts.due(now) {
         // A silenced alert counts as told: it is not sent when the silence ends.
         if silenced || shared.alerts.notifiers().is_empty() {

@@ -1,162 +1,34 @@
 //! `[serve.alerts]`: the rules, the default set, and where notifications go.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::time::Duration;
 use streamsight_core::Status;
-use streamsight_core::alerts::{Condition, Timing};
+use streamsight_core::alerts::rule::{Rule, Signal};
 use streamsight_core::anomaly::Direction;
 
-/// What a rule watches. Each gives one series per the labels named.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Signal {
-    /// Per group (cluster, group): the oldest unread message's age, the worst
-    /// partition's; unknown while no partition's is known.
-    GroupLagSeconds,
-    /// Per group: messages behind, summed; unknown while any partition's is.
-    GroupLagMessages,
-    /// Per group: 1 when its status is one of `statuses`, else 0; unknown while stale.
-    GroupStatus,
-    /// Per topic (cluster, topic): 1 while its producers' sends are failing, else 0.
-    ProducerFailing,
-    /// Per (cluster, group, topic): messages found missing (any cause) in windows
-    /// reconciled over the last 10 minutes.
-    MissingMessages,
-    /// Per DLQ topic (cluster, topic): records per second.
-    DlqVelocity,
-    /// Per probe partition (cluster, topic, partition): 1 unless `ok`.
-    ProbeFailing,
-    /// Per polled cluster: 1 when the last poll could not read its metadata.
-    ClusterUnreachable,
-    /// Per service that reported pathway statistics: 1 while it reports; a service
-    /// that stops has no value, and its alert goes to `no_data`.
-    ServiceReporting,
-    /// Per topic (cluster, topic): messages produced per second over the last minute.
-    ProduceRate,
-    /// Per group (cluster, group): messages consumed per second, from its commits.
-    ConsumeRate,
-    /// Per group: seconds until retention deletes a message it has not read
-    /// (worst partition; unknown until the log start was seen advancing for a minute).
-    RetentionMarginSeconds,
-    /// Per group: seconds until it catches up at its current consume and produce
-    /// rates (worst partition; 1e12 while it falls behind).
-    CatchUpSeconds,
-    /// Per group: partitions with lag it stopped committing (5 minutes) while
-    /// another of its partitions committed within the last minute.
-    PartitionsNotCommitting,
-}
-
-/// `[[serve.alerts.rules]]`: a threshold on a signal, held for `for`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuleConfig {
-    /// Unique; a rule named as a default one replaces it.
-    pub name: String,
-    pub signal: Signal,
-    /// Fires when the value is above this (or below `below`).
-    #[serde(default)]
-    pub above: Option<f64>,
-    #[serde(default)]
-    pub below: Option<f64>,
-    /// For `group_status`: the statuses that count.
-    #[serde(default)]
-    pub statuses: Vec<Status>,
-    /// Instead of a threshold: fire when the value is anomalous against its own
-    /// baseline (`drop`: far below, `rise`: far above); see docs/alerts.md.
-    #[serde(default)]
-    pub anomaly: Option<Direction>,
-    /// Robust spreads from the baseline that count as anomalous (default 4).
-    #[serde(default)]
-    pub sensitivity: Option<f32>,
-    /// How long the condition must hold.
-    #[serde(default, rename = "for", with = "humantime_serde")]
-    pub for_: Duration,
-    /// How long a series may have no value before its alert is `no_data`.
-    #[serde(default = "default_no_data_after", with = "humantime_serde")]
-    pub no_data_after: Duration,
-    /// Glob patterns (`*`) on the series' labels: only matching series count.
-    #[serde(default)]
-    pub scope: BTreeMap<String, String>,
-    /// Added to every alert of the rule (e.g. `severity = "page"`).
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// `{label}` and `{value}` are replaced.
-    #[serde(default)]
-    pub summary: String,
-    #[serde(default = "yes")]
-    pub enabled: bool,
-}
-
-fn default_no_data_after() -> Duration {
-    Duration::from_secs(300)
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl RuleConfig {
-    pub fn condition(&self) -> Condition {
-        match (self.above, self.below) {
-            (_, Some(b)) => Condition::Below(b),
-            (Some(a), None) => Condition::Above(a),
-            (None, None) => Condition::Above(0.0),
-        }
-    }
-
-    pub fn timing(&self) -> Timing {
-        let no_data = crate::time_ms(self.no_data_after).max(1);
-        Timing {
-            for_ms: crate::time_ms(self.for_),
-            no_data_after_ms: no_data,
-            forget_after_ms: no_data.saturating_mul(12).max(3_600_000),
-        }
-    }
-
-    fn new(name: &str, signal: Signal, for_secs: u64, summary: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-            signal,
-            above: Some(0.0),
-            below: None,
-            statuses: Vec::new(),
-            anomaly: None,
-            sensitivity: None,
-            for_: Duration::from_secs(for_secs),
-            no_data_after: default_no_data_after(),
-            scope: BTreeMap::new(),
-            labels: BTreeMap::new(),
-            summary: summary.to_owned(),
-            enabled: true,
-        }
-    }
-}
-
 /// The rules `serve` runs with no configuration: the seed's incident alerts.
-pub fn default_rules() -> Vec<RuleConfig> {
-    let mut stall = RuleConfig::new(
+pub fn default_rules() -> Vec<Rule> {
+    let mut stall = Rule::new(
         "consumer_stalled",
         Signal::GroupStatus,
         60,
         "{group} ({cluster}) has stopped making progress while messages wait",
     );
     stall.statuses = vec![Status::Stall, Status::Stop];
-    let mut loss = RuleConfig::new(
+    let mut loss = Rule::new(
         "data_loss",
         Signal::GroupStatus,
         0,
         "retention deleted messages {group} ({cluster}) had not read",
     );
     loss.statuses = vec![Status::DataLoss];
-    let mut lag = RuleConfig::new(
+    let mut lag = Rule::new(
         "lag_seconds_high",
         Signal::GroupLagSeconds,
         60,
         "{group} ({cluster}) is {value} s behind",
     );
     lag.above = Some(300.0);
-    let mut silent = RuleConfig::new(
+    let mut silent = Rule::new(
         "service_silent",
         Signal::ServiceReporting,
         0,
@@ -165,7 +37,7 @@ pub fn default_rules() -> Vec<RuleConfig> {
     silent.above = None;
     silent.below = Some(0.5);
     let anomaly = |name: &str, signal, direction, summary: &str| {
-        let mut r = RuleConfig::new(name, signal, 0, summary);
+        let mut r = Rule::new(name, signal, 0, summary);
         r.anomaly = Some(direction);
         r
     };
@@ -195,7 +67,7 @@ pub fn default_rules() -> Vec<RuleConfig> {
             "dead letters on {topic} ({cluster}) spiked far above their usual rate",
         ),
         {
-            let mut r = RuleConfig::new(
+            let mut r = Rule::new(
                 "unread_expiring",
                 Signal::RetentionMarginSeconds,
                 0,
@@ -205,13 +77,13 @@ pub fn default_rules() -> Vec<RuleConfig> {
             r.below = Some(3600.0);
             r
         },
-        RuleConfig::new(
+        Rule::new(
             "partition_not_committing",
             Signal::PartitionsNotCommitting,
             60,
             "{group} ({cluster}) stopped committing {value} partition(s) while its others move",
         ),
-        RuleConfig::new(
+        Rule::new(
             "producer_failing",
             Signal::ProducerFailing,
             30,
@@ -219,7 +91,7 @@ pub fn default_rules() -> Vec<RuleConfig> {
         ),
         stall,
         loss,
-        RuleConfig::new(
+        Rule::new(
             "messages_missing",
             Signal::MissingMessages,
             0,
@@ -265,7 +137,7 @@ pub enum Format {
 pub struct AlertsConfig {
     /// Run the default rules (each can be replaced or disabled by name).
     pub default_rules: bool,
-    pub rules: Vec<RuleConfig>,
+    pub rules: Vec<Rule>,
     pub notifiers: Vec<NotifierConfig>,
     /// Alerts (series) watched at most; beyond, new series are counted, not watched.
     pub max_series: usize,
@@ -286,28 +158,48 @@ impl Default for AlertsConfig {
 }
 
 impl AlertsConfig {
-    /// The rules that run: the defaults (unless turned off) with the configured
-    /// ones replacing those of the same name, disabled ones left out.
-    pub fn effective_rules(&self) -> Vec<RuleConfig> {
-        let mut rules: Vec<RuleConfig> = if self.default_rules {
+    /// The defaults (unless turned off) with the configured rules replacing
+    /// those of the same name; disabled ones still in, to be overlaid again.
+    pub fn base_rules(&self) -> Vec<Rule> {
+        let defaults = if self.default_rules {
             default_rules()
         } else {
             Vec::new()
         };
-        for r in &self.rules {
-            match rules.iter_mut().find(|d| d.name == r.name) {
-                Some(d) => *d = r.clone(),
-                None => rules.push(r.clone()),
-            }
-        }
+        overlay(defaults, &self.rules)
+    }
+
+    /// The rules that run with no rule made through the API.
+    pub fn effective_rules(&self) -> Vec<Rule> {
+        let mut rules = self.base_rules();
         rules.retain(|r| r.enabled);
         rules
     }
+
+    /// Every configured rule within its bounds (checked at start).
+    pub fn validate(&self) -> Result<(), String> {
+        for r in &self.rules {
+            r.validate().map_err(|e| format!("alert rule {:?}: {e}", r.name))?;
+        }
+        Ok(())
+    }
+}
+
+/// `over` replacing the rules of `base` of the same name, others appended.
+pub fn overlay<'a>(mut base: Vec<Rule>, over: impl IntoIterator<Item = &'a Rule>) -> Vec<Rule> {
+    for r in over {
+        match base.iter_mut().find(|d| d.name == r.name) {
+            Some(d) => *d = r.clone(),
+            None => base.push(r.clone()),
+        }
+    }
+    base
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use streamsight_core::alerts::Condition;
 
     #[test]
     fn a_configured_rule_replaces_or_disables_a_default_one() {

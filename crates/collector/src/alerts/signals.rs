@@ -1,9 +1,9 @@
 //! The values rules compare: one series per group, topic, DLQ, probe partition,
 //! cluster or service, read from the services at one time.
 
-use super::rules::{RuleConfig, Signal};
 use crate::state::Shared;
 use std::collections::BTreeMap;
+use streamsight_core::alerts::rule::{Rule, Signal};
 use streamsight_core::alerts::{Labels, glob_match};
 use streamsight_core::{Millis, Status};
 
@@ -18,7 +18,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 /// cycle for all the rules that share the signal (see [`scoped`]).
 pub(super) fn all(
     shared: &Shared,
-    rule: &RuleConfig,
+    rule: &Rule,
     derived: &[super::derived::GroupSignals],
     now: Millis,
 ) -> Vec<(Labels, Option<f64>)> {
@@ -45,7 +45,7 @@ pub(super) fn all(
 }
 
 /// What makes two rules' signals the same series.
-pub(super) fn key(rule: &RuleConfig) -> (Signal, Vec<Status>) {
+pub(super) fn key(rule: &Rule) -> (Signal, Vec<Status>) {
     let statuses = if rule.signal == Signal::GroupStatus {
         rule.statuses.clone()
     } else {
@@ -55,7 +55,7 @@ pub(super) fn key(rule: &RuleConfig) -> (Signal, Vec<Status>) {
 }
 
 /// The series of `all` in `rule`'s scope, with the rule's labels added.
-pub(super) fn scoped(all: &[(Labels, Option<f64>)], rule: &RuleConfig) -> Vec<(Labels, Option<f64>)> {
+pub(super) fn scoped(all: &[(Labels, Option<f64>)], rule: &Rule) -> Vec<(Labels, Option<f64>)> {
     all.iter()
         .filter(|(l, _)| {
             rule.scope
@@ -70,7 +70,7 @@ pub(super) fn scoped(all: &[(Labels, Option<f64>)], rule: &RuleConfig) -> Vec<(L
         .collect()
 }
 
-fn groups(shared: &Shared, rule: &RuleConfig, now: Millis) -> Vec<(Labels, Option<f64>)> {
+fn groups(shared: &Shared, rule: &Rule, now: Millis) -> Vec<(Labels, Option<f64>)> {
     let summaries = shared.lag.summaries(now, crate::dashboard::refresh_ms(&shared.config));
     summaries
         .groups

@@ -4,6 +4,7 @@
 //! lag has no series at all (never 0), and no series ever carries -1 or
 //! `partition="-1"`: the engine never holds such a partition.
 
+mod alerts;
 mod engine;
 
 pub use engine::{Snapshots, render_engine};
@@ -56,7 +57,7 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     render_deliveries(&mut out, &shared.deliveries.view());
     render_probes(&mut out, &shared.probes.view());
     render_dlq(&mut out, &shared.dlq.view());
-    shared.alerts.render_metrics(&mut out, now);
+    alerts::render(&shared.alerts, &mut out, now);
     out
 }
 

@@ -12,6 +12,8 @@
 //! longer holds resolves it (a value that says it holds makes it firing). A series
 //! with no value for `forget_after` is forgotten. Pure: time is passed in.
 
+pub mod rule;
+
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -239,6 +241,36 @@ impl Alerts {
         }
     }
 
+    /// The rules that have alerts.
+    pub fn rule_names(&self) -> impl Iterator<Item = &str> {
+        self.rules.keys().map(String::as_str)
+    }
+
+    /// Winds down a rule that no longer exists: its firing and no-data alerts
+    /// resolve (people were told they fire; they must hear it is over), pending
+    /// ones go quiet, and each is forgotten once quiet or told it resolved.
+    pub fn retire(&mut self, rule: &str, now: Millis) -> Vec<Transition> {
+        let mut out = Vec::new();
+        let Some(alerts) = self.rules.get_mut(rule) else {
+            return out;
+        };
+        let before = alerts.len();
+        alerts.retain(|_, alert| match alert.state {
+            AlertState::Firing | AlertState::NoData => {
+                out.push(change(alert, AlertState::Resolved, now));
+                alert.active_since = None;
+                true
+            }
+            AlertState::Resolved => alert.notified != Some(AlertState::Resolved),
+            AlertState::Ok | AlertState::Pending => false,
+        });
+        self.count -= before - alerts.len();
+        if alerts.is_empty() {
+            self.rules.remove(rule);
+        }
+        out
+    }
+
     /// Alerts whose notifying state no notifier was handed yet.
     pub fn unnotified(&self) -> impl Iterator<Item = &Alert> {
         self.iter()
@@ -357,6 +389,31 @@ pub fn render(template: &str, labels: &Labels, value: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retired_rule_resolves_what_fires_and_is_forgotten_once_told() {
+        let timing = Timing {
+            for_ms: 0,
+            no_data_after_ms: 60_000,
+            forget_after_ms: 3_600_000,
+        };
+        let mut alerts = Alerts::new(10);
+        let l = |g: &str| Labels::from([("group".to_owned(), g.to_owned())]);
+        let series = vec![(l("a"), Some(5.0)), (l("b"), Some(0.0))];
+        alerts.evaluate("r", Condition::Above(1.0), timing, series, Millis(0));
+        assert_eq!(alerts.len(), 2);
+        let t = alerts.retire("r", Millis(1_000));
+        assert_eq!(t.len(), 1);
+        assert_eq!((t[0].from, t[0].to), (AlertState::Firing, AlertState::Resolved));
+        assert_eq!(alerts.len(), 1, "the quiet one is forgotten at once");
+        assert_eq!(alerts.unnotified().count(), 1);
+        assert!(alerts.retire("r", Millis(2_000)).is_empty());
+        assert_eq!(alerts.len(), 1, "kept until told it resolved");
+        alerts.mark_notified("r", &l("a"), AlertState::Resolved);
+        alerts.retire("r", Millis(3_000));
+        assert!(alerts.is_empty());
+        assert_eq!(alerts.rule_names().count(), 0);
+    }
     use proptest::prelude::*;
 
     const TIMING: Timing = Timing {
