@@ -164,6 +164,50 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
     );
     assert!(dlq.contains("orders["), "provenance: {dlq}");
 
+    // Silencing an alert from its row, then ending the silence.
+    b.open(&format!("{api}/alerts")).await;
+    b.wait_until(
+        "an alert with its Silence button",
+        "return [...document.querySelectorAll('main button')].some(b => b.textContent === 'Silence…')",
+    )
+    .await;
+    b.eval(
+        "[...document.querySelectorAll('main button')].find(b => b.textContent === 'Silence…').click(); return true",
+    )
+    .await;
+    b.wait_until(
+        "the silence dialog",
+        "return document.getElementById('silence-dialog').open",
+    )
+    .await;
+    let matchers = b.eval("return document.getElementById('silence-matchers').value").await;
+    assert!(matchers.as_str().unwrap().starts_with("alertname="), "{matchers}");
+    b.eval("document.getElementById('silence-comment').value = 'deploying <b>fix</b>'; return true")
+        .await;
+    b.check_page("alerts-silence-dialog").await;
+    b.eval("document.querySelector('#silence-dialog button[type=submit]').click(); return true")
+        .await;
+    b.wait_until(
+        "the silence listed",
+        "return !document.getElementById('silence-dialog').open && document.querySelector('main').innerText.includes('deploying <b>fix</b>')",
+    )
+    .await;
+    let silences: Value = get(&http, &format!("{api}/api/v1/silences")).await;
+    assert_eq!(silences["silences"].as_array().unwrap().len(), 1, "{silences}");
+    b.wait_until(
+        "the alert marked silenced",
+        "return document.querySelector('main table').innerText.includes('(silenced)')",
+    )
+    .await;
+    b.check_page("alerts-silenced").await;
+    b.eval("[...document.querySelectorAll('main button')].find(b => b.textContent === 'End').click(); return true")
+        .await;
+    b.wait_until(
+        "the silence ended",
+        "return document.querySelector('main').innerText.includes('No silence is active.')",
+    )
+    .await;
+
     // The keyboard alone: the skip link first, then into the content, then to a group.
     b.open(&format!("{api}/")).await;
     b.client

@@ -96,6 +96,23 @@ async function api(path) {
   return r.json();
 }
 
+// A change (silences): the tab's key, or one given for this change only when
+// the tab's key may read but not change.
+async function send(method, path, body, key) {
+  const headers = { 'Content-Type': 'application/json' };
+  const k = key || sessionStorage.getItem('streamsight-key');
+  if (k) headers.Authorization = `Bearer ${k}`;
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let answer = null;
+  try { answer = await r.json(); } catch (_) { /* no body */ }
+  if (!r.ok) {
+    const e = new Error((answer && answer.message) || `${r.status}`);
+    e.status = r.status;
+    throw e;
+  }
+  return answer;
+}
+
 function keyForm() {
   const input = h('input', { id: 'key', type: 'password', autocomplete: 'off', required: true });
   return h('form', {
@@ -522,20 +539,93 @@ const clusters = {
   },
 };
 
+// The silence dialog lives outside <main>, so that a refresh never wipes what
+// is being typed. Matchers are `label=glob` lines (`alertname` is the rule).
+const silenceDialog = (() => {
+  let dialog = null;
+  let fields = null;
+  function build() {
+    const matchers = h('textarea', { id: 'silence-matchers', rows: 4, cols: 40, required: true, spellcheck: 'false' });
+    const duration = h('select', { id: 'silence-duration' }, ['1h', '2h', '4h', '1d', '7d'].map((d) => h('option', { value: d }, d)));
+    const comment = h('input', { id: 'silence-comment', type: 'text', maxlength: 1000, size: 40 });
+    const key = h('input', { id: 'silence-key', type: 'password', autocomplete: 'off' });
+    const message = h('p', { id: 'silence-message', role: 'status' });
+    const cancel = h('button', { type: 'button', class: 'secondary', onclick: () => dialog.close() }, 'Cancel');
+    const form = h('form', { method: 'dialog', onsubmit: submit },
+      h('h2', { id: 'silence-title' }, 'New silence'),
+      h('p', { class: 'muted' }, 'Matching alerts are not notified until the silence ends. One label=glob per line; alertname is the rule.'),
+      h('p', {}, h('label', { for: 'silence-matchers' }, 'Matchers'), h('br', {}), matchers),
+      h('p', {}, h('label', { for: 'silence-duration' }, 'For '), duration),
+      h('p', {}, h('label', { for: 'silence-comment' }, 'Comment '), comment),
+      h('p', {}, h('label', { for: 'silence-key' }, 'Admin key (only if this tab\'s key cannot change silences) '), key),
+      message,
+      h('p', {}, h('button', { type: 'submit' }, 'Silence'), ' ', cancel));
+    fields = { matchers, duration, comment, key, message };
+    dialog = h('dialog', { id: 'silence-dialog', 'aria-labelledby': 'silence-title' }, form);
+    document.body.append(dialog);
+  }
+  async function submit(e) {
+    e.preventDefault();
+    const matchers = {};
+    for (const line of fields.matchers.value.split('\n')) {
+      const at = line.indexOf('=');
+      if (at > 0) matchers[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+    }
+    try {
+      await send('POST', '/api/v1/silences', { matchers, duration: fields.duration.value, comment: fields.comment.value }, fields.key.value.trim());
+      dialog.close();
+      start();
+    } catch (err) {
+      fields.message.className = 'banner bad';
+      fields.message.textContent = err.status === 401 || err.status === 403
+        ? 'Silences need an admin key (streamsight keys create --scope admin).'
+        : `Not silenced: ${err.message}`;
+    }
+  }
+  return (labels) => {
+    if (!dialog) build();
+    fields.matchers.value = Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join('\n');
+    fields.message.textContent = '';
+    fields.message.className = '';
+    dialog.showModal();
+    fields.matchers.focus();
+  };
+})();
+
+async function endSilence(id) {
+  try {
+    await send('DELETE', `/api/v1/silences/${enc(id)}`);
+    start();
+  } catch (err) {
+    live.error = err.status === 401 || err.status === 403 ? 'ending a silence needs an admin key' : err.message;
+    showFreshness();
+  }
+}
+
 const alertsPage = {
   title: () => 'Alerts',
   url: () => '/api/v1/alerts',
   render(d) {
     const labels = (l) => Object.entries(l).map(([k, v]) => `${k}=${v}`).join(', ');
+    const condition = (r) => (r.anomaly ? `anomalous ${r.anomaly} (${r.sensitivity ?? 4} spreads)`
+      : r.below !== null ? `below ${r.below}` : `above ${r.above ?? 0}${r.statuses.length ? ` (${r.statuses.join(', ')})` : ''}`);
     return [
       h('h1', {}, 'Alerts'),
       h('p', {}, 'A series with no value for its rule\'s window is "no data", never ok; it resolves only when data says so.'),
-      table(`Alerts (${d.alerts.length})`, [['State'], ['Rule'], ['Labels'], ['Summary'], ['Since'], ['Value', 'num']],
+      table(`Alerts (${d.alerts.length})`, [['State'], ['Rule'], ['Labels'], ['Summary'], ['Since'], ['Value', 'num'], ['']],
         d.alerts.map((a) => [badge(a.state), a.rule, h('code', {}, labels(a.labels)), [a.summary, a.silenced ? h('span', { class: 'muted' }, ' (silenced)') : ''],
-          ago(a.since_ms, d.now_ms), a.value === null ? unknown() : num(Math.round(a.value * 100) / 100)]), 'No alert is pending, firing, without data or recently resolved.'),
-      table('Rules', [['Rule'], ['Signal'], ['Condition'], ['For'], ['No data after']],
-        d.rules.map((r) => [r.name, r.signal, r.below !== null ? `below ${r.below}` : `above ${r.above ?? 0}${r.statuses.length ? ` (${r.statuses.join(', ')})` : ''}`,
-          r.for, r.no_data_after])),
+          ago(a.since_ms, d.now_ms), a.value === null ? unknown() : num(Math.round(a.value * 100) / 100),
+          h('button', { type: 'button', class: 'secondary', 'aria-label': `Silence ${a.rule} ${labels(a.labels)}`, onclick: () => silenceDialog({ alertname: a.rule, ...a.labels }) }, 'Silence…')]),
+        'No alert is pending, firing, without data or recently resolved.'),
+      h('h2', {}, 'Silences'),
+      h('p', {}, h('button', { type: 'button', id: 'new-silence', onclick: () => silenceDialog({}) }, 'New silence…')),
+      table(`Active silences (${d.silences.length})`, [['Matchers'], ['Ends'], ['Comment'], ['']],
+        d.silences.map((s) => [h('code', {}, labels(s.matchers)), `in ${duration((s.until_ms - d.now_ms) / 1000)}`, s.comment,
+          h('button', { type: 'button', class: 'secondary', 'aria-label': `End the silence of ${labels(s.matchers)}`, onclick: () => endSilence(s.id) }, 'End')]),
+        'No silence is active.'),
+      table('Rules', [['Rule'], ['Signal'], ['Condition'], ['For'], ['No data after'], ['From'], ['Enabled']],
+        d.rules.map((r) => [r.name, r.signal, condition(r), r.for, r.no_data_after, r.source, r.enabled ? 'yes' : h('span', { class: 'muted' }, 'off')])),
+      h('p', { class: 'muted' }, 'Rules come from the defaults, [serve.alerts] in the configuration, or PUT /api/v1/rules/NAME (admin keys), which replaces a rule of the same name.'),
       table('Notifiers', [['Receiver'], ['Format'], ['Sent', 'num'], ['Failed', 'num'], ['Last error']],
         d.notifiers.map((n) => [h('code', {}, n.url), n.format, num(n.sent), num(n.failed), n.last_error || '']), 'No notifier is configured ([[serve.alerts.notifiers]]): alerts show here and in /metrics only.'),
     ];
