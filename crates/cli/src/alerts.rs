@@ -1,4 +1,5 @@
-//! `streamsight alerts`: a collector's alerts, worst first.
+//! `streamsight alerts`: a collector's alerts, worst first; its rules and
+//! silences, and changes to them.
 
 use std::io::Write;
 
@@ -35,4 +36,100 @@ pub fn write_table(out: &mut impl Write, body: &serde_json::Value) -> std::io::R
         )?;
     }
     Ok(())
+}
+
+/// The collector's rules, as is.
+pub async fn rules(url: &str) -> Result<serde_json::Value, String> {
+    crate::collector_client::get_json(url, "/api/v1/rules")
+        .await
+        .map_err(|e| format!("collector at {url}: {e}"))
+}
+
+pub fn write_rules(out: &mut impl Write, body: &serde_json::Value) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<26} {:<26} {:<8} {:<8} CONDITION",
+        "RULE", "SIGNAL", "FROM", "ENABLED"
+    )?;
+    for r in body["rules"].as_array().into_iter().flatten() {
+        let condition = if let Some(direction) = r["anomaly"].as_str() {
+            format!("anomalous {direction}")
+        } else if let Some(below) = r["below"].as_f64() {
+            format!("below {below}")
+        } else {
+            format!("above {}", r["above"].as_f64().unwrap_or(0.0))
+        };
+        writeln!(
+            out,
+            "{:<26} {:<26} {:<8} {:<8} {condition} for {}",
+            r["name"].as_str().unwrap_or("?"),
+            r["signal"].as_str().unwrap_or("?"),
+            r["source"].as_str().unwrap_or("?"),
+            if r["enabled"] == false { "no" } else { "yes" },
+            r["for"].as_str().unwrap_or("0s"),
+        )?;
+    }
+    Ok(())
+}
+
+/// A change to a collector's rules or silences.
+#[derive(Debug)]
+pub enum Change {
+    /// A rule in TOML, as in `[[serve.alerts.rules]]`.
+    SetRule {
+        name: String,
+        toml: String,
+    },
+    RemoveRule {
+        name: String,
+    },
+    /// `label=glob` matchers.
+    Silence {
+        matchers: Vec<String>,
+        duration: String,
+        comment: String,
+    },
+    EndSilence {
+        id: String,
+    },
+}
+
+/// Sends `change`; the collector's answer (or "done" for one without a body).
+pub async fn change(url: &str, change: Change) -> Result<String, String> {
+    use reqwest::Method;
+    let enc = |s: &str| {
+        s.replace('%', "%25")
+            .replace('/', "%2F")
+            .replace('?', "%3F")
+            .replace('#', "%23")
+            .replace(' ', "%20")
+    };
+    let (method, path, body) = match change {
+        Change::SetRule { name, toml } => {
+            let rule: toml::Table = toml::from_str(&toml).map_err(|e| format!("the rule file: {e}"))?;
+            let body = serde_json::to_value(rule).map_err(|e| e.to_string())?;
+            (Method::PUT, format!("/api/v1/rules/{}", enc(&name)), Some(body))
+        }
+        Change::RemoveRule { name } => (Method::DELETE, format!("/api/v1/rules/{}", enc(&name)), None),
+        Change::Silence {
+            matchers,
+            duration,
+            comment,
+        } => {
+            let mut m = serde_json::Map::new();
+            for x in matchers {
+                let (k, v) = x
+                    .split_once('=')
+                    .ok_or_else(|| format!("a matcher is label=glob, not {x:?}"))?;
+                m.insert(k.trim().to_owned(), serde_json::Value::String(v.trim().to_owned()));
+            }
+            let body = serde_json::json!({ "matchers": m, "duration": duration, "comment": comment });
+            (Method::POST, "/api/v1/silences".to_owned(), Some(body))
+        }
+        Change::EndSilence { id } => (Method::DELETE, format!("/api/v1/silences/{}", enc(&id)), None),
+    };
+    let text = crate::collector_client::send(method, url, &path, &[], body.as_ref())
+        .await
+        .map_err(|e| format!("collector at {url}: {e}"))?;
+    Ok(if text.is_empty() { "done".to_owned() } else { text })
 }

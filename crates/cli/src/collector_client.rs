@@ -1,15 +1,29 @@
-//! Reading a running collector's API: the one place the CLI's commands that
-//! ask a collector (`lag`, `dlq list`, `alerts`) send their request.
+//! A running collector's API: the one place the CLI's commands that ask a
+//! collector (`lag`, `dlq list`, `alerts`) send their request.
 
 use std::time::Duration;
 
 /// GETs `path` with `query` from the collector at `url`, with
 /// `STREAMSIGHT_API_KEY` as a bearer key when it is set; the body, or why not.
 pub async fn get(url: &str, path: &str, query: &[(&str, &str)]) -> Result<String, String> {
+    send(reqwest::Method::GET, url, path, query, None).await
+}
+
+/// Sends `method` to `path` (with a JSON body when given), keyed the same way.
+pub async fn send(
+    method: reqwest::Method,
+    url: &str,
+    path: &str,
+    query: &[(&str, &str)],
+    body: Option<&serde_json::Value>,
+) -> Result<String, String> {
     let mut req = reqwest::Client::new()
-        .get(format!("{}{path}", url.trim_end_matches('/')))
+        .request(method, format!("{}{path}", url.trim_end_matches('/')))
         .query(query)
         .timeout(Duration::from_secs(10));
+    if let Some(body) = body {
+        req = req.json(body);
+    }
     if let Ok(key) = std::env::var("STREAMSIGHT_API_KEY")
         && !key.is_empty()
     {

@@ -130,13 +130,47 @@ enum Command {
     /// the keys file again within seconds (or at once on SIGHUP).
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// A collector's alerts (firing, no data, pending, resolved), worst first.
+    /// A collector's alerts (firing, no data, pending, resolved), worst first;
+    /// its rules and silences. Changes need an admin key (STREAMSIGHT_API_KEY).
     Alerts {
-        #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
+        #[command(subcommand)]
+        action: Option<AlertsCommand>,
+        #[arg(
+            long,
+            global = true,
+            env = "STREAMSIGHT_API_URL",
+            default_value = "http://127.0.0.1:7411"
+        )]
         collector: String,
-        #[arg(long, value_enum, default_value = "table")]
+        #[arg(long, global = true, value_enum, default_value = "table")]
         format: Format,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum AlertsCommand {
+    /// Every rule, disabled ones included, and where it comes from.
+    Rules,
+    /// Makes or replaces a rule from a TOML file (the fields of
+    /// `[[serve.alerts.rules]]`); over the configuration's of the same name.
+    SetRule {
+        name: String,
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Removes a rule made with set-rule: its alerts resolve.
+    RemoveRule { name: String },
+    /// Silences matching alerts: `--match label=glob` (alertname is the rule).
+    Silence {
+        #[arg(long = "match", required = true)]
+        matchers: Vec<String>,
+        #[arg(long = "for", default_value = "2h")]
+        duration: String,
+        #[arg(long, default_value = "")]
+        comment: String,
+    },
+    /// Ends a silence now.
+    EndSilence { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -488,16 +522,55 @@ fn main() -> anyhow::Result<()> {
             duration,
             ..Default::default()
         })?,
-        Command::Alerts { collector, format } => {
+        Command::Alerts {
+            action,
+            collector,
+            format,
+        } => {
+            use streamsight::alerts::Change;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let body = runtime
-                .block_on(streamsight::alerts::list(&collector))
-                .map_err(anyhow::Error::msg)?;
             let mut out = std::io::stdout().lock();
-            match format {
-                Format::Json => writeln!(out, "{body}")?,
-                Format::Table => streamsight::alerts::write_table(&mut out, &body)?,
-            }
+            let change = match action {
+                None => {
+                    let body = runtime
+                        .block_on(streamsight::alerts::list(&collector))
+                        .map_err(anyhow::Error::msg)?;
+                    match format {
+                        Format::Json => writeln!(out, "{body}")?,
+                        Format::Table => streamsight::alerts::write_table(&mut out, &body)?,
+                    }
+                    return Ok(());
+                }
+                Some(AlertsCommand::Rules) => {
+                    let body = runtime
+                        .block_on(streamsight::alerts::rules(&collector))
+                        .map_err(anyhow::Error::msg)?;
+                    match format {
+                        Format::Json => writeln!(out, "{body}")?,
+                        Format::Table => streamsight::alerts::write_rules(&mut out, &body)?,
+                    }
+                    return Ok(());
+                }
+                Some(AlertsCommand::SetRule { name, file }) => {
+                    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+                    Change::SetRule { name, toml: text }
+                }
+                Some(AlertsCommand::RemoveRule { name }) => Change::RemoveRule { name },
+                Some(AlertsCommand::Silence {
+                    matchers,
+                    duration,
+                    comment,
+                }) => Change::Silence {
+                    matchers,
+                    duration,
+                    comment,
+                },
+                Some(AlertsCommand::EndSilence { id }) => Change::EndSilence { id },
+            };
+            let body = runtime
+                .block_on(streamsight::alerts::change(&collector, change))
+                .map_err(anyhow::Error::msg)?;
+            writeln!(out, "{body}")?;
         }
         Command::Dlq(DlqCommand::List { collector, format }) => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

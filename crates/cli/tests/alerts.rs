@@ -186,3 +186,85 @@ async fn kill_9_while_firing_neither_loses_the_alert_nor_notifies_twice() {
         "{out}"
     );
 }
+
+/// `streamsight alerts` changes rules and silences of a running collector: a
+/// rule from a TOML file fires on the seed's failing producer, a silence covers
+/// it, and removing the rule resolves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_makes_a_rule_that_fires_silences_it_and_removes_it() {
+    let (_serve, intake, api) = support::serve_with(
+        "alerts-cli",
+        "[serve]\nhistory_interval = \"200ms\"\n\n[serve.alerts]\ndefault_rules = false\n",
+        "memory://",
+    );
+    let rule = std::env::temp_dir().join(format!("streamsight-rule-{}.toml", std::process::id()));
+    std::fs::write(
+        &rule,
+        "signal = \"producer_failing\"\nabove = 0\nfor = \"0s\"\nsummary = \"sends to {topic} fail\"\nlabels = { team = \"payments\" }\n",
+    )
+    .unwrap();
+    let alerts = |args: &[&str]| {
+        let mut all = vec!["alerts", "--collector", api.as_str()];
+        all.extend_from_slice(args);
+        support::run(&all)
+    };
+    let (ok, out, err) = alerts(&["set-rule", "sends_failing", "--file", rule.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = alerts(&["rules"]);
+    assert!(ok, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("sends_failing"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("producer_failing") && line.contains("api") && line.contains("above 0"),
+        "{line}"
+    );
+
+    failing_producer(&intake).await;
+    wait_for("the rule's alert firing", async || {
+        let (_, out, _) = alerts(&[]);
+        out.lines()
+            .any(|l| l.starts_with("FIRING") && l.contains("sends to orders fail"))
+            .then_some(())
+    })
+    .await;
+
+    let (ok, out, err) = alerts(&[
+        "silence",
+        "--match",
+        "alertname=sends_*",
+        "--match",
+        "team=payments",
+        "--for",
+        "1h",
+    ]);
+    assert!(ok, "{out}{err}");
+    let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["silence"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, out, _) = alerts(&[]);
+    assert!(out.contains("(silenced)"), "{out}");
+    let (ok, _, err) = alerts(&["end-silence", &id]);
+    assert!(ok, "{err}");
+    let (_, out, _) = alerts(&[]);
+    assert!(!out.contains("(silenced)"), "{out}");
+
+    let (ok, _, err) = alerts(&["silence", "--match", "no-equals-sign"]);
+    assert!(!ok && err.contains("label=glob"), "{err}");
+    std::fs::write(&rule, "signal = \"producer_failing\"\nabove = \"high\"\n").unwrap();
+    let (ok, _, err) = alerts(&["set-rule", "bad", "--file", rule.to_str().unwrap()]);
+    assert!(!ok && err.contains("400"), "refused with the reason: {err}");
+
+    let (ok, _, err) = alerts(&["remove-rule", "sends_failing"]);
+    assert!(ok, "{err}");
+    wait_for("the alert resolved", async || {
+        let (_, out, _) = alerts(&[]);
+        out.lines()
+            .any(|l| l.starts_with("RESOLVED") && l.contains("sends_failing") && l.contains("the rule was removed"))
+            .then_some(())
+    })
+    .await;
+    let _ = std::fs::remove_file(&rule);
+}

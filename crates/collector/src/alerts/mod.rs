@@ -71,6 +71,10 @@ pub struct RuleView {
     pub source: &'static str,
 }
 
+/// How long a removed rule's resolved alerts stay listed (as long as a
+/// running rule's resolved alerts at least are).
+const RETIRED_SHOWN_MS: i64 = 3_600_000;
+
 /// Rules made through the API at most (each within [`Rule::validate`]'s bounds).
 pub const MAX_API_RULES: usize = 1_000;
 
@@ -195,14 +199,14 @@ impl AlertService {
     }
 
     fn summary(&self, rules: &[Rule], a: &Alert) -> String {
-        let template = rules
-            .iter()
-            .find(|r| r.name == a.rule)
-            .map_or("", |r| r.summary.as_str());
-        if template.is_empty() {
-            format!("{} {:?}", a.rule, a.labels)
-        } else {
-            render(template, &a.labels, a.value)
+        let labels = || {
+            let pairs: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            pairs.join(", ")
+        };
+        match rules.iter().find(|r| r.name == a.rule) {
+            None => format!("{} ({}): the rule was removed", a.rule, labels()),
+            Some(r) if r.summary.is_empty() => format!("{} ({})", a.rule, labels()),
+            Some(r) => render(&r.summary, &a.labels, a.value),
         }
     }
 
@@ -454,7 +458,7 @@ impl Book {
             .collect();
         self.detectors.retain(|(r, _), _| running.contains(r.as_str()));
         gone.iter()
-            .flat_map(|rule| self.alerts.retire(rule, now))
+            .flat_map(|rule| self.alerts.retire(rule, now, RETIRED_SHOWN_MS))
             .map(|t| Record::Alert {
                 at: now,
                 event: AlertEvent::Changed(t),

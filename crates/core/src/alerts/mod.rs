@@ -248,8 +248,9 @@ impl Alerts {
 
     /// Winds down a rule that no longer exists: its firing and no-data alerts
     /// resolve (people were told they fire; they must hear it is over), pending
-    /// ones go quiet, and each is forgotten once quiet or told it resolved.
-    pub fn retire(&mut self, rule: &str, now: Millis) -> Vec<Transition> {
+    /// ones go quiet, and each is forgotten once quiet, or once told it
+    /// resolved and shown so for `keep_resolved_ms`.
+    pub fn retire(&mut self, rule: &str, now: Millis, keep_resolved_ms: i64) -> Vec<Transition> {
         let mut out = Vec::new();
         let Some(alerts) = self.rules.get_mut(rule) else {
             return out;
@@ -261,7 +262,9 @@ impl Alerts {
                 alert.active_since = None;
                 true
             }
-            AlertState::Resolved => alert.notified != Some(AlertState::Resolved),
+            AlertState::Resolved => {
+                alert.notified != Some(AlertState::Resolved) || now.since(alert.since) < keep_resolved_ms
+            }
             AlertState::Ok | AlertState::Pending => false,
         });
         self.count -= before - alerts.len();
@@ -402,15 +405,17 @@ mod tests {
         let series = vec![(l("a"), Some(5.0)), (l("b"), Some(0.0))];
         alerts.evaluate("r", Condition::Above(1.0), timing, series, Millis(0));
         assert_eq!(alerts.len(), 2);
-        let t = alerts.retire("r", Millis(1_000));
+        let t = alerts.retire("r", Millis(1_000), 10_000);
         assert_eq!(t.len(), 1);
         assert_eq!((t[0].from, t[0].to), (AlertState::Firing, AlertState::Resolved));
         assert_eq!(alerts.len(), 1, "the quiet one is forgotten at once");
         assert_eq!(alerts.unnotified().count(), 1);
-        assert!(alerts.retire("r", Millis(2_000)).is_empty());
+        assert!(alerts.retire("r", Millis(20_000), 10_000).is_empty());
         assert_eq!(alerts.len(), 1, "kept until told it resolved");
         alerts.mark_notified("r", &l("a"), AlertState::Resolved);
-        alerts.retire("r", Millis(3_000));
+        alerts.retire("r", Millis(3_000), 10_000);
+        assert_eq!(alerts.len(), 1, "and shown resolved for a while");
+        alerts.retire("r", Millis(11_000), 10_000);
         assert!(alerts.is_empty());
         assert_eq!(alerts.rule_names().count(), 0);
     }
