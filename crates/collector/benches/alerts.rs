@@ -120,17 +120,20 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
     let mut cycles = Vec::new();
-    for i in 0..5 {
+    for i in 0..7 {
         let now = Millis(T0 + 60_000 + i * 10_000);
         let t = Instant::now();
         let changed = shared.alerts.evaluate(&shared, now);
+        let evaluated = t.elapsed().as_secs_f64();
         shared.apply(&changed);
-        cycles.push((t.elapsed().as_secs_f64(), changed.len()));
+        cycles.push((t.elapsed().as_secs_f64(), evaluated, changed.len()));
     }
-    let alerts = shared.alerts.list(Millis(T0 + 110_000)).len();
+    let alerts = shared.alerts.list(Millis(T0 + 130_000)).len();
     println!("1,000 rules, 1 M group-partitions, 10,000 groups; one cycle each 10 s of data:");
-    for (i, (s, changed)) in cycles.iter().enumerate() {
-        println!("  cycle {i}: {:.3} s, {changed} changes", s);
+    for (i, (s, evaluated, changed)) in cycles.iter().enumerate() {
+        println!(
+            "  cycle {i}: {s:.3} s ({evaluated:.3} s evaluating, the rest applying the changes), {changed} changes"
+        );
     }
-    println!("  alerts not ok after 5 cycles: {alerts}");
+    println!("  alerts not ok after 7 cycles: {alerts}");
 }

@@ -51,7 +51,7 @@ pub enum AlertEvent {
     Changed(crate::alerts::Transition),
     Notified {
         rule: String,
-        labels: crate::alerts::Labels,
+        labels: crate::alerts::SharedLabels,
         state: crate::alerts::AlertState,
     },
     Silenced(crate::alerts::Silence),

@@ -80,6 +80,8 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
         .iter()
         .map(|&gp| engine.commits(gp).last().map(|c| c.at))
         .collect();
+    let recent = |t: &Option<Millis>| t.is_some_and(|t| now.since(t) <= SIBLING_RECENT_MS);
+    let moving = last_commits.iter().filter(|t| recent(t)).count();
     for (i, &gp) in members.iter().enumerate() {
         let r = engine.evaluate(gp, now);
         let pid = engine.partition_of(gp);
@@ -115,10 +117,7 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
         }
         // Silent here while a sibling moves.
         let silent = last_commits[i].is_none_or(|t| now.since(t) > NOT_COMMITTING_MS);
-        let sibling_moves = last_commits
-            .iter()
-            .enumerate()
-            .any(|(j, t)| j != i && t.is_some_and(|t| now.since(t) <= SIBLING_RECENT_MS));
+        let sibling_moves = moving > usize::from(recent(&last_commits[i]));
         if lag > 0 && silent && sibling_moves {
             out.partitions_not_committing += 1;
         }

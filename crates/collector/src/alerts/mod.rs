@@ -15,7 +15,7 @@ use crate::state::Shared;
 use notify::{Notification, Notifier};
 use std::sync::Mutex;
 use streamsight_core::alerts::rule::Rule;
-use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, Silence, render};
+use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, SharedLabels, Silence, render};
 use streamsight_core::anomaly::{Detector, Sensitivity};
 use streamsight_core::{AlertEvent, Millis, Record};
 
@@ -23,9 +23,10 @@ use streamsight_core::{AlertEvent, Millis, Record};
 struct Book {
     alerts: Alerts,
     silences: Vec<Silence>,
-    /// Anomaly rules' detectors, per (rule, series), with when each last had a
-    /// value: bounded, and forgotten with their series.
-    detectors: std::collections::HashMap<(String, streamsight_core::alerts::Labels), (Detector, Millis)>,
+    /// Anomaly rules' detectors, per rule then series, with when each last had
+    /// a value: bounded, and forgotten with their series.
+    detectors: std::collections::HashMap<String, std::collections::HashMap<SharedLabels, (Detector, Millis)>>,
+    detector_count: usize,
     max_detectors: usize,
     /// Rules made through the API, over the configuration's.
     api_rules: std::collections::BTreeMap<String, Rule>,
@@ -49,6 +50,8 @@ pub struct AlertService {
     pub(crate) writer: Mutex<Option<crate::state::Writer>>,
     /// How fast each partition's log start advances.
     log_starts: Mutex<derived::LogStarts>,
+    /// Each signal's labels of the last cycle (see [`signals::settle`]).
+    previous: Mutex<std::collections::HashMap<signals::Key, Vec<SharedLabels>>>,
     /// The derived signals of the last evaluation, for /metrics and the API.
     derived: Mutex<std::sync::Arc<Vec<derived::GroupSignals>>>,
     max_series: usize,
@@ -109,6 +112,7 @@ impl AlertService {
                 alerts: Alerts::new(config.max_series),
                 silences: Vec::new(),
                 detectors: std::collections::HashMap::new(),
+                detector_count: 0,
                 max_detectors: config.max_anomaly_series,
                 api_rules: std::collections::BTreeMap::new(),
                 rules: std::sync::Arc::new(config.effective_rules()),
@@ -118,6 +122,7 @@ impl AlertService {
             writer: Mutex::new(None),
             log_starts: Mutex::default(),
             derived: Mutex::default(),
+            previous: Mutex::default(),
             max_series: config.max_series,
             delivered: std::sync::Arc::default(),
             rewritten_at: Mutex::new(None),
@@ -127,7 +132,7 @@ impl AlertService {
 
     /// Series anomaly rules keep a detector for.
     pub fn anomaly_series(&self) -> usize {
-        lock(&self.book).detectors.len()
+        lock(&self.book).detector_count
     }
 
     /// The rules that run.
@@ -228,7 +233,14 @@ impl AlertService {
         let mut rules: Vec<&Rule> = all_rules.iter().collect();
         rules.sort_by_key(|r| signals::key(r));
         for same in rules.chunk_by(|a, b| signals::key(a) == signals::key(b)) {
-            let all = signals::all(shared, same[0], &derived, now);
+            let key = signals::key(same[0]);
+            let all = {
+                let mut previous = lock(&self.previous);
+                let last = previous.remove(&key).unwrap_or_default();
+                let (all, labels) = signals::settle(signals::all(shared, same[0], &derived, now), &last);
+                previous.insert(key, labels);
+                all
+            };
             for rule in same {
                 let series = signals::scoped(&all, rule);
                 let mut book = lock(&self.book);
@@ -236,7 +248,13 @@ impl AlertService {
                     Some(direction) => (book.anomalies(rule, direction, series, now), Condition::Above(0.0)),
                     None => (series, rule.condition()),
                 };
-                for t in book.alerts.evaluate(&rule.name, condition, rule.timing(), series, now) {
+                let timing = rule.timing();
+                let changed = if rule.labels.is_empty() {
+                    book.alerts.evaluate_sorted(&rule.name, condition, timing, series, now)
+                } else {
+                    book.alerts.evaluate(&rule.name, condition, timing, series, now)
+                };
+                for t in changed {
                     records.push(Record::Alert {
                         at: now,
                         event: AlertEvent::Changed(t),
@@ -456,7 +474,14 @@ impl Book {
             .filter(|n| !running.contains(n))
             .map(str::to_owned)
             .collect();
-        self.detectors.retain(|(r, _), _| running.contains(r.as_str()));
+        let count = &mut self.detector_count;
+        self.detectors.retain(|r, series| {
+            let keep = running.contains(r.as_str());
+            if !keep {
+                *count -= series.len();
+            }
+            keep
+        });
         gone.iter()
             .flat_map(|rule| self.alerts.retire(rule, now, RETIRED_SHOWN_MS))
             .map(|t| Record::Alert {
@@ -472,28 +497,32 @@ impl Book {
         &mut self,
         rule: &Rule,
         direction: streamsight_core::anomaly::Direction,
-        series: Vec<(streamsight_core::alerts::Labels, Option<f64>)>,
+        series: signals::Series,
         now: Millis,
-    ) -> Vec<(streamsight_core::alerts::Labels, Option<f64>)> {
+    ) -> signals::Series {
         let sensitivity = Sensitivity {
             spreads: rule.sensitivity.unwrap_or(Sensitivity::default().spreads),
             ..Sensitivity::default()
         };
         let forget_after = rule.timing().forget_after_ms;
-        self.detectors
-            .retain(|(r, _), (_, seen)| r != &rule.name || now.since(*seen) < forget_after);
+        let detectors = self.detectors.entry(rule.name.clone()).or_default();
+        let before = detectors.len();
+        detectors.retain(|_, (_, seen)| now.since(*seen) < forget_after);
+        self.detector_count -= before - detectors.len();
         series
             .into_iter()
             .map(|(labels, value)| {
                 let Some(v) = value else { return (labels, None) };
-                let key = (rule.name.clone(), labels);
-                if !self.detectors.contains_key(&key) && self.detectors.len() >= self.max_detectors {
-                    return (key.1, None);
-                }
-                let (d, seen) = self
-                    .detectors
-                    .entry(key.clone())
-                    .or_insert_with(|| (Detector::new(direction), now));
+                let (d, seen) = match detectors.get_mut(&labels) {
+                    Some(d) => d,
+                    None if self.detector_count >= self.max_detectors => return (labels, None),
+                    None => {
+                        self.detector_count += 1;
+                        detectors
+                            .entry(labels.clone())
+                            .or_insert_with(|| (Detector::new(direction), now))
+                    }
+                };
                 *seen = now;
                 let verdict = d.observe(now, v, sensitivity);
                 let score = if verdict.anomalous {
@@ -501,7 +530,7 @@ impl Book {
                 } else {
                     0.0
                 };
-                (key.1, Some(score))
+                (labels, Some(score))
             })
             .collect()
     }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use streamsight_core::alerts::{AlertState, Labels};
+use streamsight_core::alerts::{AlertState, Labels, SharedLabels};
 
 /// Notifications waiting per notifier at most.
 const QUEUE: usize = 1_000;
@@ -18,7 +18,7 @@ const ATTEMPTS: u32 = 4;
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Notification {
     pub rule: String,
-    pub labels: Labels,
+    pub labels: SharedLabels,
     pub state: AlertState,
     pub value: Option<f64>,
     pub summary: String,
@@ -128,7 +128,7 @@ pub fn body(c: &NotifierConfig, n: &Notification) -> Value {
             "links": [{ "href": n.url, "text": "streamsight" }],
         }),
         Format::Alertmanager => {
-            let mut labels = n.labels.clone();
+            let mut labels: Labels = (*n.labels).clone();
             labels.insert("alertname".into(), n.rule.clone());
             let mut alert = json!({
                 "labels": labels,
@@ -216,7 +216,7 @@ mod tests {
     fn each_receiver_gets_its_shape() {
         let n = Notification {
             rule: "producer_failing".into(),
-            labels: [("topic".to_owned(), "orders".to_owned())].into(),
+            labels: SharedLabels::new([("topic".to_owned(), "orders".to_owned())].into()),
             state: AlertState::Resolved,
             value: Some(0.0),
             summary: "sends to orders are failing".into(),

@@ -4,24 +4,22 @@
 use crate::state::Shared;
 use std::collections::BTreeMap;
 use streamsight_core::alerts::rule::{Rule, Signal};
-use streamsight_core::alerts::{Labels, glob_match};
+use streamsight_core::alerts::{SharedLabels, glob_match};
 use streamsight_core::{Millis, Status};
 
 /// Problem windows reconciled this recently count as missing messages now.
 const MISSING_WINDOW_MS: i64 = 600_000;
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+fn labels(pairs: &[(&str, &str)]) -> SharedLabels {
+    SharedLabels::new(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
 }
+
+/// One value per series, labels shared.
+pub(super) type Series = Vec<(SharedLabels, Option<f64>)>;
 
 /// Every series of `rule`'s signal at `now`, before its scope: computed once per
 /// cycle for all the rules that share the signal (see [`scoped`]).
-pub(super) fn all(
-    shared: &Shared,
-    rule: &Rule,
-    derived: &[super::derived::GroupSignals],
-    now: Millis,
-) -> Vec<(Labels, Option<f64>)> {
+pub(super) fn all(shared: &Shared, rule: &Rule, derived: &[super::derived::GroupSignals], now: Millis) -> Series {
     let per_group = |value: fn(&super::derived::GroupSignals) -> Option<f64>| {
         derived
             .iter()
@@ -44,8 +42,30 @@ pub(super) fn all(
     }
 }
 
+/// `all` sorted by labels with one value per label set, its labels replaced by
+/// the equal ones of the signal's previous cycle (`previous`, sorted): alerts
+/// keep those, so the rules' walks compare pointers, not strings. Returns the
+/// labels to pass as `previous` next cycle.
+pub(super) fn settle(mut all: Series, previous: &[SharedLabels]) -> (Series, Vec<SharedLabels>) {
+    if !all.is_sorted_by(|a, b| a.0 <= b.0) {
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    all.dedup_by(|later, first| later.0 == first.0);
+    let mut old = previous.iter().peekable();
+    for (labels, _) in &mut all {
+        while old.next_if(|o| ***o < **labels).is_some() {}
+        if let Some(o) = old.next_if(|o| ***o == **labels) {
+            *labels = o.clone();
+        }
+    }
+    let labels = all.iter().map(|(l, _)| l.clone()).collect();
+    (all, labels)
+}
+
 /// What makes two rules' signals the same series.
-pub(super) fn key(rule: &Rule) -> (Signal, Vec<Status>) {
+pub(super) type Key = (Signal, Vec<Status>);
+
+pub(super) fn key(rule: &Rule) -> Key {
     let statuses = if rule.signal == Signal::GroupStatus {
         rule.statuses.clone()
     } else {
@@ -54,8 +74,9 @@ pub(super) fn key(rule: &Rule) -> (Signal, Vec<Status>) {
     (rule.signal, statuses)
 }
 
-/// The series of `all` in `rule`'s scope, with the rule's labels added.
-pub(super) fn scoped(all: &[(Labels, Option<f64>)], rule: &Rule) -> Vec<(Labels, Option<f64>)> {
+/// The series of `all` in `rule`'s scope, with the rule's labels added (which
+/// keeps them sorted unless a rule label replaces one of the series').
+pub(super) fn scoped(all: &[(SharedLabels, Option<f64>)], rule: &Rule) -> Series {
     all.iter()
         .filter(|(l, _)| {
             rule.scope
@@ -63,14 +84,17 @@ pub(super) fn scoped(all: &[(Labels, Option<f64>)], rule: &Rule) -> Vec<(Labels,
                 .all(|(k, pattern)| l.get(k).is_some_and(|v| glob_match(pattern, v)))
         })
         .map(|(l, v)| {
-            let mut l = l.clone();
+            if rule.labels.is_empty() {
+                return (l.clone(), *v);
+            }
+            let mut l = (**l).clone();
             l.extend(rule.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-            (l, *v)
+            (SharedLabels::new(l), *v)
         })
         .collect()
 }
 
-fn groups(shared: &Shared, rule: &Rule, now: Millis) -> Vec<(Labels, Option<f64>)> {
+fn groups(shared: &Shared, rule: &Rule, now: Millis) -> Series {
     let summaries = shared.lag.summaries(now, crate::dashboard::refresh_ms(&shared.config));
     summaries
         .groups
@@ -88,7 +112,7 @@ fn groups(shared: &Shared, rule: &Rule, now: Millis) -> Vec<(Labels, Option<f64>
         .collect()
 }
 
-fn producer_failing(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+fn producer_failing(shared: &Shared, now: Millis) -> Series {
     let engine = shared.lag.engine();
     let mut topics: BTreeMap<(String, String), bool> = BTreeMap::new();
     for pid in engine.partitions() {
@@ -107,7 +131,7 @@ fn producer_failing(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> 
         .collect()
 }
 
-fn missing(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+fn missing(shared: &Shared, now: Millis) -> Series {
     let d = shared.deliveries.view();
     let mut recent: BTreeMap<(&str, &str, &str), u64> = BTreeMap::new();
     for w in d
@@ -127,7 +151,7 @@ fn missing(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
         .collect()
 }
 
-fn dlq(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+fn dlq(shared: &Shared) -> Series {
     shared
         .dlq
         .view()
@@ -141,7 +165,7 @@ fn dlq(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
         .collect()
 }
 
-fn probes(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+fn probes(shared: &Shared) -> Series {
     shared
         .probes
         .view()
@@ -157,7 +181,7 @@ fn probes(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
         .collect()
 }
 
-fn clusters(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+fn clusters(shared: &Shared) -> Series {
     shared
         .clusters
         .view()
@@ -169,7 +193,7 @@ fn clusters(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
         .collect()
 }
 
-fn services(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+fn services(shared: &Shared, now: Millis) -> Series {
     let span = crate::time_ms(shared.config.pathway_window);
     let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
     graph
@@ -180,7 +204,7 @@ fn services(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
         .collect()
 }
 
-fn produce_rates(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
+fn produce_rates(shared: &Shared, now: Millis) -> Series {
     let engine = shared.lag.engine();
     let mut topics: BTreeMap<(&str, &str), Option<f64>> = BTreeMap::new();
     for pid in engine.partitions() {
@@ -201,7 +225,7 @@ fn produce_rates(shared: &Shared, now: Millis) -> Vec<(Labels, Option<f64>)> {
 
 /// Offsets committed per second over each partition's recent commits, summed
 /// (unknown while any partition's is).
-fn consume_rates(shared: &Shared) -> Vec<(Labels, Option<f64>)> {
+fn consume_rates(shared: &Shared) -> Series {
     let engine = shared.lag.engine();
     engine
         .groups()
