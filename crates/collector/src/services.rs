@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
-use streamsight_core::{Engine, EngineEvent, GroupId, Millis, Record, Status};
+use streamsight_core::{Engine, EngineEvent, GroupId, Millis, PartitionId, Record, Status};
 
 /// Engine events kept for the API.
 const EVENTS_KEPT: usize = 1_000;
@@ -30,6 +30,18 @@ impl<T> Deref for View<'_, T> {
     type Target = T;
 
     fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// The engine, read-only, held by the caller (intake waits meanwhile).
+#[derive(Debug)]
+pub struct EngineView<'a>(parking_lot::MutexGuard<'a, Engine>);
+
+impl Deref for EngineView<'_> {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
         &self.0
     }
 }
@@ -105,10 +117,18 @@ fn summarize(engine: &Engine, gid: GroupId, now: Millis) -> GroupSummary {
 /// Records applied per hold of the engine's lock.
 const APPLY_CHUNK: usize = 1_024;
 
+/// Groups per hold of the engine in a walk over all of them (~6,400
+/// group-partitions at 100 partitions a group: a few milliseconds).
+const GROUP_PIECE: u32 = 64;
+/// Partitions per hold in a walk over all of them.
+const PARTITION_PIECE: u32 = 4_096;
+
 /// Lag and health: the engine, the events it raised, each group's recent samples.
 #[derive(Debug)]
 pub struct LagService {
-    engine: Mutex<Engine>,
+    /// Fair (eventually, and at once in a walk's pauses): intake is never
+    /// starved by a reader that walks the estate in pieces.
+    engine: parking_lot::Mutex<Engine>,
     events: Mutex<VecDeque<EngineEvent>>,
     history: Mutex<HashMap<GroupId, VecDeque<GroupSample>>>,
     samples_kept: usize,
@@ -120,7 +140,7 @@ pub struct LagService {
 impl LagService {
     pub(crate) fn new(engine: Engine, samples_kept: usize) -> Self {
         Self {
-            engine: Mutex::new(engine),
+            engine: parking_lot::Mutex::new(engine),
             events: Mutex::new(VecDeque::new()),
             history: Mutex::new(HashMap::new()),
             samples_kept: samples_kept.max(1),
@@ -129,8 +149,8 @@ impl LagService {
         }
     }
 
-    pub fn engine(&self) -> View<'_, Engine> {
-        View(lock(&self.engine))
+    pub fn engine(&self) -> EngineView<'_> {
+        EngineView(self.engine.lock())
     }
 
     /// The recent engine events, oldest first.
@@ -153,11 +173,12 @@ impl LagService {
         // chunk, never for a whole large batch.
         let mut new_events = Vec::new();
         for chunk in records.chunks(APPLY_CHUNK) {
-            let mut engine = lock(&self.engine);
+            let mut engine = self.engine.lock();
             for r in chunk {
                 r.apply(&mut engine);
             }
             new_events.extend(engine.drain_events());
+            parking_lot::MutexGuard::unlock_fair(engine);
         }
         if !new_events.is_empty() {
             let mut events = lock(&self.events);
@@ -189,11 +210,43 @@ impl LagService {
         self.summarize(now)
     }
 
+    /// `f` of every group, taking the engine for [`GROUP_PIECE`] groups at a
+    /// time: intake waits for one piece (milliseconds), never for a pass over
+    /// the estate. Groups made during the walk may be seen; none is seen twice.
+    pub(crate) fn each_group<T>(&self, mut f: impl FnMut(&Engine, GroupId) -> T) -> Vec<T> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        loop {
+            let engine = self.engine.lock();
+            if from >= engine.group_slots() {
+                return out;
+            }
+            out.extend(engine.groups_between(from, GROUP_PIECE).map(|g| f(&engine, g)));
+            from += GROUP_PIECE;
+            // Handed to a waiting thread, if any: else the next piece would
+            // take it again before a woken thread could.
+            parking_lot::MutexGuard::unlock_fair(engine);
+        }
+    }
+
+    /// The same over partitions, [`PARTITION_PIECE`] at a time.
+    pub(crate) fn each_partition(&self, mut f: impl FnMut(&Engine, PartitionId)) {
+        let mut from = 0;
+        loop {
+            let engine = self.engine.lock();
+            if from >= engine.partition_slots() {
+                return;
+            }
+            for pid in engine.partitions_between(from, PARTITION_PIECE) {
+                f(&engine, pid);
+            }
+            from += PARTITION_PIECE;
+            parking_lot::MutexGuard::unlock_fair(engine);
+        }
+    }
+
     fn summarize(&self, now: Millis) -> Arc<Summaries> {
-        let groups: Vec<GroupSummary> = {
-            let engine = lock(&self.engine);
-            engine.groups().map(|gid| summarize(&engine, gid, now)).collect()
-        };
+        let groups: Vec<GroupSummary> = self.each_group(|engine, gid| summarize(engine, gid, now));
         let s = Arc::new(Summaries { at: now, groups });
         *lock(&self.summaries) = s.clone();
         s

@@ -5,6 +5,7 @@
 //! one skewed partition shows), and how many of its partitions it stopped
 //! committing while its others move.
 
+use crate::services::LagService;
 use serde::Serialize;
 use std::collections::HashMap;
 use streamsight_core::{Engine, GroupId, Millis, PartitionId};
@@ -58,14 +59,15 @@ impl LogStarts {
     }
 }
 
-/// Every group's signals at `now`, updating the log-start rates.
-pub(super) fn compute(engine: &Engine, starts: &mut LogStarts, now: Millis, max: usize) -> Vec<GroupSignals> {
-    for pid in engine.partitions() {
+/// Every group's signals at `now`, updating the log-start rates; the engine
+/// is taken in pieces (see [`LagService::each_group`]).
+pub(super) fn compute(lag: &LagService, starts: &mut LogStarts, now: Millis, max: usize) -> Vec<GroupSignals> {
+    lag.each_partition(|engine, pid| {
         if let Some(s) = engine.evaluate_partition(pid, now).log_start_offset {
             starts.observe(pid, s, now, max);
         }
-    }
-    engine.groups().map(|gid| group(engine, starts, gid, now)).collect()
+    });
+    lag.each_group(|engine, gid| group(engine, starts, gid, now))
 }
 
 fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> GroupSignals {

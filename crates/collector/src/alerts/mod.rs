@@ -218,9 +218,8 @@ impl AlertService {
     /// Evaluates every rule at `now`: the log records for what changed.
     pub fn evaluate(&self, shared: &Shared, now: Millis) -> Vec<Record> {
         let derived = {
-            let engine = shared.lag.engine();
             let mut starts = lock(&self.log_starts);
-            std::sync::Arc::new(derived::compute(&engine, &mut starts, now, self.max_series))
+            std::sync::Arc::new(derived::compute(&shared.lag, &mut starts, now, self.max_series))
         };
         *lock(&self.derived) = derived.clone();
         let (all_rules, mut records) = {

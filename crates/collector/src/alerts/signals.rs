@@ -113,13 +113,12 @@ fn groups(shared: &Shared, rule: &Rule, now: Millis) -> Series {
 }
 
 fn producer_failing(shared: &Shared, now: Millis) -> Series {
-    let engine = shared.lag.engine();
     let mut topics: BTreeMap<(String, String), bool> = BTreeMap::new();
-    for pid in engine.partitions() {
+    shared.lag.each_partition(|engine, pid| {
         let (cluster, topic, _) = engine.partition_names(pid);
         let failing = engine.evaluate_partition(pid, now).producer_failing;
-        *topics.entry((cluster.to_owned(), topic.to_owned())).or_default() |= failing;
-    }
+        *entry(&mut topics, cluster, topic, false) |= failing;
+    });
     topics
         .into_iter()
         .map(|((c, t), failing)| {
@@ -129,6 +128,12 @@ fn producer_failing(shared: &Shared, now: Millis) -> Series {
             )
         })
         .collect()
+}
+
+/// A topic's entry, its names copied only the first time.
+fn entry<'a, V>(map: &'a mut BTreeMap<(String, String), V>, cluster: &str, topic: &str, first: V) -> &'a mut V {
+    let key = (cluster.to_owned(), topic.to_owned());
+    map.entry(key).or_insert(first)
 }
 
 fn missing(shared: &Shared, now: Millis) -> Series {
@@ -205,37 +210,32 @@ fn services(shared: &Shared, now: Millis) -> Series {
 }
 
 fn produce_rates(shared: &Shared, now: Millis) -> Series {
-    let engine = shared.lag.engine();
-    let mut topics: BTreeMap<(&str, &str), Option<f64>> = BTreeMap::new();
-    for pid in engine.partitions() {
+    let mut topics: BTreeMap<(String, String), Option<f64>> = BTreeMap::new();
+    shared.lag.each_partition(|engine, pid| {
         let (cluster, topic, _) = engine.partition_names(pid);
         let rate = engine.produce_rate(pid, now, streamsight_core::Engine::RATE_WINDOW_MS);
-        let e = topics.entry((cluster, topic)).or_insert(Some(0.0));
+        let e = entry(&mut topics, cluster, topic, Some(0.0));
         // Unknown for one partition: unknown for the topic (never a partial sum).
         *e = match (*e, rate) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
         };
-    }
+    });
     topics
         .into_iter()
-        .map(|((c, t), v)| (labels(&[("cluster", c), ("topic", t)]), v))
+        .map(|((c, t), v)| (labels(&[("cluster", &c), ("topic", &t)]), v))
         .collect()
 }
 
 /// Offsets committed per second over each partition's recent commits, summed
 /// (unknown while any partition's is).
 fn consume_rates(shared: &Shared) -> Series {
-    let engine = shared.lag.engine();
-    engine
-        .groups()
-        .map(|gid| {
-            let (cluster, group) = engine.group_name(gid);
-            let total = engine
-                .group_members(gid)
-                .iter()
-                .try_fold(0.0, |sum, &gp| engine.consume_rate(gp).map(|r| sum + r));
-            (labels(&[("cluster", cluster), ("group", group)]), total)
-        })
-        .collect()
+    shared.lag.each_group(|engine, gid| {
+        let (cluster, group) = engine.group_name(gid);
+        let total = engine
+            .group_members(gid)
+            .iter()
+            .try_fold(0.0, |sum, &gp| engine.consume_rate(gp).map(|r| sum + r));
+        (labels(&[("cluster", cluster), ("group", group)]), total)
+    })
 }

@@ -268,6 +268,33 @@ impl Engine {
             .filter(|id| !self.groups[id.0 as usize].deleted)
     }
 
+    /// The groups with ids in `[from, from + n)`: a walk over every group in
+    /// pieces, letting go of the engine between them (ids are never reused).
+    pub fn groups_between(&self, from: u32, n: u32) -> impl Iterator<Item = GroupId> + '_ {
+        let end = from.saturating_add(n).min(self.groups.len() as u32);
+        (from.min(end)..end)
+            .map(GroupId)
+            .filter(|id| !self.groups[id.0 as usize].deleted)
+    }
+
+    /// Group ids handed out so far (tombstones included): where a walk in pieces ends.
+    pub fn group_slots(&self) -> u32 {
+        self.groups.len() as u32
+    }
+
+    /// Partition ids handed out so far (tombstones included).
+    pub fn partition_slots(&self) -> u32 {
+        self.partitions.len() as u32
+    }
+
+    /// The same for partitions.
+    pub fn partitions_between(&self, from: u32, n: u32) -> impl Iterator<Item = PartitionId> + '_ {
+        let end = from.saturating_add(n).min(self.partitions.len() as u32);
+        (from.min(end)..end)
+            .map(PartitionId)
+            .filter(|id| !self.partitions[id.0 as usize].deleted)
+    }
+
     pub fn names(&self, id: GroupPartitionId) -> GroupPartitionNames<'_> {
         let gp = &self.group_partitions[id.0 as usize];
         let g = &self.groups[gp.group.0 as usize];
