@@ -339,6 +339,134 @@ fn a_service_that_goes_silent_is_no_data_not_ok() {
     assert_eq!(list[0].summary, "checkout stopped reporting");
 }
 
+/// Lag per topic and per partition, a group's worst partition, and failed
+/// sends by error (a rate: unknown at the first reading, then per minute).
+#[test]
+fn topic_partition_lag_worst_partition_and_failed_sends_by_error() {
+    let toml = r#"
+        default_rules = false
+        [[rules]]
+        name = "orders_behind"
+        signal = "topic_lag_messages"
+        above = 150
+        [[rules]]
+        name = "worst_partition"
+        signal = "group_lag_messages"
+        aggregate = "max"
+        above = 150
+        [[rules]]
+        name = "total_behind"
+        signal = "group_lag_messages"
+        above = 150
+        [[rules]]
+        name = "partition_behind"
+        signal = "partition_lag_messages"
+        above = 90
+        [[rules]]
+        name = "timeouts"
+        signal = "failed_sends"
+        above = 0
+        scope = { error = "MsgTimedOut" }
+    "#;
+    let config = ServeConfig {
+        alerts: toml::from_str(toml).unwrap(),
+        ..support::loopback("memory://")
+    };
+    let shared = Shared::new(config, EngineConfig::default()).unwrap();
+    let part = |topic: &'static str, partition: i32| Partition {
+        cluster: "prod",
+        topic,
+        partition,
+    };
+    let failed = |t: i64, error: &str, count: u64| Record::Delivery {
+        at: at(t),
+        fact: streamsight_core::delivery::Fact::FailedSends {
+            cluster: "prod".into(),
+            topic: "orders".into(),
+            partition: Some(0),
+            window_ms: 60_000,
+            count,
+            trace_ids: Vec::new(),
+            error: error.into(),
+        },
+    };
+    let timeline = |t: i64| {
+        let mut r = Vec::new();
+        if t == 0 {
+            // orders: 100 behind on each of 2 partitions; refunds: 50 behind.
+            for (topic, p, end, committed) in [
+                ("orders", 0, 1_000, 900),
+                ("orders", 1, 1_000, 900),
+                ("refunds", 0, 500, 450),
+            ] {
+                r.push(obs(
+                    t,
+                    Observation::Produced {
+                        partition: part(topic, p),
+                        offset: end,
+                    },
+                ));
+                r.push(obs(
+                    t,
+                    Observation::Committed {
+                        group: "billing",
+                        partition: part(topic, p),
+                        offset: committed,
+                    },
+                ));
+            }
+        }
+        if t == 10 {
+            r.push(failed(t, "MsgTimedOut", 3));
+            r.push(failed(t, "NotEnoughReplicas", 2));
+        }
+        if t == 25 {
+            r.push(failed(t, "MsgTimedOut", 4));
+            r.push(failed(t, "NotEnoughReplicas", 2));
+        }
+        r
+    };
+    let (changes, _) = run(&shared, (0, 40, 10), timeline);
+    let fired = |rule: &str| -> Vec<streamsight_core::alerts::Labels> {
+        changes
+            .iter()
+            .filter(|(_, c)| c.rule == rule && c.to == AlertState::Firing)
+            .map(|(_, c)| (*c.labels).clone())
+            .collect()
+    };
+    let l = |pairs: &[(&str, &str)]| -> streamsight_core::alerts::Labels {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    };
+    assert_eq!(
+        fired("orders_behind"),
+        [l(&[("cluster", "prod"), ("group", "billing"), ("topic", "orders")])],
+        "200 behind on orders, 50 on refunds"
+    );
+    assert!(fired("worst_partition").is_empty(), "the worst partition is 100 behind");
+    assert_eq!(fired("total_behind").len(), 1, "250 behind in all");
+    let partitions: Vec<String> = fired("partition_behind")
+        .iter()
+        .map(|x| format!("{}/{}", x["topic"], x["partition"]))
+        .collect();
+    assert_eq!(partitions, ["orders/0", "orders/1"]);
+    let timeouts = changes
+        .iter()
+        .find(|(_, c)| c.rule == "timeouts" && c.to == AlertState::Firing)
+        .unwrap_or_else(|| panic!("{changes:#?}"));
+    assert_eq!(
+        timeouts.0, 30,
+        "fires at the first evaluation after more failed (the first reading is unknown)"
+    );
+    assert_eq!(timeouts.1.labels["error"], "MsgTimedOut");
+    // 3 + 4 = 7 by then against 3 at the first reading, 20 s earlier: 12 a minute.
+    assert_eq!(timeouts.1.value, Some(12.0));
+    assert!(
+        changes
+            .iter()
+            .all(|(_, c)| c.rule != "timeouts" || c.labels["error"] == "MsgTimedOut")
+    );
+}
+
 /// A webhook receiver: every body and its signature header.
 async fn receiver() -> (String, Arc<Mutex<Vec<(serde_json::Value, String)>>>) {
     let got = Arc::new(Mutex::new(Vec::new()));

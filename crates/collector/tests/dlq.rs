@@ -128,9 +128,27 @@ async fn dlq_velocity_reasons_and_recent_records() {
     send(&producer, "orders", Vec::new()).await;
     let mut dlq = DlqConfig::new("mock", &bootstrap);
     dlq.refresh = Duration::from_millis(200);
+    let alerts = toml::from_str(
+        r#"
+        default_rules = false
+        [[rules]]
+        name = "schema_drift"
+        signal = "schema_violations"
+        above = 0
+        scope = { topic = "orders" }
+        [[rules]]
+        name = "connect_failing"
+        signal = "dead_letters"
+        above = 0
+        scope = { stage = "VALUE_CONVERTER" }
+        "#,
+    )
+    .unwrap();
     let config = ServeConfig {
         dlq: vec![dlq],
         trace_url: "https://traces.example/trace/{trace_id}".into(),
+        history_interval: Duration::from_millis(200),
+        alerts,
         ..support::loopback("memory://")
     };
     let running = serve(config, EngineConfig::default()).await.unwrap();
@@ -212,4 +230,53 @@ async fn dlq_velocity_reasons_and_recent_records() {
     assert!(
         metrics.contains("streamsight_dlq_velocity_records_per_second{cluster_name=\"mock\",dlq_topic=\"orders.dlq\"}")
     );
+
+    // Alerts on dead letters are rates: more schema violations arrive and the
+    // rule fires with the schema and class; the Connect rule does too.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let firing = loop {
+        send(
+            &producer,
+            "orders.dlq",
+            provenance("schema_violation", 20).headers(Conventions::default()),
+        )
+        .await;
+        send(
+            &producer,
+            "sink.DLT",
+            only(
+                connect.headers(Conventions {
+                    spring: false,
+                    connect: true,
+                }),
+                "__connect.errors.",
+            ),
+        )
+        .await;
+        let body: Value = reqwest::get(format!("{api}/api/v1/alerts"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let firing: Vec<Value> = body["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["state"] == "firing")
+            .cloned()
+            .collect();
+        if firing.len() == 2 {
+            break firing;
+        }
+        assert!(Instant::now() < deadline, "the dead-letter rules never fired: {body:#}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let drift = firing.iter().find(|a| a["rule"] == "schema_drift").unwrap();
+    assert_eq!(drift["labels"]["schema"], "7", "{drift}");
+    assert_eq!(drift["labels"]["error_class"], "schema_violation", "{drift}");
+    assert!(drift["value"].as_f64().unwrap() > 0.0, "per minute: {drift}");
+    let connect_alert = firing.iter().find(|a| a["rule"] == "connect_failing").unwrap();
+    assert_eq!(connect_alert["labels"]["topic"], "sink.DLT", "{connect_alert}");
+    assert_eq!(connect_alert["labels"]["source_topic"], "sink-input", "{connect_alert}");
 }

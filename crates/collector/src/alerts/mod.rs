@@ -50,6 +50,8 @@ pub struct AlertService {
     pub(crate) writer: Mutex<Option<crate::state::Writer>>,
     /// How fast each partition's log start advances.
     log_starts: Mutex<derived::LogStarts>,
+    /// Counters' last readings per signal (see [`signals::per_minute`]).
+    readings: Mutex<std::collections::HashMap<signals::Key, signals::Readings>>,
     /// Each signal's labels of the last cycle (see [`signals::settle`]).
     previous: Mutex<std::collections::HashMap<signals::Key, Vec<SharedLabels>>>,
     /// The derived signals of the last evaluation, for /metrics and the API.
@@ -123,6 +125,7 @@ impl AlertService {
             log_starts: Mutex::default(),
             derived: Mutex::default(),
             previous: Mutex::default(),
+            readings: Mutex::default(),
             max_series: config.max_series,
             delivered: std::sync::Arc::default(),
             rewritten_at: Mutex::new(None),
@@ -237,8 +240,16 @@ impl AlertService {
                 let mut previous = lock(&self.previous);
                 let last = previous.remove(&key).unwrap_or_default();
                 let (all, labels) = signals::settle(signals::all(shared, same[0], &derived, now), &last);
-                previous.insert(key, labels);
-                all
+                previous.insert(key.clone(), labels);
+                if same[0].signal.is_counter() {
+                    let mut readings = lock(&self.readings);
+                    let last = readings.remove(&key).unwrap_or_default();
+                    let (rates, now_read) = signals::per_minute(all, last, now);
+                    readings.insert(key, now_read);
+                    rates
+                } else {
+                    all
+                }
             };
             for rule in same {
                 let series = signals::scoped(&all, rule);

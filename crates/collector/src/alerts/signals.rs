@@ -3,7 +3,7 @@
 
 use crate::state::Shared;
 use std::collections::BTreeMap;
-use streamsight_core::alerts::rule::{Rule, Signal};
+use streamsight_core::alerts::rule::{Aggregate, Rule, Signal};
 use streamsight_core::alerts::{SharedLabels, glob_match};
 use streamsight_core::{Millis, Status};
 
@@ -30,7 +30,16 @@ pub(super) fn all(shared: &Shared, rule: &Rule, derived: &[super::derived::Group
         Signal::RetentionMarginSeconds => per_group(|g| g.retention_margin_seconds),
         Signal::CatchUpSeconds => per_group(|g| g.catch_up_seconds),
         Signal::PartitionsNotCommitting => per_group(|g| Some(f64::from(g.partitions_not_committing))),
+        Signal::GroupLagMessages if rule.aggregate == Some(Aggregate::Max) => lag(shared, rule, now),
         Signal::GroupLagSeconds | Signal::GroupLagMessages | Signal::GroupStatus => groups(shared, rule, now),
+        Signal::TopicLagSeconds
+        | Signal::TopicLagMessages
+        | Signal::PartitionLagSeconds
+        | Signal::PartitionLagMessages => lag(shared, rule, now),
+        Signal::FailedSends => failed_sends(shared),
+        Signal::MissingMessagesByCause => missing_by_cause(shared, now),
+        Signal::DeadLetters | Signal::SchemaViolations => dead_letters(shared, rule.signal),
+        Signal::ProbeLost => probes_lost(shared),
         Signal::ProducerFailing => producer_failing(shared, now),
         Signal::MissingMessages => missing(shared, now),
         Signal::DlqVelocity => dlq(shared),
@@ -63,7 +72,7 @@ pub(super) fn settle(mut all: Series, previous: &[SharedLabels]) -> (Series, Vec
 }
 
 /// What makes two rules' signals the same series.
-pub(super) type Key = (Signal, Vec<Status>);
+pub(super) type Key = (Signal, Vec<Status>, Option<Aggregate>);
 
 pub(super) fn key(rule: &Rule) -> Key {
     let statuses = if rule.signal == Signal::GroupStatus {
@@ -71,7 +80,60 @@ pub(super) fn key(rule: &Rule) -> Key {
     } else {
         Vec::new()
     };
-    (rule.signal, statuses)
+    let aggregate = rule
+        .signal
+        .aggregates()
+        .then(|| rule.aggregate.unwrap_or(Aggregate::Sum));
+    (rule.signal, statuses, aggregate)
+}
+
+/// Counters are compared with their reading of about a minute before.
+const RATE_WINDOW_MS: i64 = 60_000;
+/// Readings kept per series at most: one per sixth of the window.
+const READINGS_KEPT: usize = 8;
+
+/// A counter's recent readings per series (oldest first), for [`per_minute`].
+pub(super) type Readings = Vec<(SharedLabels, std::collections::VecDeque<(Millis, f64)>)>;
+
+/// Counters (sorted, as [`settle`] leaves them) turned into increases per
+/// minute over about the last minute of `previous` readings (sorted): unknown
+/// for a series first seen, and a counter that went down (its source
+/// restarted) counts from zero. A series that vanished is dropped.
+pub(super) fn per_minute(counts: Series, previous: Readings, now: Millis) -> (Series, Readings) {
+    let mut old = previous.into_iter().peekable();
+    let mut readings = Vec::with_capacity(counts.len());
+    let rates = counts
+        .into_iter()
+        .map(|(labels, count)| {
+            while old.next_if(|o| *o.0 < *labels).is_some() {}
+            let mut kept = old.next_if(|o| *o.0 == *labels).map(|o| o.1).unwrap_or_default();
+            let Some(count) = count else { return (labels, None) };
+            if kept.back().is_some_and(|&(_, was)| count < was) {
+                kept.clear();
+                kept.push_back((Millis(now.0.saturating_sub(1)), 0.0));
+            }
+            // The base: the newest reading at least a window old, else the oldest.
+            while kept.len() > 1 && now.since(kept[1].0) >= RATE_WINDOW_MS {
+                kept.pop_front();
+            }
+            let rate = kept.front().and_then(|&(at, was)| {
+                let minutes = now.since(at) as f64 / 60_000.0;
+                (minutes > 0.0).then(|| (count - was).max(0.0) / minutes)
+            });
+            let spaced = kept
+                .back()
+                .is_none_or(|&(at, _)| now.since(at) >= RATE_WINDOW_MS / (READINGS_KEPT as i64 - 2));
+            if spaced {
+                if kept.len() >= READINGS_KEPT {
+                    kept.pop_front();
+                }
+                kept.push_back((now, count));
+            }
+            readings.push((labels.clone(), kept));
+            (labels, rate)
+        })
+        .collect();
+    (rates, readings)
 }
 
 /// The series of `all` in `rule`'s scope, with the rule's labels added (which
@@ -238,4 +300,192 @@ fn consume_rates(shared: &Shared) -> Series {
             .try_fold(0.0, |sum, &gp| engine.consume_rate(gp).map(|r| sum + r));
         (labels(&[("cluster", cluster), ("group", group)]), total)
     })
+}
+
+/// Lag per topic or partition of each group (and per group with `max`), from
+/// the engine's report of each group-partition, the engine taken a few groups
+/// at a time.
+fn lag(shared: &Shared, rule: &Rule, now: Millis) -> Series {
+    let seconds = matches!(rule.signal, Signal::TopicLagSeconds | Signal::PartitionLagSeconds);
+    let max = seconds || rule.aggregate == Some(Aggregate::Max);
+    let per_group = shared.lag.each_group(|engine, gid| {
+        let (cluster, group) = engine.group_name(gid);
+        // Per topic (and partition, when the signal is per partition): the
+        // combined value, `None` once unknown for good.
+        let mut acc: BTreeMap<(&str, Option<i32>), Option<f64>> = BTreeMap::new();
+        for &gp in engine.group_members(gid) {
+            let names = engine.names(gp);
+            let r = engine.evaluate(gp, now);
+            let key = match rule.signal {
+                Signal::PartitionLagSeconds | Signal::PartitionLagMessages => (names.topic, Some(names.partition)),
+                Signal::GroupLagMessages => ("", None),
+                _ => (names.topic, None),
+            };
+            let value = if seconds {
+                r.lag_seconds
+            } else {
+                r.lag_messages.map(|m| m as f64)
+            };
+            let slot = acc.entry(key).or_insert(if seconds { None } else { Some(0.0) });
+            *slot = match (seconds, *slot, value) {
+                // Seconds: the worst known partition's (unknown ones cannot lower it).
+                (true, a, Some(v)) => Some(a.map_or(v, |a: f64| a.max(v))),
+                (true, a, None) => a,
+                // Messages: unknown while any partition's is, never a partial sum.
+                (false, Some(a), Some(v)) => Some(if max { a.max(v) } else { a + v }),
+                (false, _, _) => None,
+            };
+        }
+        acc.into_iter()
+            .map(|((topic, partition), v)| {
+                let l = match (rule.signal, partition) {
+                    (Signal::GroupLagMessages, _) => labels(&[("cluster", cluster), ("group", group)]),
+                    (_, Some(p)) => labels(&[
+                        ("cluster", cluster),
+                        ("group", group),
+                        ("topic", topic),
+                        ("partition", &p.to_string()),
+                    ]),
+                    (_, None) => labels(&[("cluster", cluster), ("group", group), ("topic", topic)]),
+                };
+                (l, v)
+            })
+            .collect::<Vec<_>>()
+    });
+    per_group.into_iter().flatten().collect()
+}
+
+/// Failed sends so far per (cluster, topic, error): a counter.
+fn failed_sends(shared: &Shared) -> Series {
+    let d = shared.deliveries.view();
+    d.failures
+        .since(Millis(i64::MIN))
+        .flat_map(|((c, t), f)| {
+            f.by_error
+                .iter()
+                .map(move |(e, n)| (labels(&[("cluster", c), ("topic", t), ("error", e)]), Some(*n as f64)))
+        })
+        .collect()
+}
+
+fn missing_by_cause(shared: &Shared, now: Millis) -> Series {
+    use streamsight_core::delivery::Causes;
+    let d = shared.deliveries.view();
+    let mut recent: BTreeMap<(&str, &str, &str), [u64; 6]> = BTreeMap::new();
+    for w in d
+        .events
+        .iter()
+        .filter(|w| now.since(w.reconciled_at) <= MISSING_WINDOW_MS)
+    {
+        let sums = recent.entry((&w.cluster, &w.group, &w.topic)).or_default();
+        for (sum, n) in sums.iter_mut().zip(w.missing.values()) {
+            *sum = sum.saturating_add(n);
+        }
+    }
+    d.ledger
+        .totals()
+        .keys()
+        .flat_map(|(c, g, t)| {
+            let sums = recent
+                .get(&(c.as_str(), g.as_str(), t.as_str()))
+                .copied()
+                .unwrap_or_default();
+            Causes::NAMES.iter().zip(sums).map(move |(cause, n)| {
+                (
+                    labels(&[("cluster", c), ("group", g), ("topic", t), ("cause", cause)]),
+                    Some(n as f64),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Dead letters read so far per reason, or those at validation per schema: counters.
+fn dead_letters(shared: &Shared, signal: Signal) -> Series {
+    let mut counts: BTreeMap<Vec<(&str, String)>, u64> = BTreeMap::new();
+    let monitors = shared.dlq.view();
+    for m in monitors.iter() {
+        for t in m.report() {
+            for (r, n) in &t.reasons {
+                let key = if signal == Signal::SchemaViolations {
+                    if r.stage != "validation" {
+                        continue;
+                    }
+                    vec![
+                        ("cluster", m.config.name.clone()),
+                        ("topic", r.source_topic.clone()),
+                        ("schema", r.schema.clone()),
+                        ("error_class", r.error_class.clone()),
+                    ]
+                } else {
+                    vec![
+                        ("cluster", m.config.name.clone()),
+                        ("topic", t.dlq_topic.clone()),
+                        ("source_topic", r.source_topic.clone()),
+                        ("error_class", r.error_class.clone()),
+                        ("stage", r.stage.clone()),
+                    ]
+                };
+                *counts.entry(key).or_default() += n;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(pairs, n)| {
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            (labels(&pairs), Some(n as f64))
+        })
+        .collect()
+}
+
+/// Probe records lost so far per probe partition: a counter.
+fn probes_lost(shared: &Shared) -> Series {
+    shared
+        .probes
+        .view()
+        .iter()
+        .flat_map(|p| {
+            let (cluster, topic) = (p.config.name.clone(), p.config.topic.clone());
+            p.report().partitions.into_iter().map(move |r| {
+                let partition = r.partition.to_string();
+                let l = labels(&[("cluster", &cluster), ("topic", &topic), ("partition", &partition)]);
+                (l, Some(r.lost as f64))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(n: f64) -> Series {
+        vec![(labels(&[("topic", "orders")]), Some(n))]
+    }
+
+    #[test]
+    fn counters_become_rates_over_about_a_minute() {
+        let (r, kept) = per_minute(series(5.0), Vec::new(), Millis(0));
+        assert_eq!(r[0].1, None, "unknown at the first reading");
+        // Read every 10 s: 6 more each time, 36 a minute.
+        let mut kept = kept;
+        let mut rate = None;
+        for i in 1..=12 {
+            let (r, k) = per_minute(series(5.0 + 6.0 * f64::from(i)), kept, Millis(i64::from(i) * 10_000));
+            kept = k;
+            rate = r[0].1;
+        }
+        assert_eq!(rate, Some(36.0));
+        assert!(kept[0].1.len() <= READINGS_KEPT);
+        // Read every 200 ms: still compared with a reading a while back.
+        let (r, kept) = per_minute(series(77.0), kept, Millis(120_200));
+        assert!(r[0].1.is_some_and(|x| x > 0.0), "{r:?}");
+        // The counter restarted: counted from zero.
+        let (r, _) = per_minute(series(2.0), kept, Millis(130_000));
+        assert!(r[0].1.is_some_and(|x| x > 0.0), "{r:?}");
+        // Gone: forgotten.
+        let (_, kept) = per_minute(Vec::new(), Vec::new(), Millis(140_000));
+        assert!(kept.is_empty());
+    }
 }

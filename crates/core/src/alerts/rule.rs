@@ -47,6 +47,54 @@ pub enum Signal {
     /// Per group: partitions with lag it stopped committing (5 minutes) while
     /// another of its partitions committed within the last minute.
     PartitionsNotCommitting,
+    /// Per (cluster, group, topic): the oldest unread message's age, worst
+    /// partition of the topic; unknown while no partition's is known.
+    TopicLagSeconds,
+    /// Per (cluster, group, topic): messages behind (`aggregate`: `sum` by
+    /// default, or `max` for the worst partition); unknown while any partition's is.
+    TopicLagMessages,
+    /// Per (cluster, group, topic, partition): the oldest unread message's age.
+    /// A series per group-partition: costly at a million; scope it.
+    PartitionLagSeconds,
+    /// Per (cluster, group, topic, partition): messages behind.
+    PartitionLagMessages,
+    /// Per (cluster, topic, error): failed sends per minute (since the last
+    /// evaluation; unknown at the first).
+    FailedSends,
+    /// Per (cluster, group, topic, cause): messages found missing for that cause
+    /// in windows reconciled over the last 10 minutes.
+    MissingMessagesByCause,
+    /// Per (cluster, topic = the DLQ, source_topic, error_class, stage): dead
+    /// letters per minute by reason, as the DLQ monitor reads them.
+    DeadLetters,
+    /// Per (cluster, topic = the source, schema, error_class): records
+    /// dead-lettered at validation per minute.
+    SchemaViolations,
+    /// Per probe partition (cluster, topic, partition): probe records lost per minute.
+    ProbeLost,
+}
+
+impl Signal {
+    /// Values that only grow, alerted on as a rate per minute.
+    pub fn is_counter(self) -> bool {
+        matches!(
+            self,
+            Signal::FailedSends | Signal::DeadLetters | Signal::SchemaViolations | Signal::ProbeLost
+        )
+    }
+
+    /// Lag messages summed over partitions unless the rule says `max`.
+    pub fn aggregates(self) -> bool {
+        matches!(self, Signal::GroupLagMessages | Signal::TopicLagMessages)
+    }
+}
+
+/// How a lag signal combines a group's (or topic's) partitions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregate {
+    Sum,
+    Max,
 }
 
 /// A threshold (or an anomaly) on a signal, held for `for`: from the config's
@@ -69,6 +117,9 @@ pub struct Rule {
     /// baseline (`drop`: far below, `rise`: far above); see docs/alerts.md.
     #[serde(default)]
     pub anomaly: Option<Direction>,
+    /// For `group_lag_messages` and `topic_lag_messages`: `sum` (default) or `max`.
+    #[serde(default)]
+    pub aggregate: Option<Aggregate>,
     /// Robust spreads from the baseline that count as anomalous (default 4).
     #[serde(default)]
     pub sensitivity: Option<f32>,
@@ -126,6 +177,7 @@ impl Rule {
             below: None,
             statuses: Vec::new(),
             anomaly: None,
+            aggregate: None,
             sensitivity: None,
             for_: Duration::from_secs(for_secs),
             no_data_after: default_no_data_after(),
@@ -159,6 +211,8 @@ pub enum RuleError {
     Duration,
     #[error("`statuses` is for the group_status signal, and at most {MAX_ENTRIES}")]
     Statuses,
+    #[error("`aggregate` is for group_lag_messages and topic_lag_messages (lag seconds are the worst partition's)")]
+    Aggregate,
 }
 
 impl Rule {
@@ -192,6 +246,9 @@ impl Rule {
         }
         if self.statuses.len() > MAX_ENTRIES || (!self.statuses.is_empty() && self.signal != Signal::GroupStatus) {
             return Err(RuleError::Statuses);
+        }
+        if self.aggregate.is_some() && !self.signal.aggregates() {
+            return Err(RuleError::Aggregate);
         }
         Ok(())
     }
@@ -230,5 +287,6 @@ mod tests {
         );
         assert_eq!(with(&|r| r.no_data_after = Duration::ZERO), Err(RuleError::Duration));
         assert_eq!(with(&|r| r.statuses = vec![Status::Stall]), Err(RuleError::Statuses));
+        assert_eq!(with(&|r| r.aggregate = Some(Aggregate::Sum)), Err(RuleError::Aggregate));
     }
 }
