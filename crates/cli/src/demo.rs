@@ -89,6 +89,9 @@ keys_file = "{keys}"
 history_interval = "2s"
 pathway_window = "2m"
 
+[serve.journeys]
+otlp_listen = "127.0.0.1:0"
+
 [[serve.clusters]]
 name = "{CLUSTER}"
 bootstrap = ["{bootstrap}"]

@@ -5,6 +5,7 @@ pub mod collector_client;
 pub mod config;
 pub mod demo;
 pub mod dlq;
+pub mod journey;
 pub mod lag;
 pub mod replay;
 pub mod scenario;

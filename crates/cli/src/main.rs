@@ -130,6 +130,16 @@ enum Command {
     /// the keys file again within seconds (or at once on SIGHUP).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// A message's journey: its spans, log lines and dead letters in time order,
+    /// then where it stopped for each group reading it.
+    Journey {
+        /// A W3C trace id (32 hex digits) or a Datadog 64-bit id.
+        trace_id: String,
+        #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
+        collector: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// A collector's alerts (firing, no data, pending, resolved), worst first;
     /// its rules and silences. Changes need an admin key (STREAMSIGHT_API_KEY).
     Alerts {
@@ -265,6 +275,9 @@ struct ServeArgs {
     /// API and /metrics address.
     #[arg(long, env = "STREAMSIGHT_API_LISTEN")]
     api_listen: Option<std::net::SocketAddr>,
+    /// OTLP/HTTP (`/v1/traces`, `/v1/logs`) and Fluent Bit (`/ingest/json_lines`) address.
+    #[arg(long, env = "STREAMSIGHT_OTLP_LISTEN")]
+    otlp_listen: Option<std::net::SocketAddr>,
     /// sqlite://PATH or memory://
     #[arg(long, env = "STREAMSIGHT_STORAGE")]
     storage: Option<String>,
@@ -357,6 +370,7 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     let s = &mut config.serve;
     s.intake_listen = args.intake_listen.unwrap_or(s.intake_listen);
     s.api_listen = args.api_listen.unwrap_or(s.api_listen);
+    s.journeys.otlp_listen = args.otlp_listen.unwrap_or(s.journeys.otlp_listen);
     if let Some(storage) = args.storage {
         s.storage = storage;
     }
@@ -522,6 +536,21 @@ fn main() -> anyhow::Result<()> {
             duration,
             ..Default::default()
         })?,
+        Command::Journey {
+            trace_id,
+            collector,
+            format,
+        } => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let body = runtime
+                .block_on(streamsight::journey::get(&collector, &trace_id))
+                .map_err(anyhow::Error::msg)?;
+            let mut out = std::io::stdout().lock();
+            match format {
+                Format::Json => writeln!(out, "{body}")?,
+                Format::Table => streamsight::journey::write_timeline(&mut out, &body)?,
+            }
+        }
         Command::Alerts {
             action,
             collector,

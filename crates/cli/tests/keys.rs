@@ -42,6 +42,7 @@ fn serve_refuses_a_public_address_without_keys() {
     let missing = std::env::temp_dir().join(format!("streamsight-keys-none-{}/keys.json", std::process::id()));
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_streamsight"))
         .args(["serve", "--api-listen", "0.0.0.0:0", "--intake-listen", "127.0.0.1:0"])
+        .args(["--otlp-listen", "127.0.0.1:0"])
         .args(["--storage", "memory://"])
         .env("STREAMSIGHT_KEYS_FILE", &missing)
         .output()

@@ -95,7 +95,7 @@ fn payload(seq: u64, base_ns: u64) -> Vec<u8> {
 fn router(storage: &str) -> (axum::Router, Writer) {
     let config = ServeConfig {
         storage: storage.to_owned(),
-        ..ServeConfig::default()
+        ..ServeConfig::ephemeral()
     };
     let shared = Arc::new(Shared::new(config, EngineConfig::default()).unwrap());
     let store = streamsight_store::open(storage).unwrap();
@@ -246,7 +246,7 @@ fn http_bench(c: &mut Criterion) {
             storage,
             intake_listen: "127.0.0.1:0".parse().unwrap(),
             api_listen: "127.0.0.1:0".parse().unwrap(),
-            ..ServeConfig::default()
+            ..ServeConfig::ephemeral()
         };
         let mut engine = EngineConfig::default();
         if !limited {

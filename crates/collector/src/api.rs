@@ -33,6 +33,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/dlq", get(dlq))
         .route("/api/v1/audit", get(audit))
         .merge(crate::alerts::api::routes())
+        .merge(crate::journeys::api::routes())
         .merge(crate::burrow::routes())
         .merge(crate::dashboard::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
@@ -456,19 +457,22 @@ async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
         .iter()
         .map(|m| {
             let mut topics = json!(m.report());
-            // Each recent record links to its trace where a trace UI is configured.
-            if !template.is_empty() {
-                for r in topics
-                    .as_array_mut()
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|t| t["recent"].as_array_mut())
-                    .flatten()
+            // Each recent record links to its journey, and to its trace where a
+            // trace UI is configured.
+            for r in topics
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t["recent"].as_array_mut())
+                .flatten()
+            {
+                if let Some(id) = r["provenance"]["trace_id"].as_str()
+                    && streamsight_wire::dlq::is_trace_id(id)
                 {
-                    if let Some(id) = r["provenance"]["trace_id"].as_str()
-                        && streamsight_wire::dlq::is_trace_id(id)
-                    {
-                        r["trace_url"] = json!(template.replace("{trace_id}", id));
+                    let id = id.to_owned();
+                    r["journey_url"] = json!(format!("/journeys/{id}"));
+                    if !template.is_empty() {
+                        r["trace_url"] = json!(template.replace("{trace_id}", &id));
                     }
                 }
             }

@@ -74,6 +74,9 @@ pub struct ServeConfig {
     pub forget_idle_after: Duration,
     /// Alert rules and notifiers (`[serve.alerts]`): see `docs/alerts.md`.
     pub alerts: crate::alerts::rules::AlertsConfig,
+    /// Message journeys (`[serve.journeys]`): the OTLP listener, sampling and
+    /// bounds; see `docs/journeys.md`.
+    pub journeys: crate::journeys::JourneysConfig,
 }
 
 impl Default for ServeConfig {
@@ -103,6 +106,24 @@ impl Default for ServeConfig {
             trace_url: String::new(),
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
             alerts: crate::alerts::rules::AlertsConfig::default(),
+            journeys: crate::journeys::JourneysConfig::default(),
+        }
+    }
+}
+
+impl ServeConfig {
+    /// The defaults with every listener on a free loopback port: for tests,
+    /// benchmarks and demos that run beside other collectors.
+    pub fn ephemeral() -> Self {
+        let free = SocketAddr::from(([127, 0, 0, 1], 0));
+        Self {
+            intake_listen: free,
+            api_listen: free,
+            journeys: crate::journeys::JourneysConfig {
+                otlp_listen: free,
+                ..crate::journeys::JourneysConfig::default()
+            },
+            ..Self::default()
         }
     }
 }

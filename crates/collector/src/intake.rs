@@ -88,8 +88,8 @@ pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
     Router::new()
         .route("/info", get(info))
         .route("/v0.1/pipeline_stats", post(pipeline_stats))
-        .route("/v0.4/traces", any(traces))
-        .route("/v0.5/traces", any(traces))
+        .route("/v0.4/traces", any(traces_v04))
+        .route("/v0.5/traces", any(traces_v05))
         .route("/v0.7/traces", any(traces))
         .route("/v0.6/stats", any(stats))
         .route("/telemetry/proxy/{*rest}", any(telemetry))
@@ -474,6 +474,14 @@ async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Re
         }
         Err(response) => response,
     }
+}
+
+async fn traces_v04(State(intake): State<Intake>, headers: HeaderMap, body: Body) -> Response {
+    crate::journeys::intake::datadog(intake.shared, intake.writer, false, headers, body).await
+}
+
+async fn traces_v05(State(intake): State<Intake>, headers: HeaderMap, body: Body) -> Response {
+    crate::journeys::intake::datadog(intake.shared, intake.writer, true, headers, body).await
 }
 
 async fn traces(State(intake): State<Intake>, body: Body) -> Response {

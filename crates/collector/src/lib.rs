@@ -13,6 +13,7 @@ pub mod config;
 mod dashboard;
 pub mod deliveries;
 pub mod intake;
+pub mod journeys;
 pub mod metrics;
 pub mod pathways;
 mod polling;
@@ -84,6 +85,8 @@ pub enum ServeError {
 pub struct Running {
     pub intake_addr: SocketAddr,
     pub api_addr: SocketAddr,
+    /// The OTLP/HTTP and Fluent Bit listener (`[serve.journeys] otlp_listen`).
+    pub otlp_addr: SocketAddr,
     /// The `default` tenant's services.
     pub shared: Arc<Shared>,
     /// Every tenant's services, `default` included.
@@ -143,8 +146,10 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     }
     let intake_listener = bind(config.intake_listen).await?;
     let api_listener = bind(config.api_listen).await?;
+    let otlp_listener = bind(config.journeys.otlp_listen).await?;
     let intake_addr = local_addr(&intake_listener, config.intake_listen)?;
     let api_addr = local_addr(&api_listener, config.api_listen)?;
+    let otlp_addr = local_addr(&otlp_listener, config.journeys.otlp_listen)?;
     let retention_ms = time_ms(config.retention);
     let keys = Arc::new(auth::ReloadingKeys::new(config.keys_file.clone())?);
     if keys.keys().is_empty() && !config.insecure_no_auth {
@@ -152,7 +157,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
             .intake_listeners
             .iter()
             .filter_map(|b| b.listen.parse::<SocketAddr>().ok());
-        for addr in [intake_addr, api_addr].into_iter().chain(bound) {
+        for addr in [intake_addr, api_addr, otlp_addr].into_iter().chain(bound) {
             if !addr.ip().is_loopback() {
                 return Err(ServeError::Unauthenticated { addr });
             }
@@ -202,7 +207,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         *services::lock(&tenants[&name].alerts.writer) = Some(writer.clone());
         writers.insert(name, writer);
     }
-    tracing::info!(%intake_addr, %api_addr, tenants = tenants.len(), "streamsight serving");
+    tracing::info!(%intake_addr, %api_addr, %otlp_addr, tenants = tenants.len(), "streamsight serving");
     let intake_routes = tenants
         .iter()
         .map(|(name, shared)| (name.clone(), intake::router(shared.clone(), writers[name].clone())))
@@ -211,6 +216,25 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         server::Listener::Tcp(intake_listener),
         Arc::new(intake_routes),
         server::Guard::new("intake", default.clone())
+            .tls(intake_tls.clone())
+            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
+            .tenants(tenants.keys()),
+        stop_rx.clone(),
+    ));
+    // OTLP clients and Fluent Bit send like tracers: ingest keys, the same tenants.
+    let otlp_routes = tenants
+        .iter()
+        .map(|(name, shared)| {
+            (
+                name.clone(),
+                journeys::intake::router(shared.clone(), writers[name].clone()),
+            )
+        })
+        .collect();
+    tasks.spawn(server::serve(
+        server::Listener::Tcp(otlp_listener),
+        Arc::new(otlp_routes),
+        server::Guard::new("otlp", default.clone())
             .tls(intake_tls.clone())
             .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
             .tenants(tenants.keys()),
@@ -292,6 +316,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     Ok(Running {
         intake_addr,
         api_addr,
+        otlp_addr,
         shared: default,
         tenants,
         bound_intakes,
@@ -354,6 +379,7 @@ async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_ms: i64) {
                 shared.deliveries.reconcile(now, &shared.lag);
                 let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
                 shared.pathways.prune(now.0.saturating_sub(kept));
+                shared.journeys.housekeep(&shared, now);
                 idle_records(&shared, now)
             })
             .await

@@ -30,6 +30,7 @@ pub struct Shared {
     pub dlq: DlqService,
     pub audit: crate::services::AuditService,
     pub alerts: crate::alerts::AlertService,
+    pub journeys: crate::journeys::JourneyService,
     pub telemetry: IntakeTelemetry,
     pub ready: AtomicBool,
 }
@@ -60,6 +61,7 @@ impl Shared {
             dlq: DlqService::default(),
             audit: crate::services::AuditService::default(),
             alerts: crate::alerts::AlertService::new(&config.alerts),
+            journeys: crate::journeys::JourneyService::new(&config.journeys),
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
             config,
@@ -84,6 +86,7 @@ impl Shared {
         self.pathways.apply(records);
         self.audit.apply(records);
         self.alerts.apply(records);
+        self.journeys.apply(records);
     }
 }
 

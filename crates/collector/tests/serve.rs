@@ -22,7 +22,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 async fn start(storage: String) -> Running {
-    start_with(storage, ServeConfig::default()).await
+    start_with(storage, ServeConfig::ephemeral()).await
 }
 
 async fn start_with(storage: String, mut base: ServeConfig) -> Running {
@@ -263,7 +263,24 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
         .unwrap();
     assert_eq!(missing.status(), 404);
 
-    for path in ["/v0.4/traces", "/v0.6/stats", "/telemetry/proxy/api/v2/apmtelemetry"] {
+    // Traces are decoded now (journeys): what is not msgpack is refused, with the reason.
+    let r = client
+        .put(format!("{intake}/v0.4/traces"))
+        .body(vec![1u8; 100])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    let r = client
+        .put(format!("{intake}/v0.4/traces"))
+        .header("Content-Type", "application/msgpack")
+        .body(vec![0xc1u8; 100])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<serde_json::Value>().await.unwrap()["error"], "bad_msgpack");
+    for path in ["/v0.6/stats", "/telemetry/proxy/api/v2/apmtelemetry"] {
         let r = client
             .put(format!("{intake}{path}"))
             .body(vec![1u8; 100])
@@ -452,7 +469,7 @@ async fn retention_deletes_old_records_and_keeps_fresh_ones() {
     let base = ServeConfig {
         retention: Duration::from_secs(3600),
         history_interval: Duration::from_millis(100),
-        ..ServeConfig::default()
+        ..ServeConfig::ephemeral()
     };
     let running = start_with(storage.clone(), base).await;
     let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
@@ -613,7 +630,7 @@ async fn shutdown_answers_what_is_under_way_stops_everything_and_flushes_the_wri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loopback_api_answers_loopback_names_only() {
-    let mut base = ServeConfig::default();
+    let mut base = ServeConfig::ephemeral();
     base.limits.api_hosts = vec!["streamsight.internal".into()];
     let running = start_with("memory://".into(), base).await;
     let client = reqwest::Client::new();
@@ -636,7 +653,7 @@ async fn a_loopback_api_answers_loopback_names_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_and_connections_over_their_caps_are_refused_at_once() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut base = ServeConfig::default();
+    let mut base = ServeConfig::ephemeral();
     base.limits.max_in_flight = 2;
     base.limits.max_connections = 4;
     base.limits.request_timeout = std::time::Duration::from_secs(20);

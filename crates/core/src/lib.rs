@@ -14,6 +14,7 @@ pub mod explain;
 pub mod failures;
 pub mod health;
 pub mod history;
+pub mod journey;
 pub mod model;
 pub mod pathway;
 pub mod probe;

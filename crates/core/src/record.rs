@@ -43,6 +43,16 @@ pub enum Record {
         at: Millis,
         event: AlertEvent,
     },
+    /// A span of a message's journey (OTLP, a Datadog tracer).
+    Span {
+        at: Millis,
+        span: Box<crate::journey::Span>,
+    },
+    /// A log line that names a trace.
+    Log {
+        at: Millis,
+        line: Box<crate::journey::LogLine>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -85,7 +95,9 @@ impl Record {
             | Record::Pathway { at, .. }
             | Record::Delivery { at, .. }
             | Record::Audit { at, .. }
-            | Record::Alert { at, .. } => *at,
+            | Record::Alert { at, .. }
+            | Record::Span { at, .. }
+            | Record::Log { at, .. } => *at,
         }
     }
 
@@ -98,7 +110,12 @@ impl Record {
                 let _ = engine.observe(*at, &observation.borrowed());
             }
             Record::Rejected { reason, .. } => engine.reject(*reason),
-            Record::Pathway { .. } | Record::Delivery { .. } | Record::Audit { .. } | Record::Alert { .. } => {}
+            Record::Pathway { .. }
+            | Record::Delivery { .. }
+            | Record::Audit { .. }
+            | Record::Alert { .. }
+            | Record::Span { .. }
+            | Record::Log { .. } => {}
         }
     }
 }

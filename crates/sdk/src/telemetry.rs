@@ -563,7 +563,7 @@ mod keys {
             api_listen: "127.0.0.1:0".parse().unwrap(),
             storage: "memory://".into(),
             keys_file: dir.join("keys.json"),
-            ..Default::default()
+            ..streamsight_collector::ServeConfig::ephemeral()
         };
         let running = streamsight_collector::serve(config, streamsight_core::EngineConfig::default())
             .await

@@ -172,7 +172,7 @@ async fn drifting_records_are_dead_lettered_with_their_provenance() {
             api_listen: "127.0.0.1:0".parse().unwrap(),
             storage: "memory://".into(),
             dlq: vec![monitor],
-            ..streamsight_collector::ServeConfig::default()
+            ..streamsight_collector::ServeConfig::ephemeral()
         },
         streamsight_core::EngineConfig::default(),
     )

@@ -44,7 +44,7 @@ async fn pipeline() -> Pipeline {
         api_listen: "127.0.0.1:0".parse().unwrap(),
         storage: "memory://".into(),
         history_interval: Duration::from_millis(100),
-        ..ServeConfig::default()
+        ..ServeConfig::ephemeral()
     };
     let collector = serve(config, EngineConfig::default()).await.unwrap();
     let intake = format!("http://{}", collector.intake_addr);

@@ -34,7 +34,7 @@ async fn start_collector() -> streamsight_collector::Running {
         intake_listen: "127.0.0.1:0".parse().unwrap(),
         api_listen: "127.0.0.1:0".parse().unwrap(),
         storage: "memory://".into(),
-        ..ServeConfig::default()
+        ..ServeConfig::ephemeral()
     };
     serve(config, EngineConfig::default()).await.unwrap()
 }

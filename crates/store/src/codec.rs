@@ -34,6 +34,8 @@ mod kind {
     pub(super) const DELIVERY: u8 = 12;
     pub(super) const AUDIT: u8 = 13;
     pub(super) const ALERT: u8 = 14;
+    pub(super) const SPAN: u8 = 15;
+    pub(super) const LOG: u8 = 16;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -164,6 +166,14 @@ pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
                 head(kind::ALERT, &mut body);
                 put_json(&mut body, event);
             }
+            Record::Span { span, .. } => {
+                head(kind::SPAN, &mut body);
+                put_json(&mut body, span);
+            }
+            Record::Log { line, .. } => {
+                head(kind::LOG, &mut body);
+                put_json(&mut body, line);
+            }
         }
     }
     out.push(VERSION);
@@ -270,6 +280,8 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
             kind::DELIVERY => Record::Delivery { at, fact: r.json()? },
             kind::AUDIT => Record::Audit { at, event: r.json()? },
             kind::ALERT => Record::Alert { at, event: r.json()? },
+            kind::SPAN => Record::Span { at, span: r.json()? },
+            kind::LOG => Record::Log { at, line: r.json()? },
             other => return Err(CodecError::Kind(other)),
         });
     }

@@ -6,3 +6,4 @@
 pub mod dlq;
 pub mod dsm;
 pub mod pathway;
+pub mod traces;

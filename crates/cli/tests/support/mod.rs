@@ -71,6 +71,8 @@ pub fn serve(storage: &str) -> (Guard, String, String) {
                 "127.0.0.1:0",
                 "--api-listen",
                 "127.0.0.1:0",
+                "--otlp-listen",
+                "127.0.0.1:0",
                 "--storage",
                 storage,
             ])
@@ -108,6 +110,7 @@ pub fn serve_with(name: &str, toml: &str, storage: &str) -> (Guard, String, Stri
     let (guard, line) = start(
         Command::new(env!("CARGO_BIN_EXE_streamsight"))
             .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
+            .args(["--otlp-listen", "127.0.0.1:0"])
             .args(["--storage", storage, "--config"])
             .arg(&config)
             .env("STREAMSIGHT_LOG", "warn"),

@@ -14,8 +14,9 @@ use axum::routing::get;
 use std::sync::Arc;
 
 /// Pages: every one is the same document; the script reads the URL.
-const PAGES: [&str; 8] = [
+const PAGES: [&str; 9] = [
     "/alerts",
+    "/journeys/{trace_id}",
     "/",
     "/groups/{cluster}/{group}",
     "/topics/{cluster}/{topic}",
@@ -63,7 +64,9 @@ pub(crate) fn refresh_ms(config: &crate::ServeConfig) -> i64 {
 pub(crate) fn is_public(path: &str) -> bool {
     path == "/"
         || path.starts_with("/assets/")
-        || ["/groups/", "/topics/"].iter().any(|p| path.starts_with(p))
+        || ["/groups/", "/topics/", "/journeys/"]
+            .iter()
+            .any(|p| path.starts_with(p))
         || matches!(path, "/pathways" | "/dlq" | "/probes" | "/clusters" | "/alerts")
 }
 

@@ -12,6 +12,6 @@ pub fn loopback(storage: &str) -> ServeConfig {
         intake_listen: "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!()),
         api_listen: "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!()),
         storage: storage.into(),
-        ..ServeConfig::default()
+        ..ServeConfig::ephemeral()
     }
 }

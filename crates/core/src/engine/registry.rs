@@ -321,6 +321,24 @@ impl Engine {
         self.existing_group_partition(gid, pid)
     }
 
+    /// The group-partitions of the groups that read `topic`/`partition`.
+    pub fn readers(&self, cluster: &str, topic: &str, partition: i32) -> Vec<GroupPartitionId> {
+        let (Some(c), Some(t)) = (self.names.get(cluster), self.names.get(topic)) else {
+            return Vec::new();
+        };
+        let Some(tid) = self.topic_ids.get(&(c, t)) else {
+            return Vec::new();
+        };
+        let Some(pid) = self.partition_ids.get(&(*tid, partition)) else {
+            return Vec::new();
+        };
+        self.partitions[pid.0 as usize]
+            .groups
+            .iter()
+            .map(|&(_, gp)| gp)
+            .collect()
+    }
+
     /// Every live partition, in the order they were first seen.
     pub fn partitions(&self) -> impl Iterator<Item = PartitionId> + '_ {
         (0..self.partitions.len())

@@ -362,7 +362,7 @@ pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, Pay
 
 /// Decompresses at most `limit + 1` bytes. The buffer grows by at most doubling
 /// and never past `limit + 1`: a bomb costs the limit, not twice it.
-fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, PayloadError> {
+pub(crate) fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, PayloadError> {
     let cap = limit.saturating_add(1);
     let mut out: Vec<u8> = Vec::with_capacity(body.len().saturating_mul(4).max(64 << 10).min(cap));
     let mut gz = flate2::read::GzDecoder::new(body);

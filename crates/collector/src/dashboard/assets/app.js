@@ -345,7 +345,7 @@ const topic = {
       f ? h('section', { 'aria-labelledby': 'fail' }, h('h2', { id: 'fail' }, `Failed sends (${num(f.total)})`),
         h('p', {}, `First ${agoText(f.first_at_ms, d.now_ms)}, last ${agoText(f.last_at_ms, d.now_ms)}`, f.partitions.length ? `, partitions ${f.partitions.join(', ')}` : ''),
         table('Failed sends by error', [['Error'], ['Sends', 'num']], Object.entries(f.by_error).sort((a, b) => b[1] - a[1]).map(([e, n]) => [h('code', {}, e), num(n)])),
-        f.trace_ids.length ? h('p', {}, 'Traces of failed records: ', f.trace_ids.map((t) => [h('code', {}, t), ' '])) : null)
+        f.trace_ids.length ? h('p', {}, 'Traces of failed records: ', f.trace_ids.map((t) => [h('a', { href: `/journeys/${enc(t)}` }, t), ' '])) : null)
         : h('p', { class: 'banner ok' }, 'No failed sends reported for this topic.'),
       table('Partitions', [['Partition', 'num'], ['End offset', 'num'], ['Last acked', 'num'], ['Log start', 'num'], ['Produce rate', 'num'], ['Producers'], ['End confirmed']],
         d.partitions.map((p) => [
@@ -369,7 +369,7 @@ const topic = {
           causes.filter((c) => w.missing[c]).map((c) => `${c.replaceAll('_', ' ')} ${w.missing[c]}`).join(', ') || (w.duplicates ? `${w.duplicates} duplicates` : ''),
           [w.skipped_ranges.length ? `skipped ${ranges(w.skipped_ranges)} ` : '', w.expired_ranges.length ? `expired ${ranges(w.expired_ranges)}` : '',
             w.first_offset !== null ? ` (window ${w.first_offset}–${w.last_offset})` : ''],
-          w.trace_ids.map((t) => [h('code', {}, t), ' ']),
+          w.trace_ids.map((t) => [h('a', { href: `/journeys/${enc(t)}` }, t), ' ']),
         ]), 'No window is missing messages.'),
       h('h2', {}, 'Dead-letter queue'),
       d.dlq.length ? d.dlq.map((q) => h('p', {}, h('a', { href: '/dlq' }, q.dlq_topic), `: ${num(q.records) ?? '?'} records, ${q.velocity === null ? 'velocity unknown' : `${q.velocity.toFixed(2)}/s`}`))
@@ -490,7 +490,7 @@ const dlq = {
               return [r.partition, num(r.offset), r.timestamp_ms ? new Date(r.timestamp_ms).toISOString().replace('T', ' ').slice(0, 19) : unknown(),
                 r.provenance ? [`${p.source_topic ?? '?'}[${p.source_partition ?? '?'}]@${p.source_offset ?? '?'}`, p.consumer_group ? ` by ${p.consumer_group}` : '',
                   p.error_class ? [' — ', h('code', {}, p.error_class)] : '', p.stage ? ` at ${p.stage}` : '', p.error_message ? `: ${p.error_message}` : '',
-                  p.trace_id ? [' trace ', r.trace_url ? h('a', { href: r.trace_url }, p.trace_id) : h('code', {}, p.trace_id)] : ''] : h('span', { class: 'muted' }, 'no provenance headers'),
+                  p.trace_id ? [' trace ', r.journey_url ? h('a', { href: r.journey_url }, p.trace_id) : h('code', {}, p.trace_id), r.trace_url ? [' (', h('a', { href: r.trace_url }, 'trace'), ')'] : ''] : ''] : h('span', { class: 'muted' }, 'no provenance headers'),
                 h('code', { class: 'preview' }, r.preview)];
             }), 'No record read yet.')));
       }
@@ -632,7 +632,51 @@ const alertsPage = {
   },
 };
 
+// A message's path: every span, log line and dead letter in time order, then
+// where it stopped for each group that reads it.
+const journeyPage = {
+  title: ([id]) => `Journey ${id}`,
+  url: ([id]) => `/api/v1/journeys/${enc(id)}`,
+  render(d) {
+    const whenOf = (s) => (s.kind === 'span' ? s.start_ns / 1e6 : s.at_ms);
+    const times = d.steps.map(whenOf).filter((t) => t !== null && t !== undefined);
+    const first = times.length ? Math.min(...times) : 0;
+    const at = (s) => { const t = whenOf(s); return t === null || t === undefined ? unknown() : `+${Math.round(t - first)} ms`; };
+    const place = (m) => (m ? `${m.topic}[${m.partition ?? '?'}]${m.offset !== null && m.offset !== undefined ? ` @${m.offset}` : ''}${m.group ? ` · ${m.group}` : ''}` : '');
+    const what = (s) => {
+      if (s.kind === 'span') return [s.name, s.messaging ? [' ', h('code', {}, place(s.messaging))] : '', s.error ? [' ', badge('error'), ' ', s.error] : ''];
+      if (s.kind === 'log') return [s.severity ? `${s.severity}: ` : '', s.body];
+      return [badge('dead_lettered'), ` to ${s.dlq_topic}@${s.dlq_offset} at stage ${s.stage || '?'} (${s.error_class || '?'})`, s.error_message ? `: ${s.error_message}` : ''];
+    };
+    const m = d.message;
+    const verdictText = (v) => {
+      switch (v.verdict) {
+        case 'processed': return 'processed';
+        case 'failed_processing': return `failed while processing: ${v.error}`;
+        case 'dead_lettered': return `dead-lettered at stage ${v.stage || '?'} to ${v.dlq_topic}`;
+        case 'not_yet_consumed': return `not yet consumed: committed ${num(v.committed)}, ${num(v.behind)} behind it`;
+        case 'skipped': return 'skipped: the group\'s offsets jumped over it';
+        case 'expired': return 'expired: retention deleted it before the group read it';
+        case 'consumed_no_processing_span': return 'consumed (committed past it), but no span says it was processed';
+        default: return `unknown: ${v.why || ''}`;
+      }
+    };
+    return [
+      h('h1', {}, 'Journey ', h('code', {}, d.trace_id)),
+      m ? h('p', {}, 'Message ', h('a', { href: topicHref(m.cluster, m.topic) }, `${m.cluster ? `${m.cluster}/` : ''}${m.topic}`), ` partition ${m.partition}, offset ${num(m.offset)}`) : null,
+      d.linked_traces.length ? h('p', { class: 'muted' }, 'Linked traces: ', d.linked_traces.map((t) => [h('a', { href: `/journeys/${t}` }, t), ' '])) : null,
+      d.failed_send ? h('div', { class: 'banner bad', role: 'alert' }, h('strong', {}, 'The send failed: '), `${d.failed_send.topic}: `, d.failed_send.errors.map(([e, n]) => `${e} ×${num(n)}`).join(', ')) : null,
+      table('Where it stopped, per group', [['Group'], ['Verdict']],
+        d.verdicts.map((v) => [h('a', { href: m ? groupHref(m.cluster, v.group) : '#' }, v.group), verdictText(v)]), 'No group is known to read it.'),
+      d.notes.map((n) => h('p', { class: 'muted' }, n)),
+      table(`Timeline (${d.steps.length})`, [['At', 'num'], ['Kind'], ['Service'], ['What']],
+        d.steps.map((s) => [at(s), s.kind.replace('_', ' '), s.service || '', what(s)]), 'Nothing recorded.'),
+    ];
+  },
+};
+
 const ROUTES = [
+  [/^\/journeys\/([^/]+)$/, journeyPage],
   [/^\/alerts$/, alertsPage],
   [/^\/$/, overview],
   [/^\/groups\/([^/]+)\/([^/]+)$/, group],

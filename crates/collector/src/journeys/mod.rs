@@ -1,0 +1,370 @@
+//! Message journeys: spans and log lines from OTLP clients, Datadog tracers and
+//! Fluent Bit, kept in the log and indexed by the core ([`streamsight_core::journey`]);
+//! a journey joins them with the collector's own facts (dead letters, failed
+//! sends, each group's position, drop accounting) into a path and a verdict.
+
+pub mod api;
+pub mod intake;
+
+use crate::services::lock;
+use crate::state::Shared;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+use streamsight_core::journey::verdict::{self, DeadLetter, Gap, GroupPosition, GroupVerdict, Message};
+use streamsight_core::journey::{Journey, JourneyLimits, Journeys, JourneysStats, LogLine, Operation, Span, TraceId};
+use streamsight_core::{Millis, Record};
+
+/// `[serve.journeys]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JourneysConfig {
+    /// The OTLP/HTTP listener (`/v1/traces`, `/v1/logs`) and Fluent Bit's
+    /// `json_lines` (`/ingest/json_lines`); the OTLP/HTTP port by default.
+    pub otlp_listen: SocketAddr,
+    /// Share of healthy traces kept (every trace with an error, a failed send
+    /// or a dead letter is kept).
+    pub healthy_share: f64,
+    /// How long after its first span a trace is decided (tail sampling).
+    #[serde(with = "humantime_serde")]
+    pub decision_wait: Duration,
+    /// How long a trace nothing was heard of is kept (the log's retention bounds it too).
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+    pub max_traces: usize,
+    pub max_spans: usize,
+    /// Fields of a Fluent Bit line that may hold its trace id (a flat key or a dotted path).
+    pub trace_id_fields: Vec<String>,
+    /// Spans or lines in one request, at most.
+    pub max_items_per_request: usize,
+}
+
+impl Default for JourneysConfig {
+    fn default() -> Self {
+        let limits = JourneyLimits::default();
+        Self {
+            otlp_listen: SocketAddr::from(([127, 0, 0, 1], 4318)),
+            healthy_share: limits.healthy_share,
+            decision_wait: Duration::from_millis(limits.decision_wait_ms as u64),
+            retention: Duration::from_millis(limits.retention_ms as u64),
+            max_traces: limits.max_traces,
+            max_spans: limits.max_spans,
+            trace_id_fields: ["trace_id", "dd.trace_id", "traceId"].map(String::from).to_vec(),
+            max_items_per_request: 100_000,
+        }
+    }
+}
+
+impl JourneysConfig {
+    fn limits(&self) -> JourneyLimits {
+        JourneyLimits {
+            max_traces: self.max_traces,
+            max_spans: self.max_spans,
+            retention_ms: crate::time_ms(self.retention),
+            decision_wait_ms: crate::time_ms(self.decision_wait),
+            healthy_share: self.healthy_share,
+            ..JourneyLimits::default()
+        }
+    }
+}
+
+/// The journeys service: the index, fed by stored records.
+#[derive(Debug)]
+pub struct JourneyService {
+    index: Mutex<Journeys>,
+}
+
+impl JourneyService {
+    pub(crate) fn new(config: &JourneysConfig) -> Self {
+        Self {
+            index: Mutex::new(Journeys::new(config.limits())),
+        }
+    }
+
+    pub(crate) fn apply(&self, records: &[Record]) {
+        if !records
+            .iter()
+            .any(|r| matches!(r, Record::Span { .. } | Record::Log { .. }))
+        {
+            return;
+        }
+        let mut index = lock(&self.index);
+        for r in records {
+            match r {
+                Record::Span { at, span } => index.add_span((**span).clone(), *at),
+                Record::Log { at, line } => index.add_log((**line).clone(), *at),
+                _ => {}
+            }
+        }
+    }
+
+    /// Marks the traces the collector knows went wrong (dead letters, failed
+    /// sends) before sampling decides, then decides and forgets.
+    pub(crate) fn housekeep(&self, shared: &Shared, now: Millis) {
+        let mut notable: Vec<TraceId> = Vec::new();
+        for m in shared.dlq.view().iter() {
+            for t in m.report() {
+                notable.extend(
+                    t.recent
+                        .iter()
+                        .filter_map(|r| r.provenance.as_ref()?.trace_id.as_deref())
+                        .filter_map(TraceId::parse),
+                );
+            }
+        }
+        {
+            let d = shared.deliveries.view();
+            for (_, f) in d.failures.since(Millis(i64::MIN)) {
+                notable.extend(f.trace_ids.iter().filter_map(|t| TraceId::parse(t)));
+            }
+        }
+        let mut index = lock(&self.index);
+        for id in notable {
+            index.mark_notable(id);
+        }
+        index.housekeep(now);
+    }
+
+    pub fn stats(&self) -> JourneysStats {
+        lock(&self.index).stats()
+    }
+
+    pub fn journey(&self, id: TraceId) -> Option<Journey> {
+        lock(&self.index).journey(id)
+    }
+
+    pub fn at_offset(&self, cluster: Option<&str>, topic: &str, partition: i32, offset: i64) -> Vec<TraceId> {
+        lock(&self.index).at_offset(cluster, topic, partition, offset)
+    }
+}
+
+/// One step of a journey, in time order.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Step {
+    Span(Span),
+    Log(LogLine),
+    DeadLetter {
+        #[serde(rename = "at_ms")]
+        at: Option<i64>,
+        #[serde(flatten)]
+        letter: DeadLetter,
+        error_message: Option<String>,
+    },
+}
+
+/// A dead letter of the journey's trace, and the message its provenance names.
+struct Letter {
+    at: Option<i64>,
+    letter: DeadLetter,
+    error_message: Option<String>,
+    source: Option<Message>,
+}
+
+/// A failed send of the journey's trace, from the SDK's counts.
+#[derive(Debug, Serialize)]
+pub struct FailedSend {
+    pub cluster: String,
+    pub topic: String,
+    pub errors: Vec<(String, u64)>,
+}
+
+/// What `/api/v1/journeys/{trace_id}` answers.
+#[derive(Debug, Serialize)]
+pub struct JourneyView {
+    pub trace_id: TraceId,
+    pub linked_traces: Vec<TraceId>,
+    /// The message: its offset as a span or a dead letter names it; `None` when none does.
+    pub message: Option<Message>,
+    pub steps: Vec<Step>,
+    pub failed_send: Option<FailedSend>,
+    /// Per group reading the message's partition.
+    pub verdicts: Vec<GroupVerdict>,
+    /// Why some verdicts cannot be given.
+    pub notes: Vec<String>,
+}
+
+/// The journey of `id` with everything the collector knows of its message.
+pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
+    let journey = shared.journeys.journey(id);
+    let hex = journey.as_ref().map_or(id, |j| j.trace_id);
+    let ids: Vec<TraceId> = std::iter::once(hex)
+        .chain(journey.iter().flat_map(|j| j.linked_traces.iter().copied()))
+        .collect();
+    let same = |t: &str| {
+        TraceId::parse(t).is_some_and(|t| ids.iter().any(|i| i.low() == t.low() && (t.is_short() || *i == t)))
+    };
+    // Dead letters that carry the trace (the DLQ monitor's recent records).
+    let mut letters: Vec<Letter> = Vec::new();
+    for m in shared.dlq.view().iter() {
+        for t in m.report() {
+            for r in &t.recent {
+                let Some(p) = r
+                    .provenance
+                    .as_ref()
+                    .filter(|p| p.trace_id.as_deref().is_some_and(same))
+                else {
+                    continue;
+                };
+                let source = match (&p.source_topic, p.source_partition, p.source_offset) {
+                    (Some(topic), Some(partition), Some(offset)) => Some(Message {
+                        cluster: m.config.name.clone(),
+                        topic: topic.clone(),
+                        partition,
+                        offset,
+                    }),
+                    _ => None,
+                };
+                letters.push(Letter {
+                    at: r.timestamp_ms,
+                    letter: DeadLetter {
+                        dlq_topic: t.dlq_topic.clone(),
+                        dlq_partition: r.partition,
+                        dlq_offset: r.offset,
+                        group: p.consumer_group.clone(),
+                        stage: p.stage.clone(),
+                        error_class: p.error_class.clone(),
+                    },
+                    error_message: p.error_message.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    let failed_send = {
+        let d = shared.deliveries.view();
+        d.failures
+            .since(Millis(i64::MIN))
+            .find(|(_, f)| f.trace_ids.iter().any(|t| same(t)))
+            .map(|((cluster, topic), f)| FailedSend {
+                cluster: cluster.clone(),
+                topic: topic.clone(),
+                errors: f.by_error.iter().map(|(e, n)| (e.clone(), *n)).collect(),
+            })
+    };
+    if journey.is_none() && letters.is_empty() && failed_send.is_none() {
+        return None;
+    }
+    let journey = journey.unwrap_or(Journey {
+        trace_id: hex,
+        ..Journey::default()
+    });
+    let mut notes = Vec::new();
+    let message = message_of(shared, &journey.spans, &letters, &mut notes);
+    let verdicts = match &message {
+        Some(m) => {
+            let (groups, gaps) = positions(shared, m);
+            let dead: Vec<DeadLetter> = letters.iter().map(|l| l.letter.clone()).collect();
+            if groups.is_empty() {
+                notes.push(format!("no group is known to read {}[{}]", m.topic, m.partition));
+            }
+            verdict::judge(m, &journey.spans, &dead, &groups, &gaps)
+        }
+        None => {
+            if failed_send.is_none() {
+                notes.push("no span or dead letter names the message's offset: no verdict per group".into());
+            }
+            Vec::new()
+        }
+    };
+    let mut steps: Vec<(i64, Step)> = journey
+        .spans
+        .into_iter()
+        .map(|s| (s.start_ns.div_euclid(1_000_000), Step::Span(s)))
+        .chain(journey.logs.into_iter().map(|l| (l.at.0, Step::Log(l))))
+        .chain(letters.into_iter().map(|l| {
+            let step = Step::DeadLetter {
+                at: l.at,
+                letter: l.letter,
+                error_message: l.error_message,
+            };
+            (l.at.unwrap_or(i64::MAX), step)
+        }))
+        .collect();
+    steps.sort_by_key(|(at, _)| *at);
+    Some(JourneyView {
+        trace_id: hex,
+        linked_traces: journey.linked_traces,
+        message,
+        steps: steps.into_iter().map(|(_, s)| s).collect(),
+        failed_send,
+        verdicts,
+        notes,
+    })
+}
+
+/// The message's cluster, topic, partition and offset: a send span's, else any
+/// messaging span's, else a dead letter's provenance. A span that names no
+/// cluster takes the only one that has the topic.
+fn message_of(shared: &Shared, spans: &[Span], letters: &[Letter], notes: &mut Vec<String>) -> Option<Message> {
+    let with_offset = |op: Option<Operation>| {
+        spans
+            .iter()
+            .filter_map(|s| s.messaging.as_ref())
+            .find(|m| m.partition.is_some() && m.offset.is_some() && (op.is_none() || m.operation == op))
+    };
+    if let Some(m) = with_offset(Some(Operation::Send)).or_else(|| with_offset(None)) {
+        let cluster = if m.cluster.is_empty() {
+            let engine = shared.lag.engine();
+            let mut clusters = engine.clusters_of(&m.topic);
+            match (clusters.next(), clusters.next()) {
+                (Some(only), None) => only.to_owned(),
+                (None, _) => {
+                    notes.push(format!("no cluster is known to have topic {}", m.topic));
+                    String::new()
+                }
+                (Some(_), Some(_)) => {
+                    notes.push(format!(
+                        "topic {} is on several clusters and the spans do not say which",
+                        m.topic
+                    ));
+                    String::new()
+                }
+            }
+        } else {
+            m.cluster.clone()
+        };
+        return Some(Message {
+            cluster,
+            topic: m.topic.clone(),
+            partition: m.partition?,
+            offset: m.offset?,
+        });
+    }
+    letters.iter().find_map(|l| l.source.clone())
+}
+
+/// Each group reading the message's partition, with its committed offset, and
+/// the offsets drop accounting found skipped or expired for it.
+fn positions(shared: &Shared, m: &Message) -> (Vec<GroupPosition>, Vec<Gap>) {
+    let groups: Vec<GroupPosition> = {
+        let engine = shared.lag.engine();
+        engine
+            .readers(&m.cluster, &m.topic, m.partition)
+            .into_iter()
+            .map(|gp| GroupPosition {
+                group: engine.names(gp).group.to_owned(),
+                committed: engine.commits(gp).last().map(|c| c.offset),
+            })
+            .collect()
+    };
+    let d = shared.deliveries.view();
+    let gaps = d
+        .events
+        .iter()
+        .filter(|w| w.cluster == m.cluster && w.topic == m.topic && w.partition.is_none_or(|p| p == m.partition))
+        .flat_map(|w| {
+            let skipped = w.skipped_ranges.iter().map(move |r| (w, "skipped", *r));
+            let expired = w.expired_ranges.iter().map(move |r| (w, "expired_by_retention", *r));
+            skipped.chain(expired)
+        })
+        .map(|(w, cause, (first, last))| Gap {
+            group: w.group.clone(),
+            cause,
+            first,
+            last,
+        })
+        .collect();
+    (groups, gaps)
+}

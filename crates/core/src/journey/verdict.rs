@@ -1,0 +1,259 @@
+//! Where a message stopped, per consumer group that reads its topic: from the
+//! spans of its journey, its dead letters, the group's committed offset and the
+//! offsets drop accounting found skipped or expired. Pure: the caller gathers.
+
+use super::{Operation, Span};
+use serde::Serialize;
+
+/// The message a journey is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Message {
+    pub cluster: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// A group that reads the message's partition, as the engine knows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupPosition {
+    pub group: String,
+    /// The next offset the group will read; `None` when unknown.
+    pub committed: Option<i64>,
+}
+
+/// A dead letter of the message, from its provenance.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeadLetter {
+    pub dlq_topic: String,
+    pub dlq_partition: i32,
+    pub dlq_offset: i64,
+    pub group: Option<String>,
+    pub stage: Option<String>,
+    pub error_class: Option<String>,
+}
+
+/// Offsets drop accounting found missing for a group, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gap {
+    pub group: String,
+    /// `skipped` or `expired_by_retention`.
+    pub cause: &'static str,
+    pub first: i64,
+    pub last: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// A processing span of the group (or of the topic's only group) ended well.
+    Processed,
+    /// Its processing span failed and no dead letter says where it went.
+    FailedProcessing { error: String },
+    DeadLettered {
+        stage: Option<String>,
+        dlq_topic: String,
+        dlq_offset: i64,
+    },
+    /// The group's committed offset is not past it yet.
+    NotYetConsumed { committed: i64, behind: i64 },
+    /// The group's offsets jumped over it.
+    Skipped,
+    /// Retention deleted it before the group read it.
+    Expired,
+    /// The group committed past it, but no span says it was processed.
+    ConsumedNoProcessingSpan,
+    /// Nothing says: the group's position is unknown.
+    Unknown { why: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupVerdict {
+    pub group: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+/// The verdict for each group reading the message. A span that names no group
+/// counts for a group only when that group is the only one reading the topic.
+pub fn judge(
+    message: &Message,
+    spans: &[Span],
+    dead: &[DeadLetter],
+    groups: &[GroupPosition],
+    gaps: &[Gap],
+) -> Vec<GroupVerdict> {
+    let sole = groups.len() == 1;
+    let of_group = |group: &str, named: Option<&str>| named.map_or(sole, |g| g == group);
+    let on_message = |s: &&Span| {
+        s.messaging.as_ref().is_some_and(|m| {
+            m.topic == message.topic
+                && m.partition.is_none_or(|p| p == message.partition)
+                && m.offset.is_none_or(|o| o == message.offset)
+                && matches!(m.operation, Some(Operation::Process | Operation::Receive))
+        })
+    };
+    groups
+        .iter()
+        .map(|g| {
+            let name = g.group.as_str();
+            let consumer_spans: Vec<&Span> = spans
+                .iter()
+                .filter(on_message)
+                .filter(|s| of_group(name, s.messaging.as_ref().and_then(|m| m.group.as_deref())))
+                .collect();
+            let processing = consumer_spans
+                .iter()
+                .filter(|s| s.messaging.as_ref().and_then(|m| m.operation) == Some(Operation::Process));
+            let failed = processing.clone().find_map(|s| s.error.clone());
+            let processed = processing.clone().any(|s| s.error.is_none());
+            let letter = dead.iter().find(|d| of_group(name, d.group.as_deref()));
+            let gap = gaps
+                .iter()
+                .find(|x| x.group == name && (x.first..=x.last).contains(&message.offset));
+            let verdict = if let Some(d) = letter {
+                Verdict::DeadLettered {
+                    stage: d.stage.clone(),
+                    dlq_topic: d.dlq_topic.clone(),
+                    dlq_offset: d.dlq_offset,
+                }
+            } else if let Some(error) = failed.filter(|_| !processed) {
+                Verdict::FailedProcessing { error }
+            } else if processed {
+                Verdict::Processed
+            } else if let Some(gap) = gap {
+                if gap.cause == "skipped" {
+                    Verdict::Skipped
+                } else {
+                    Verdict::Expired
+                }
+            } else {
+                match g.committed {
+                    Some(c) if c <= message.offset => Verdict::NotYetConsumed {
+                        committed: c,
+                        behind: message.offset - c + 1,
+                    },
+                    Some(_) => Verdict::ConsumedNoProcessingSpan,
+                    None => Verdict::Unknown {
+                        why: "the group's committed offset is unknown".into(),
+                    },
+                }
+            };
+            GroupVerdict {
+                group: g.group.clone(),
+                verdict,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Messaging, Source, TraceId};
+    use super::*;
+
+    fn process(group: Option<&str>, error: Option<&str>) -> Span {
+        Span {
+            trace_id: TraceId(1),
+            span_id: 2,
+            parent_id: 0,
+            name: "orders process".into(),
+            service: "billing".into(),
+            start_ns: 0,
+            duration_ns: 1,
+            error: error.map(str::to_owned),
+            messaging: Some(Messaging {
+                topic: "orders".into(),
+                partition: Some(0),
+                offset: Some(41),
+                group: group.map(str::to_owned),
+                operation: Some(Operation::Process),
+                ..Messaging::default()
+            }),
+            links: Vec::new(),
+            source: Source::Otlp,
+        }
+    }
+
+    fn message() -> Message {
+        Message {
+            cluster: "prod".into(),
+            topic: "orders".into(),
+            partition: 0,
+            offset: 41,
+        }
+    }
+
+    fn at(group: &str, committed: Option<i64>) -> GroupPosition {
+        GroupPosition {
+            group: group.into(),
+            committed,
+        }
+    }
+
+    #[test]
+    fn each_group_gets_its_own_verdict() {
+        let spans = [
+            process(Some("billing"), None),
+            process(Some("fraud"), Some("ValueError")),
+        ];
+        let dead = [DeadLetter {
+            dlq_topic: "orders.dlq".into(),
+            dlq_partition: 0,
+            dlq_offset: 3,
+            group: Some("fraud".into()),
+            stage: Some("validation".into()),
+            error_class: Some("schema_violation".into()),
+        }];
+        let gaps = [Gap {
+            group: "audit".into(),
+            cause: "skipped",
+            first: 40,
+            last: 45,
+        }];
+        let groups = [
+            at("billing", Some(42)),
+            at("fraud", Some(42)),
+            at("shipping", Some(30)),
+            at("audit", Some(50)),
+            at("reports", Some(99)),
+            at("new", None),
+        ];
+        let v: Vec<(String, Verdict)> = judge(&message(), &spans, &dead, &groups, &gaps)
+            .into_iter()
+            .map(|g| (g.group, g.verdict))
+            .collect();
+        assert_eq!(v[0].1, Verdict::Processed);
+        assert!(matches!(&v[1].1, Verdict::DeadLettered { stage: Some(s), .. } if s == "validation"));
+        assert_eq!(
+            v[2].1,
+            Verdict::NotYetConsumed {
+                committed: 30,
+                behind: 12
+            }
+        );
+        assert_eq!(v[3].1, Verdict::Skipped);
+        assert_eq!(v[4].1, Verdict::ConsumedNoProcessingSpan);
+        assert!(matches!(v[5].1, Verdict::Unknown { .. }));
+    }
+
+    #[test]
+    fn a_span_without_a_group_counts_only_for_the_only_group() {
+        let spans = [process(None, Some("KeyError"))];
+        let one = judge(&message(), &spans, &[], &[at("billing", Some(42))], &[]);
+        assert_eq!(
+            one[0].verdict,
+            Verdict::FailedProcessing {
+                error: "KeyError".into()
+            }
+        );
+        let two = judge(
+            &message(),
+            &spans,
+            &[],
+            &[at("billing", Some(42)), at("fraud", Some(42))],
+            &[],
+        );
+        assert!(two.iter().all(|g| g.verdict == Verdict::ConsumedNoProcessingSpan));
+    }
+}

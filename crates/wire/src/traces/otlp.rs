@@ -1,0 +1,825 @@
+//! OTLP/HTTP: `ExportTraceServiceRequest` and `ExportLogsServiceRequest` as
+//! protobuf or JSON (opentelemetry-proto 1.x; only the fields journeys use —
+//! the rest are skipped by the decoder). Messaging attributes follow the OTel
+//! conventions, current and older names (`messaging.destination.name` and
+//! `messaging.destination`, `messaging.kafka.offset` or a `messaging.message.id`
+//! of `topic.partition.offset`, as opentelemetry-instrumentation-confluent-kafka
+//! writes it).
+
+use super::{DecodeError, Decoded, Limits};
+use serde::Deserialize;
+use streamsight_core::Millis;
+use streamsight_core::journey::{
+    LogLine, MAX_BODY, MAX_LINKS, MAX_TEXT, Messaging, Operation, Source, Span, TraceId, cut,
+};
+
+// ---------- protobuf ----------
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportTraceServiceRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub resource_spans: Vec<ResourceSpans>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResourceSpans {
+    #[prost(message, optional, tag = "1")]
+    pub resource: Option<Resource>,
+    #[prost(message, repeated, tag = "2")]
+    pub scope_spans: Vec<ScopeSpans>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Resource {
+    #[prost(message, repeated, tag = "1")]
+    pub attributes: Vec<KeyValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScopeSpans {
+    #[prost(message, repeated, tag = "2")]
+    pub spans: Vec<PbSpan>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbSpan {
+    #[prost(bytes = "vec", tag = "1")]
+    pub trace_id: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    pub span_id: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    pub parent_span_id: Vec<u8>,
+    #[prost(string, tag = "5")]
+    pub name: String,
+    #[prost(int32, tag = "6")]
+    pub kind: i32,
+    #[prost(fixed64, tag = "7")]
+    pub start_time_unix_nano: u64,
+    #[prost(fixed64, tag = "8")]
+    pub end_time_unix_nano: u64,
+    #[prost(message, repeated, tag = "9")]
+    pub attributes: Vec<KeyValue>,
+    #[prost(message, repeated, tag = "11")]
+    pub events: Vec<PbEvent>,
+    #[prost(message, repeated, tag = "13")]
+    pub links: Vec<PbLink>,
+    #[prost(message, optional, tag = "15")]
+    pub status: Option<PbStatus>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbEvent {
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(message, repeated, tag = "3")]
+    pub attributes: Vec<KeyValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbLink {
+    #[prost(bytes = "vec", tag = "1")]
+    pub trace_id: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    pub span_id: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbStatus {
+    #[prost(string, tag = "2")]
+    pub message: String,
+    #[prost(int32, tag = "3")]
+    pub code: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KeyValue {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(message, optional, tag = "2")]
+    pub value: Option<AnyValue>,
+}
+
+/// Scalars only: arrays and maps (fields 5 and 6) are skipped.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AnyValue {
+    #[prost(oneof = "Scalar", tags = "1, 2, 3, 4")]
+    pub value: Option<Scalar>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum Scalar {
+    #[prost(string, tag = "1")]
+    String(String),
+    #[prost(bool, tag = "2")]
+    Bool(bool),
+    #[prost(int64, tag = "3")]
+    Int(i64),
+    #[prost(double, tag = "4")]
+    Double(f64),
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportLogsServiceRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub resource_logs: Vec<ResourceLogs>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResourceLogs {
+    #[prost(message, optional, tag = "1")]
+    pub resource: Option<Resource>,
+    #[prost(message, repeated, tag = "2")]
+    pub scope_logs: Vec<ScopeLogs>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScopeLogs {
+    #[prost(message, repeated, tag = "2")]
+    pub log_records: Vec<PbLogRecord>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PbLogRecord {
+    #[prost(fixed64, tag = "1")]
+    pub time_unix_nano: u64,
+    #[prost(string, tag = "3")]
+    pub severity_text: String,
+    #[prost(message, optional, tag = "5")]
+    pub body: Option<AnyValue>,
+    #[prost(message, repeated, tag = "6")]
+    pub attributes: Vec<KeyValue>,
+    #[prost(bytes = "vec", tag = "9")]
+    pub trace_id: Vec<u8>,
+    #[prost(bytes = "vec", tag = "10")]
+    pub span_id: Vec<u8>,
+    #[prost(fixed64, tag = "11")]
+    pub observed_time_unix_nano: u64,
+}
+
+/// `ExportTraceServiceResponse` and `ExportLogsServiceResponse` (the same shape).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportResponse {
+    #[prost(message, optional, tag = "1")]
+    pub partial_success: Option<PartialSuccess>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PartialSuccess {
+    /// Rejected spans or log records.
+    #[prost(int64, tag = "1")]
+    pub rejected: i64,
+    #[prost(string, tag = "2")]
+    pub error_message: String,
+}
+
+/// The protobuf answer: empty when everything went in, else a partial success.
+pub fn response(rejected: usize, error_message: &str) -> Vec<u8> {
+    let answer = ExportResponse {
+        partial_success: (rejected > 0).then(|| PartialSuccess {
+            rejected: i64::try_from(rejected).unwrap_or(i64::MAX),
+            error_message: error_message.to_owned(),
+        }),
+    };
+    prost::Message::encode_to_vec(&answer)
+}
+
+// ---------- JSON (OTLP/JSON: camelCase, hex ids, 64-bit integers as strings) ----------
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonTraces {
+    #[serde(default)]
+    resource_spans: Vec<JsonResourceSpans>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonResourceSpans {
+    #[serde(default)]
+    resource: Option<JsonResource>,
+    #[serde(default)]
+    scope_spans: Vec<JsonScopeSpans>,
+}
+
+#[derive(Deserialize, Default)]
+struct JsonResource {
+    #[serde(default)]
+    attributes: Vec<JsonKeyValue>,
+}
+
+#[derive(Deserialize)]
+struct JsonScopeSpans {
+    #[serde(default)]
+    spans: Vec<JsonSpan>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonSpan {
+    #[serde(default)]
+    trace_id: String,
+    #[serde(default)]
+    span_id: String,
+    #[serde(default)]
+    parent_span_id: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    kind: i32,
+    #[serde(default)]
+    start_time_unix_nano: JsonU64,
+    #[serde(default)]
+    end_time_unix_nano: JsonU64,
+    #[serde(default)]
+    attributes: Vec<JsonKeyValue>,
+    #[serde(default)]
+    events: Vec<JsonEvent>,
+    #[serde(default)]
+    links: Vec<JsonLink>,
+    #[serde(default)]
+    status: Option<JsonStatus>,
+}
+
+#[derive(Deserialize)]
+struct JsonEvent {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    attributes: Vec<JsonKeyValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonLink {
+    #[serde(default)]
+    trace_id: String,
+    #[serde(default)]
+    span_id: String,
+}
+
+#[derive(Deserialize)]
+struct JsonStatus {
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    code: i32,
+}
+
+#[derive(Deserialize)]
+struct JsonKeyValue {
+    key: String,
+    #[serde(default)]
+    value: JsonAnyValue,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct JsonAnyValue {
+    string_value: Option<String>,
+    bool_value: Option<bool>,
+    int_value: Option<JsonU64>,
+    double_value: Option<f64>,
+}
+
+/// A 64-bit integer as JSON writes it: a string (proto3 JSON) or a number.
+#[derive(Default, Clone, Copy)]
+struct JsonU64(u64);
+
+impl<'de> Deserialize<'de> for JsonU64 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum N {
+            S(String),
+            U(u64),
+            I(i64),
+            F(f64),
+        }
+        Ok(JsonU64(match N::deserialize(d)? {
+            N::S(s) => s
+                .parse::<u64>()
+                .or_else(|_| s.parse::<i64>().map(|i| i as u64))
+                .map_err(serde::de::Error::custom)?,
+            N::U(u) => u,
+            N::I(i) => i as u64,
+            N::F(f) => f as u64,
+        }))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonLogs {
+    #[serde(default)]
+    resource_logs: Vec<JsonResourceLogs>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonResourceLogs {
+    #[serde(default)]
+    resource: Option<JsonResource>,
+    #[serde(default)]
+    scope_logs: Vec<JsonScopeLogs>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonScopeLogs {
+    #[serde(default)]
+    log_records: Vec<JsonLogRecord>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonLogRecord {
+    #[serde(default)]
+    time_unix_nano: JsonU64,
+    #[serde(default)]
+    observed_time_unix_nano: JsonU64,
+    #[serde(default)]
+    severity_text: String,
+    #[serde(default)]
+    body: Option<JsonAnyValue>,
+    #[serde(default)]
+    trace_id: String,
+    #[serde(default)]
+    span_id: String,
+}
+
+// ---------- one shape for both ----------
+
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    Double(f64),
+}
+
+impl Value {
+    fn text(&self) -> String {
+        match self {
+            Value::Str(s) => s.clone(),
+            Value::Int(i) => i.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Double(d) => d.to_string(),
+        }
+    }
+
+    fn int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Str(s) => s.parse().ok(),
+            Value::Double(d) if d.fract() == 0.0 => Some(*d as i64),
+            _ => None,
+        }
+    }
+}
+
+fn pb_value(v: Option<&AnyValue>) -> Option<Value> {
+    Some(match v?.value.as_ref()? {
+        Scalar::String(s) => Value::Str(s.clone()),
+        Scalar::Bool(b) => Value::Bool(*b),
+        Scalar::Int(i) => Value::Int(*i),
+        Scalar::Double(d) => Value::Double(*d),
+    })
+}
+
+fn json_value(v: &JsonAnyValue) -> Option<Value> {
+    if let Some(s) = &v.string_value {
+        return Some(Value::Str(s.clone()));
+    }
+    if let Some(i) = v.int_value {
+        return Some(Value::Int(i.0 as i64));
+    }
+    if let Some(b) = v.bool_value {
+        return Some(Value::Bool(b));
+    }
+    v.double_value.map(Value::Double)
+}
+
+type Attrs = Vec<(String, Value)>;
+
+fn pb_attrs(kv: &[KeyValue]) -> Attrs {
+    kv.iter()
+        .filter_map(|k| pb_value(k.value.as_ref()).map(|v| (k.key.clone(), v)))
+        .collect()
+}
+
+fn json_attrs(kv: &[JsonKeyValue]) -> Attrs {
+    kv.iter()
+        .filter_map(|k| json_value(&k.value).map(|v| (k.key.clone(), v)))
+        .collect()
+}
+
+fn get<'a>(attrs: &'a Attrs, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter()
+        .find_map(|k| attrs.iter().find(|(key, _)| key == k).map(|(_, v)| v))
+}
+
+struct RawSpan {
+    trace_id: Option<TraceId>,
+    span_id: u64,
+    parent_id: u64,
+    name: String,
+    kind: i32,
+    start: u64,
+    end: u64,
+    attrs: Attrs,
+    /// (name, attributes) of its events: an `exception` event names the error.
+    events: Vec<(String, Attrs)>,
+    links: Vec<(TraceId, u64)>,
+    status: (i32, String),
+}
+
+fn id_from_bytes(b: &[u8]) -> Option<TraceId> {
+    let arr: [u8; 16] = b.try_into().ok()?;
+    let id = u128::from_be_bytes(arr);
+    (id != 0).then_some(TraceId(id))
+}
+
+fn span_id_from_bytes(b: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(b).map_or(0, u64::from_be_bytes)
+}
+
+fn id_from_hex(s: &str) -> Option<TraceId> {
+    (s.len() == 32).then(|| TraceId::parse(s)).flatten()
+}
+
+fn span_id_from_hex(s: &str) -> u64 {
+    if s.len() == 16 {
+        u64::from_str_radix(s, 16).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+const KIND_PRODUCER: i32 = 4;
+const KIND_CONSUMER: i32 = 5;
+const STATUS_ERROR: i32 = 2;
+
+fn to_span(raw: RawSpan, service: &str) -> Option<Span> {
+    let trace_id = raw.trace_id?;
+    let attrs = &raw.attrs;
+    let topic = get(attrs, &["messaging.destination.name", "messaging.destination"]).map(Value::text);
+    let system = get(attrs, &["messaging.system"]).map(Value::text);
+    let messaging = match (topic, system) {
+        (Some(topic), _) => {
+            let mut m = Messaging {
+                topic: cut(&topic, MAX_TEXT),
+                partition: get(
+                    attrs,
+                    &[
+                        "messaging.destination.partition.id",
+                        "messaging.kafka.destination.partition",
+                        "messaging.kafka.partition",
+                    ],
+                )
+                .and_then(Value::int)
+                .and_then(|p| i32::try_from(p).ok()),
+                offset: get(attrs, &["messaging.kafka.offset", "messaging.kafka.message.offset"]).and_then(Value::int),
+                group: get(
+                    attrs,
+                    &["messaging.consumer.group.name", "messaging.kafka.consumer.group"],
+                )
+                .map(|v| cut(&v.text(), MAX_TEXT)),
+                ..Messaging::default()
+            };
+            // `topic.partition.offset`: the only place some clients put the offset.
+            if m.offset.is_none()
+                && let Some(id) = get(attrs, &["messaging.message.id"]).map(Value::text)
+                && let Some(rest) = id.strip_prefix(&format!("{}.", m.topic))
+                && let Some((p, o)) = rest.split_once('.')
+                && let (Ok(p), Ok(o)) = (p.parse::<i32>(), o.parse::<i64>())
+            {
+                m.partition = m.partition.or(Some(p));
+                m.offset = Some(o);
+            }
+            let op = get(
+                attrs,
+                &[
+                    "messaging.operation.type",
+                    "messaging.operation",
+                    "messaging.operation.name",
+                ],
+            )
+            .map(Value::text)
+            .unwrap_or_default();
+            m.operation = match (raw.kind, op.as_str()) {
+                (KIND_PRODUCER, _) | (_, "publish" | "send" | "create") => Some(Operation::Send),
+                (_, "process" | "deliver") => Some(Operation::Process),
+                (_, "receive") => Some(Operation::Receive),
+                (KIND_CONSUMER, _) => Some(Operation::Receive),
+                _ => None,
+            };
+            Some(m)
+        }
+        (None, _) => None,
+    };
+    let exception = raw
+        .events
+        .iter()
+        .find(|(n, _)| n == "exception")
+        .and_then(|(_, a)| get(a, &["exception.type", "exception.message"]).map(Value::text));
+    let error = (raw.status.0 == STATUS_ERROR).then(|| {
+        get(attrs, &["error.type"])
+            .map(Value::text)
+            .or(exception)
+            .or_else(|| (!raw.status.1.is_empty()).then(|| raw.status.1.clone()))
+            .unwrap_or_else(|| "error".into())
+    });
+    let start = i64::try_from(raw.start).unwrap_or(i64::MAX);
+    Some(Span {
+        trace_id,
+        span_id: raw.span_id,
+        parent_id: raw.parent_id,
+        name: cut(&raw.name, MAX_TEXT),
+        service: cut(service, MAX_TEXT),
+        start_ns: start,
+        duration_ns: i64::try_from(raw.end.saturating_sub(raw.start)).unwrap_or(i64::MAX),
+        error: error.map(|e| cut(&e, MAX_TEXT)),
+        messaging,
+        links: raw.links.into_iter().take(MAX_LINKS).collect(),
+        source: Source::Otlp,
+    })
+}
+
+fn push_span(out: &mut Decoded, raw: RawSpan, service: &str, limits: Limits) -> Result<(), DecodeError> {
+    if out.count() >= limits.max_items {
+        return Err(DecodeError::TooMany(limits.max_items));
+    }
+    match to_span(raw, service) {
+        Some(s) => out.spans.push(s),
+        None => out.skip(|| "a span without a valid 16-byte trace id".into()),
+    }
+    Ok(())
+}
+
+/// `/v1/traces`.
+pub fn decode_traces(body: &[u8], json: bool, limits: Limits) -> Result<Decoded, DecodeError> {
+    let mut out = Decoded::default();
+    if json {
+        let req: JsonTraces = serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
+        for rs in req.resource_spans {
+            let resource = json_attrs(&rs.resource.unwrap_or_default().attributes);
+            let service = get(&resource, &["service.name"]).map(Value::text).unwrap_or_default();
+            for s in rs.scope_spans.into_iter().flat_map(|s| s.spans) {
+                let raw = RawSpan {
+                    trace_id: id_from_hex(&s.trace_id),
+                    span_id: span_id_from_hex(&s.span_id),
+                    parent_id: span_id_from_hex(&s.parent_span_id),
+                    name: s.name,
+                    kind: s.kind,
+                    start: s.start_time_unix_nano.0,
+                    end: s.end_time_unix_nano.0,
+                    attrs: json_attrs(&s.attributes),
+                    events: s
+                        .events
+                        .iter()
+                        .map(|e| (e.name.clone(), json_attrs(&e.attributes)))
+                        .collect(),
+                    links: s
+                        .links
+                        .iter()
+                        .filter_map(|l| Some((id_from_hex(&l.trace_id)?, span_id_from_hex(&l.span_id))))
+                        .collect(),
+                    status: s.status.map_or((0, String::new()), |st| (st.code, st.message)),
+                };
+                push_span(&mut out, raw, &service, limits)?;
+            }
+        }
+    } else {
+        let req = <ExportTraceServiceRequest as prost::Message>::decode(body)
+            .map_err(|e| DecodeError::Protobuf(e.to_string()))?;
+        for rs in req.resource_spans {
+            let resource = pb_attrs(&rs.resource.unwrap_or_default().attributes);
+            let service = get(&resource, &["service.name"]).map(Value::text).unwrap_or_default();
+            for s in rs.scope_spans.into_iter().flat_map(|s| s.spans) {
+                let raw = RawSpan {
+                    trace_id: id_from_bytes(&s.trace_id),
+                    span_id: span_id_from_bytes(&s.span_id),
+                    parent_id: span_id_from_bytes(&s.parent_span_id),
+                    name: s.name,
+                    kind: s.kind,
+                    start: s.start_time_unix_nano,
+                    end: s.end_time_unix_nano,
+                    attrs: pb_attrs(&s.attributes),
+                    events: s
+                        .events
+                        .iter()
+                        .map(|e| (e.name.clone(), pb_attrs(&e.attributes)))
+                        .collect(),
+                    links: s
+                        .links
+                        .iter()
+                        .filter_map(|l| Some((id_from_bytes(&l.trace_id)?, span_id_from_bytes(&l.span_id))))
+                        .collect(),
+                    status: s.status.map_or((0, String::new()), |st| (st.code, st.message)),
+                };
+                push_span(&mut out, raw, &service, limits)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+struct RawLog {
+    trace_id: Option<TraceId>,
+    span_id: u64,
+    time: u64,
+    severity: String,
+    body: Option<Value>,
+}
+
+fn push_log(out: &mut Decoded, raw: RawLog, service: &str, limits: Limits) -> Result<(), DecodeError> {
+    if out.count() >= limits.max_items {
+        return Err(DecodeError::TooMany(limits.max_items));
+    }
+    let Some(trace_id) = raw.trace_id else {
+        // A line that names no trace is not part of any journey.
+        out.skip(|| "a log record without a trace id".into());
+        return Ok(());
+    };
+    out.logs.push(LogLine {
+        trace_id,
+        span_id: (raw.span_id != 0).then_some(raw.span_id),
+        at: Millis(i64::try_from(raw.time / 1_000_000).unwrap_or(i64::MAX)),
+        severity: cut(&raw.severity, 32),
+        body: cut(&raw.body.map(|b| b.text()).unwrap_or_default(), MAX_BODY),
+        service: cut(service, MAX_TEXT),
+        source: Source::Otlp,
+    });
+    Ok(())
+}
+
+/// `/v1/logs`: the records that carry a trace id.
+pub fn decode_logs(body: &[u8], json: bool, limits: Limits) -> Result<Decoded, DecodeError> {
+    let mut out = Decoded::default();
+    if json {
+        let req: JsonLogs = serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
+        for rl in req.resource_logs {
+            let resource = json_attrs(&rl.resource.unwrap_or_default().attributes);
+            let service = get(&resource, &["service.name"]).map(Value::text).unwrap_or_default();
+            for r in rl.scope_logs.into_iter().flat_map(|s| s.log_records) {
+                let time = if r.time_unix_nano.0 > 0 {
+                    r.time_unix_nano.0
+                } else {
+                    r.observed_time_unix_nano.0
+                };
+                let raw = RawLog {
+                    trace_id: id_from_hex(&r.trace_id),
+                    span_id: span_id_from_hex(&r.span_id),
+                    time,
+                    severity: r.severity_text,
+                    body: r.body.as_ref().and_then(json_value),
+                };
+                push_log(&mut out, raw, &service, limits)?;
+            }
+        }
+    } else {
+        let req = <ExportLogsServiceRequest as prost::Message>::decode(body)
+            .map_err(|e| DecodeError::Protobuf(e.to_string()))?;
+        for rl in req.resource_logs {
+            let resource = pb_attrs(&rl.resource.unwrap_or_default().attributes);
+            let service = get(&resource, &["service.name"]).map(Value::text).unwrap_or_default();
+            for r in rl.scope_logs.into_iter().flat_map(|s| s.log_records) {
+                let time = if r.time_unix_nano > 0 {
+                    r.time_unix_nano
+                } else {
+                    r.observed_time_unix_nano
+                };
+                let raw = RawLog {
+                    trace_id: id_from_bytes(&r.trace_id),
+                    span_id: span_id_from_bytes(&r.span_id),
+                    time,
+                    severity: r.severity_text,
+                    body: pb_value(r.body.as_ref()),
+                };
+                push_log(&mut out, raw, &service, limits)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn kv(key: &str, v: Scalar) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(v) }),
+        }
+    }
+
+    #[test]
+    fn a_confluent_kafka_process_span_in_protobuf_and_json() {
+        let trace = [0x0a_u8; 16];
+        let req = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![kv("service.name", Scalar::String("billing".into()))],
+                }),
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![PbSpan {
+                        trace_id: trace.to_vec(),
+                        span_id: vec![0, 0, 0, 0, 0, 0, 0, 9],
+                        name: "orders process".into(),
+                        kind: KIND_CONSUMER,
+                        start_time_unix_nano: 1_700_000_000_000_000_000,
+                        end_time_unix_nano: 1_700_000_000_001_000_000,
+                        attributes: vec![
+                            kv("messaging.system", Scalar::String("kafka".into())),
+                            kv("messaging.destination", Scalar::String("orders".into())),
+                            kv("messaging.kafka.partition", Scalar::Int(2)),
+                            kv("messaging.operation", Scalar::String("process".into())),
+                            kv("messaging.message.id", Scalar::String("orders.2.41".into())),
+                        ],
+                        links: vec![PbLink {
+                            trace_id: [0x0b_u8; 16].to_vec(),
+                            span_id: vec![0, 0, 0, 0, 0, 0, 0, 1],
+                        }],
+                        status: Some(PbStatus {
+                            message: "boom".into(),
+                            code: STATUS_ERROR,
+                        }),
+                        ..PbSpan::default()
+                    }],
+                }],
+            }],
+        };
+        let pb = decode_traces(&req.encode_to_vec(), false, Limits::default()).unwrap();
+        let s = &pb.spans[0];
+        let m = s.messaging.as_ref().unwrap();
+        assert_eq!((m.topic.as_str(), m.partition, m.offset), ("orders", Some(2), Some(41)));
+        assert_eq!(m.operation, Some(Operation::Process));
+        assert_eq!(s.error.as_deref(), Some("boom"));
+        assert_eq!(s.service, "billing");
+        assert_eq!(s.links, [(TraceId(u128::from_be_bytes([0x0b; 16])), 1)]);
+        let json = format!(
+            r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"billing"}}}}]}},
+            "scopeSpans":[{{"spans":[{{"traceId":"{}","spanId":"0000000000000009","name":"orders process","kind":5,
+            "startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000001000000",
+            "attributes":[{{"key":"messaging.destination.name","value":{{"stringValue":"orders"}}}},
+              {{"key":"messaging.destination.partition.id","value":{{"stringValue":"2"}}}},
+              {{"key":"messaging.kafka.offset","value":{{"intValue":"41"}}}},
+              {{"key":"messaging.operation.type","value":{{"stringValue":"process"}}}}],
+            "links":[{{"traceId":"{}","spanId":"0000000000000001"}}],
+            "status":{{"code":2,"message":"boom"}}}}]}}]}}]}}"#,
+            "0a".repeat(16),
+            "0b".repeat(16)
+        );
+        let js = decode_traces(json.as_bytes(), true, Limits::default()).unwrap();
+        assert_eq!(js.spans, pb.spans);
+    }
+
+    #[test]
+    fn hostile_bodies_are_errors_not_panics() {
+        for body in [&b"\xff\xff\xff"[..], b"{", b"", &[0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]] {
+            let _ = decode_traces(body, false, Limits::default());
+            let _ = decode_traces(body, true, Limits::default());
+            let _ = decode_logs(body, false, Limits::default());
+            let _ = decode_logs(body, true, Limits::default());
+        }
+        let many = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: None,
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![
+                        PbSpan {
+                            trace_id: vec![1; 16],
+                            ..PbSpan::default()
+                        };
+                        11
+                    ],
+                }],
+            }],
+        };
+        let limits = Limits {
+            max_items: 10,
+            ..Limits::default()
+        };
+        assert!(matches!(
+            decode_traces(&many.encode_to_vec(), false, limits),
+            Err(DecodeError::TooMany(10))
+        ));
+    }
+
+    #[test]
+    fn log_records_with_a_trace_id() {
+        let json = format!(
+            r#"{{"resourceLogs":[{{"scopeLogs":[{{"logRecords":[
+              {{"timeUnixNano":"1700000000000000000","severityText":"ERROR","body":{{"stringValue":"charge failed"}},"traceId":"{}","spanId":"0000000000000009"}},
+              {{"timeUnixNano":"1700000000000000000","body":{{"stringValue":"no trace"}}}}]}}]}}]}}"#,
+            "0a".repeat(16)
+        );
+        let d = decode_logs(json.as_bytes(), true, Limits::default()).unwrap();
+        assert_eq!(d.logs.len(), 1);
+        assert_eq!(d.skipped, 1);
+        assert_eq!(d.logs[0].body, "charge failed");
+        assert_eq!(d.logs[0].at, Millis(1_700_000_000_000));
+    }
+}
