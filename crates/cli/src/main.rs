@@ -385,8 +385,8 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
         let mut running = streamsight_collector::serve(config.serve, config.engine).await?;
         // Tests and scripts read the bound addresses from this line.
         println!(
-            "streamsight serving intake=http://{} api=http://{}",
-            running.intake_addr, running.api_addr
+            "streamsight serving intake=http://{} api=http://{} otlp=http://{}",
+            running.intake_addr, running.api_addr, running.otlp_addr
         );
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

@@ -13,31 +13,14 @@ mod support;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::start;
+use support::{python, script, start};
 
 const TOPIC: &str = "orders";
 const GROUP: &str = "shop-billing";
 const PRODUCED: usize = 100;
 const CONSUMED: usize = 40;
-
-fn python() -> PathBuf {
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} is missing: run scripts/test, which installs it",
-        venv.display()
-    );
-    venv
-}
-
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/python")
-        .join(name)
-}
 
 /// Polls `f` until it returns Some, or fails after `secs` seconds.
 async fn eventually<T>(secs: u64, what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
@@ -159,4 +142,36 @@ async fn ddtrace_python_lag_matches_the_broker() {
         metrics.contains(&format!("group=\"{GROUP}\",topic=\"orders\",partition=\"0\"}} {truth}")),
         "{metrics}"
     );
+
+    // The same tracer's spans (its /v0.4 or /v0.5 traces, decoded, not dropped):
+    // the journey of the record at offset 5, found by its offset, names the
+    // consumer's group, which processed it.
+    let journey = eventually(60, "the Datadog spans' journey", async || {
+        let body = get(
+            &client,
+            &format!("{api}/api/v1/journeys?topic={TOPIC}&partition=0&offset=5"),
+        )
+        .await;
+        let j = body["journeys"].as_array()?.first()?.clone();
+        let processed = j["verdicts"]
+            .as_array()?
+            .iter()
+            .any(|v| v["group"] == GROUP && v["verdict"] == "processed");
+        processed.then_some(j)
+    })
+    .await;
+    let spans: Vec<&Value> = journey["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "span")
+        .collect();
+    assert!(spans.iter().all(|s| s["source"] == "datadog"), "{journey:#}");
+    assert!(
+        spans
+            .iter()
+            .any(|s| s["messaging"]["group"] == GROUP && s["messaging"]["offset"] == 5),
+        "{journey:#}"
+    );
+    assert_eq!(journey["message"]["offset"], 5, "{journey:#}");
 }

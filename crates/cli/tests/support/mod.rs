@@ -105,6 +105,12 @@ pub fn serve_with_config(name: &str, toml: &str) -> (Guard, String) {
 /// `streamsight serve` with `toml` as its config file and `storage`, on free
 /// loopback ports: (guard, intake URL, API URL).
 pub fn serve_with(name: &str, toml: &str, storage: &str) -> (Guard, String, String) {
+    let (guard, line) = serve_with_line(name, toml, storage);
+    (guard, field(&line, "intake"), field(&line, "api"))
+}
+
+/// The same, with the line it printed (`intake=`, `api=`, `otlp=`).
+pub fn serve_with_line(name: &str, toml: &str, storage: &str) -> (Guard, String) {
     let config = std::env::temp_dir().join(format!("streamsight-{name}-{}.toml", std::process::id()));
     std::fs::write(&config, toml).unwrap();
     let (guard, line) = start(
@@ -116,7 +122,25 @@ pub fn serve_with(name: &str, toml: &str, storage: &str) -> (Guard, String, Stri
             .env("STREAMSIGHT_LOG", "warn"),
         "streamsight serving",
     );
-    (guard, field(&line, "intake"), field(&line, "api"))
+    (guard, line)
+}
+
+/// The workspace's Python venv, with the real clients `scripts/test` installs.
+pub fn python() -> std::path::PathBuf {
+    let venv = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} is missing: run scripts/test, which installs it",
+        venv.display()
+    );
+    venv
+}
+
+/// A script of `tests/python`.
+pub fn script(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(name)
 }
 
 /// Fills partition `p` of `topic` with `records[p]` records and commits `group`

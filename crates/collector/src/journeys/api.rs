@@ -59,7 +59,10 @@ async fn by_offset(
         let ids = shared
             .journeys
             .at_offset(q.cluster.as_deref(), &q.topic, q.partition, q.offset);
-        let journeys: Vec<_> = ids.into_iter().filter_map(|id| super::view(shared, id)).collect();
+        let mut journeys: Vec<_> = ids.into_iter().filter_map(|id| super::view(shared, id)).collect();
+        // A consumer's trace and the producer's it links to are one journey.
+        journeys.sort_by_key(|j| j.trace_id);
+        journeys.dedup_by_key(|j| j.trace_id);
         if journeys.is_empty() {
             return error_response(StatusCode::NOT_FOUND, "not_found", "no kept trace touched this offset");
         }

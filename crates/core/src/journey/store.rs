@@ -314,15 +314,32 @@ impl Journeys {
     }
 
     /// The journey of `id`, time-ordered; `None` when nothing is known of it.
+    /// A consumer's trace that links to a producer's names the producer's
+    /// journey: asked by either, the answer is the producer's trace with every
+    /// trace linked to it.
     pub fn journey(&self, id: TraceId) -> Option<Journey> {
         let id = self.resolve(id);
-        let own = self.traces.get(&id);
-        let linked: Vec<TraceId> = self.linked.get(&id).cloned().unwrap_or_default();
-        if own.is_none() && linked.is_empty() {
+        let root = self
+            .traces
+            .get(&id)
+            .and_then(|t| {
+                t.spans
+                    .iter()
+                    .flat_map(|s| &s.links)
+                    .map(|(to, _)| self.resolve(*to))
+                    .next()
+            })
+            .unwrap_or(id);
+        let own = self.traces.get(&root);
+        let mut linked: Vec<TraceId> = self.linked.get(&root).cloned().unwrap_or_default();
+        if id != root && !linked.contains(&id) {
+            linked.push(id);
+        }
+        if own.is_none() && linked.iter().all(|l| !self.traces.contains_key(l)) {
             return None;
         }
         let mut j = Journey {
-            trace_id: id,
+            trace_id: root,
             linked_traces: linked.clone(),
             ..Journey::default()
         };
@@ -381,6 +398,11 @@ mod tests {
         assert_eq!(journey.trace_id, TraceId(LONG));
         assert_eq!(journey.spans.iter().map(|s| s.span_id).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(journey.linked_traces, [TraceId(7)]);
+        assert_eq!(
+            j.journey(TraceId(7)),
+            Some(journey.clone()),
+            "asked by the consumer's trace: the same journey"
+        );
         let mut at = j.at_offset(None, "orders", 0, 41);
         at.sort();
         assert_eq!(at, [TraceId(7), TraceId(LONG)]);
