@@ -203,6 +203,38 @@ async fn drifting_records_are_dead_lettered_with_their_provenance() {
         reasons,
         vec![("schema_violation".to_owned(), 2), ("deserialization".to_owned(), 1)]
     );
+    // The records' trace id finds their journey: dead-lettered by billing at
+    // validation, each with its provenance.
+    let journey: serde_json::Value = reqwest::get(format!(
+        "http://{}/api/v1/journeys/{}",
+        collector.api_addr,
+        format_args!("{:032x}", trace.trace_id)
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let letters: Vec<&serde_json::Value> = journey["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "dead_letter")
+        .collect();
+    assert_eq!(letters.len(), 3, "{journey:#}");
+    assert!(
+        letters
+            .iter()
+            .all(|l| l["stage"] == "validation" && l["dlq_topic"] == "orders.dlq")
+    );
+    assert_eq!(journey["message"]["topic"], "orders", "{journey:#}");
+    let billing = journey["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["group"] == "billing")
+        .unwrap_or_else(|| panic!("{journey:#}"));
+    assert_eq!(billing["verdict"], "dead_lettered", "{journey:#}");
 
     // A DLQ that cannot be written: retried, then a counted failure and an error.
     cluster.request_errors(

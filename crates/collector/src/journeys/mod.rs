@@ -254,7 +254,20 @@ pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
     let message = message_of(shared, &journey.spans, &letters, &mut notes);
     let verdicts = match &message {
         Some(m) => {
-            let (groups, gaps) = positions(shared, m);
+            let (mut groups, gaps) = positions(shared, m);
+            // A group a dead letter or a span names is a reader, known to the engine or not.
+            let named = letters
+                .iter()
+                .filter_map(|l| l.letter.group.clone())
+                .chain(journey.spans.iter().filter_map(|s| s.messaging.as_ref()?.group.clone()));
+            for g in named {
+                if !groups.iter().any(|x| x.group == g) {
+                    groups.push(GroupPosition {
+                        group: g,
+                        committed: None,
+                    });
+                }
+            }
             let dead: Vec<DeadLetter> = letters.iter().map(|l| l.letter.clone()).collect();
             if groups.is_empty() {
                 notes.push(format!("no group is known to read {}[{}]", m.topic, m.partition));
