@@ -112,18 +112,17 @@ async fn take(
     .map_err(|_| error_response(StatusCode::BAD_REQUEST, "bad_body", "the decoder failed"))?
     .map_err(|e| refused(&e))?;
     let at = clock::now();
-    let records: Vec<Record> = decoded
-        .spans
-        .iter()
-        .map(|s| Record::Span {
-            at,
-            span: Box::new(s.clone()),
-        })
-        .chain(decoded.logs.iter().map(|l| Record::Log {
-            at,
-            line: Box::new(l.clone()),
-        }))
+    let mut decoded = decoded;
+    let records: Vec<Record> = std::mem::take(&mut decoded.spans)
+        .into_iter()
+        .map(|s| Record::Span { at, span: Box::new(s) })
+        .chain(
+            std::mem::take(&mut decoded.logs)
+                .into_iter()
+                .map(|l| Record::Log { at, line: Box::new(l) }),
+        )
         .collect();
+    decoded.accepted = records.len();
     if !records.is_empty() {
         writer
             .append(records)
@@ -189,7 +188,7 @@ async fn json_lines(State(o): State<Otlp>, headers: HeaderMap, body: Body) -> Re
     match take(&o.shared, &o.writer, &headers, body, decode).await {
         Ok(d) => (
             StatusCode::OK,
-            axum::Json(json!({ "accepted": d.logs.len(), "skipped": d.skipped, "errors": d.reasons })),
+            axum::Json(json!({ "accepted": d.accepted, "skipped": d.skipped, "errors": d.reasons })),
         )
             .into_response(),
         Err(r) => r,

@@ -8,6 +8,9 @@ use crate::time::Millis;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 
+/// Keys are random trace ids and names from the network: foldhash, seeded per map.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct JourneyLimits {
     /// Traces kept at most; the oldest go first beyond.
@@ -28,8 +31,9 @@ pub struct JourneyLimits {
 impl Default for JourneyLimits {
     fn default() -> Self {
         Self {
-            max_traces: 200_000,
-            max_spans: 2_000_000,
+            // ~1.5 KiB of memory per span indexed (BENCHMARKS.md): ~450 MiB at most.
+            max_traces: 100_000,
+            max_spans: 300_000,
             max_spans_per_trace: 1_000,
             max_logs_per_trace: 200,
             retention_ms: 24 * 3_600_000,
@@ -78,13 +82,13 @@ type OffsetKey = (String, i32, i64);
 
 #[derive(Debug)]
 pub struct Journeys {
-    traces: HashMap<TraceId, Trace>,
+    traces: Map<TraceId, Trace>,
     /// (first seen, trace) in arrival order: who goes first.
     order: VecDeque<(Millis, TraceId)>,
-    by_low: HashMap<u64, TraceId>,
-    by_offset: HashMap<OffsetKey, Vec<(String, TraceId)>>,
+    by_low: Map<u64, TraceId>,
+    by_offset: Map<OffsetKey, Vec<(String, TraceId)>>,
     /// A trace → the traces with a span linking to it.
-    linked: HashMap<TraceId, Vec<TraceId>>,
+    linked: Map<TraceId, Vec<TraceId>>,
     spans: usize,
     logs: usize,
     limits: JourneyLimits,
@@ -97,11 +101,11 @@ const MAX_LINKED: usize = 64;
 impl Journeys {
     pub fn new(limits: JourneyLimits) -> Self {
         Self {
-            traces: HashMap::new(),
+            traces: Map::default(),
             order: VecDeque::new(),
-            by_low: HashMap::new(),
-            by_offset: HashMap::new(),
-            linked: HashMap::new(),
+            by_low: Map::default(),
+            by_offset: Map::default(),
+            linked: Map::default(),
             spans: 0,
             logs: 0,
             limits,

@@ -48,6 +48,8 @@ pub enum DecodeError {
 pub struct Decoded {
     pub spans: Vec<Span>,
     pub logs: Vec<LogLine>,
+    /// Spans and lines taken (set by whoever took them out of `spans` and `logs`).
+    pub accepted: usize,
     /// Items left out (no trace id, a bad id), with why, the first few.
     pub skipped: usize,
     pub reasons: Vec<String>,
