@@ -286,7 +286,13 @@ impl Journeys {
                 drop.push((*id, false));
             } else if !t.decided && now.since(t.first_seen) >= self.limits.decision_wait_ms {
                 t.decided = true;
-                if !t.notable && id.low() % 10_000 >= share {
+                // Spans none of which touches a message (nor links to one) are no
+                // journey's: a trace of only log lines is kept (for the SDK's
+                // records, lines may be all there is).
+                let messaging = t.spans.is_empty()
+                    || self.linked.contains_key(id)
+                    || t.spans.iter().any(|s| s.messaging.is_some() || !s.links.is_empty());
+                if !messaging || (!t.notable && id.low() % 10_000 >= share) {
                     drop.push((*id, true));
                 }
             }
@@ -426,15 +432,20 @@ mod tests {
         failed.error = Some("ValueError".into());
         j.add_span(failed, Millis(30_000));
         j.housekeep(Millis(30_000));
-        assert_eq!(j.stats().traces, 2, "undecided until the wait is over");
+        let mut unrelated = span(10_003, 1, Operation::Send, None);
+        unrelated.messaging = None;
+        unrelated.error = Some("timeout".into());
+        j.add_span(unrelated, Millis(0));
+        assert_eq!(j.stats().traces, 3, "undecided until the wait is over");
         j.housekeep(Millis(61_000));
         assert!(j.journey(TraceId(10_001)).is_none(), "healthy, outside the share");
+        assert!(j.journey(TraceId(10_003)).is_none(), "no message in it, error or not");
         assert_eq!(j.journey(TraceId(10_002)).unwrap().spans.len(), 2);
         assert!(
             j.at_offset(None, "orders", 0, 1).is_empty(),
             "its offset forgotten with it"
         );
-        assert_eq!(j.stats().sampled_out, 1);
+        assert_eq!(j.stats().sampled_out, 2);
         j.housekeep(Millis(61_000 + 24 * 3_600_000));
         assert_eq!(j.stats().traces, 0, "past retention");
     }
