@@ -389,3 +389,58 @@ async fn the_seed_incident_reads_right_on_the_group_page() {
     assert!(b.text("main").await.contains("501"));
     b.screenshot("stale").await;
 }
+
+/// A message's journey page: its spans (OTLP/JSON, as an OpenTelemetry SDK
+/// sends them), its log line, the failed processing as the group's verdict; a
+/// hostile service name stays text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journey_page_shows_the_path_and_where_it_stopped() {
+    let (_serve, line) =
+        support::serve_with_line("dashboard-journey", "[serve]\nhistory_interval = \"1s\"\n", "memory://");
+    let (api, otlp) = (support::field(&line, "api"), support::field(&line, "otlp"));
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let now_ns = dsm::now_ms() as u128 * 1_000_000;
+    let attrs = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| serde_json::json!({"key": k, "value": {"stringValue": v}}))
+            .collect::<Vec<_>>()
+    };
+    let body = serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": attrs(&[("service.name", "<img src=x onerror=alert(1)>")])},
+        "scopeSpans": [{"spans": [
+            {"traceId": trace, "spanId": "00f067aa0ba902b7", "name": "orders send", "kind": 4,
+             "startTimeUnixNano": now_ns.to_string(), "endTimeUnixNano": (now_ns + 1_000_000).to_string(),
+             "attributes": attrs(&[("messaging.destination.name", "orders"), ("messaging.operation.type", "publish")])},
+            {"traceId": trace, "spanId": "00f067aa0ba902b8", "parentSpanId": "00f067aa0ba902b7",
+             "name": "orders process", "kind": 5,
+             "startTimeUnixNano": (now_ns + 5_000_000).to_string(), "endTimeUnixNano": (now_ns + 9_000_000).to_string(),
+             "attributes": attrs(&[("messaging.destination.name", "orders"), ("messaging.destination.partition.id", "2"),
+                                   ("messaging.kafka.offset", "41"), ("messaging.consumer.group.name", "billing"),
+                                   ("messaging.operation.type", "process")]),
+             "status": {"code": 2, "message": "CardDeclined"}}
+        ]}]
+    }]});
+    let http = reqwest::Client::new();
+    let r = http.post(format!("{otlp}/v1/traces")).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let logs = serde_json::json!({"resourceLogs": [{"scopeLogs": [{"logRecords": [
+        {"timeUnixNano": (now_ns + 7_000_000).to_string(), "severityText": "ERROR",
+         "body": {"stringValue": "charging order 41 failed"}, "traceId": trace}
+    ]}]}]});
+    let r = http.post(format!("{otlp}/v1/logs")).json(&logs).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    let b = Browser::start(1400, 1000).await;
+    b.open(&format!("{api}/journeys/{trace}")).await;
+    b.check_page("journey").await;
+    let main = b.text("main").await;
+    assert!(main.contains("failed while processing: CardDeclined"), "{main}");
+    assert!(main.contains("charging order 41 failed"), "{main}");
+    assert!(main.contains("orders[2] @41 · billing"), "{main}");
+    assert!(
+        main.contains("<img src=x onerror=alert(1)>"),
+        "the name is text: {main}"
+    );
+    assert_eq!(b.eval("return document.querySelectorAll('main img').length").await, 0);
+}

@@ -663,11 +663,11 @@ const journeyPage = {
     };
     return [
       h('h1', {}, 'Journey ', h('code', {}, d.trace_id)),
-      m ? h('p', {}, 'Message ', h('a', { href: topicHref(m.cluster, m.topic) }, `${m.cluster ? `${m.cluster}/` : ''}${m.topic}`), ` partition ${m.partition}, offset ${num(m.offset)}`) : null,
+      m ? h('p', {}, 'Message ', m.cluster ? h('a', { href: topicHref(m.cluster, m.topic) }, `${m.cluster}/${m.topic}`) : m.topic, ` partition ${m.partition}, offset ${num(m.offset)}`) : null,
       d.linked_traces.length ? h('p', { class: 'muted' }, 'Linked traces: ', d.linked_traces.map((t) => [h('a', { href: `/journeys/${t}` }, t), ' '])) : null,
       d.failed_send ? h('div', { class: 'banner bad', role: 'alert' }, h('strong', {}, 'The send failed: '), `${d.failed_send.topic}: `, d.failed_send.errors.map(([e, n]) => `${e} ×${num(n)}`).join(', ')) : null,
       table('Where it stopped, per group', [['Group'], ['Verdict']],
-        d.verdicts.map((v) => [h('a', { href: m ? groupHref(m.cluster, v.group) : '#' }, v.group), verdictText(v)]), 'No group is known to read it.'),
+        d.verdicts.map((v) => [m && m.cluster ? h('a', { href: groupHref(m.cluster, v.group) }, v.group) : v.group, verdictText(v)]), 'No group is known to read it.'),
       d.notes.map((n) => h('p', { class: 'muted' }, n)),
       table(`Timeline (${d.steps.length})`, [['At', 'num'], ['Kind'], ['Service'], ['What']],
         d.steps.map((s) => [at(s), s.kind.replace('_', ' '), s.service || '', what(s)]), 'Nothing recorded.'),
