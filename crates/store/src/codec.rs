@@ -8,11 +8,14 @@
 //! ```
 //!
 //! Names are indexes into the batch's strings, numbers are (zigzag) LEB128
-//! varints, `at` is the difference from the previous record's. Pathway points and
-//! delivery facts, rare and nested, are length-prefixed JSON.
+//! varints, `at` is the difference from the previous record's. Spans are fields
+//! in order, their names in the batch's table (a trace's spans repeat them).
+//! Pathway points, delivery facts and the rest, rare and nested, are
+//! length-prefixed JSON.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use streamsight_core::journey::{Messaging, Operation, Source, Span, TraceId};
 use streamsight_core::{EndOffsetSource, Millis, ObservationOf, OwnedObservation, Partition, Record, RejectReason};
 
 const VERSION: u8 = 1;
@@ -168,7 +171,7 @@ pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
             }
             Record::Span { span, .. } => {
                 head(kind::SPAN, &mut body);
-                put_json(&mut body, span);
+                put_span(span, &mut names, &mut body);
             }
             Record::Log { line, .. } => {
                 head(kind::LOG, &mut body);
@@ -280,7 +283,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
             kind::DELIVERY => Record::Delivery { at, fact: r.json()? },
             kind::AUDIT => Record::Audit { at, event: r.json()? },
             kind::ALERT => Record::Alert { at, event: r.json()? },
-            kind::SPAN => Record::Span { at, span: r.json()? },
+            kind::SPAN => Record::Span {
+                at,
+                span: Box::new(read_span(&mut r, &name)?),
+            },
             kind::LOG => Record::Log { at, line: r.json()? },
             other => return Err(CodecError::Kind(other)),
         });
@@ -376,4 +382,143 @@ impl<'a> Reader<'a> {
         let len = self.len()?;
         serde_json::from_slice(self.take(len)?).map_err(|e| CodecError::Json(e.to_string()))
     }
+}
+
+/// Which optional fields of a span are present.
+mod has {
+    pub(super) const ERROR: u8 = 1;
+    pub(super) const MESSAGING: u8 = 2;
+    pub(super) const PARTITION: u8 = 4;
+    pub(super) const OFFSET: u8 = 8;
+    pub(super) const GROUP: u8 = 16;
+    pub(super) const OPERATION: u8 = 32;
+}
+
+fn put_u128(out: &mut Vec<u8>, v: u128) {
+    put_u64(out, (v >> 64) as u64);
+    put_u64(out, v as u64);
+}
+
+fn put_span<'a>(s: &'a Span, names: &mut Names<'a>, out: &mut Vec<u8>) {
+    let m = s.messaging.as_ref();
+    let mut flags = 0u8;
+    let mut set = |on: bool, bit: u8| {
+        if on {
+            flags |= bit;
+        }
+    };
+    set(s.error.is_some(), has::ERROR);
+    set(m.is_some(), has::MESSAGING);
+    set(m.is_some_and(|m| m.partition.is_some()), has::PARTITION);
+    set(m.is_some_and(|m| m.offset.is_some()), has::OFFSET);
+    set(m.is_some_and(|m| m.group.is_some()), has::GROUP);
+    set(m.is_some_and(|m| m.operation.is_some()), has::OPERATION);
+    out.push(flags);
+    put_u128(out, s.trace_id.0);
+    put_u64(out, s.span_id);
+    put_u64(out, s.parent_id);
+    put_u64(out, names.id(&s.name));
+    put_u64(out, names.id(&s.service));
+    put_i64(out, s.start_ns);
+    put_i64(out, s.duration_ns);
+    out.push(match s.source {
+        Source::Otlp => 0,
+        Source::Datadog => 1,
+        Source::FluentBit => 2,
+    });
+    if let Some(e) = &s.error {
+        put_u64(out, names.id(e));
+    }
+    if let Some(m) = m {
+        put_u64(out, names.id(&m.cluster));
+        put_u64(out, names.id(&m.topic));
+        if let Some(p) = m.partition {
+            put_i64(out, i64::from(p));
+        }
+        if let Some(o) = m.offset {
+            put_i64(out, o);
+        }
+        if let Some(g) = &m.group {
+            put_u64(out, names.id(g));
+        }
+        if let Some(op) = m.operation {
+            out.push(match op {
+                Operation::Send => 0,
+                Operation::Receive => 1,
+                Operation::Process => 2,
+            });
+        }
+    }
+    put_u64(out, s.links.len() as u64);
+    for (t, id) in &s.links {
+        put_u128(out, t.0);
+        put_u64(out, *id);
+    }
+}
+
+fn read_span(
+    r: &mut Reader<'_>,
+    name: &dyn Fn(&mut Reader<'_>) -> Result<Arc<str>, CodecError>,
+) -> Result<Span, CodecError> {
+    let flags = r.u8()?;
+    let u128 = |r: &mut Reader<'_>| -> Result<u128, CodecError> { Ok((u128::from(r.u64()?) << 64) | u128::from(r.u64()?)) };
+    let text = |r: &mut Reader<'_>| -> Result<String, CodecError> { Ok(name(r)?.to_string()) };
+    let trace_id = TraceId(u128(r)?);
+    let span_id = r.u64()?;
+    let parent_id = r.u64()?;
+    let span_name = text(r)?;
+    let service = text(r)?;
+    let start_ns = r.i64()?;
+    let duration_ns = r.i64()?;
+    let source = match r.u8()? {
+        0 => Source::Otlp,
+        1 => Source::Datadog,
+        2 => Source::FluentBit,
+        value => return Err(CodecError::Enum { what: "source", value }),
+    };
+    let error = if flags & has::ERROR != 0 { Some(text(r)?) } else { None };
+    let messaging = if flags & has::MESSAGING != 0 {
+        Some(Messaging {
+            cluster: text(r)?,
+            topic: text(r)?,
+            partition: if flags & has::PARTITION != 0 {
+                Some(i32::try_from(r.i64()?).map_err(|_| CodecError::Range)?)
+            } else {
+                None
+            },
+            offset: if flags & has::OFFSET != 0 { Some(r.i64()?) } else { None },
+            group: if flags & has::GROUP != 0 { Some(text(r)?) } else { None },
+            operation: if flags & has::OPERATION != 0 {
+                Some(match r.u8()? {
+                    0 => Operation::Send,
+                    1 => Operation::Receive,
+                    2 => Operation::Process,
+                    value => return Err(CodecError::Enum { what: "operation", value }),
+                })
+            } else {
+                None
+            },
+        })
+    } else {
+        None
+    };
+    // Each link takes at least three bytes: a corrupt count cannot allocate.
+    let n = r.len()?;
+    let mut links = Vec::with_capacity(n.min(64));
+    for _ in 0..n {
+        links.push((TraceId(u128(r)?), r.u64()?));
+    }
+    Ok(Span {
+        trace_id,
+        span_id,
+        parent_id,
+        name: span_name,
+        service,
+        start_ns,
+        duration_ns,
+        error,
+        messaging,
+        links,
+        source,
+    })
 }

@@ -180,6 +180,60 @@ mod tests {
             at: Millis(11),
             event: streamsight_core::AlertEvent::RuleRemoved { name: "ü".into() },
         });
+        use streamsight_core::journey::{LogLine, Messaging, Operation, Source, Span, TraceId};
+        let full = Span {
+            trace_id: TraceId(u128::MAX),
+            span_id: u64::MAX,
+            parent_id: 1,
+            name: "orders process".into(),
+            service: "billing".into(),
+            start_ns: i64::MIN,
+            duration_ns: i64::MAX,
+            error: Some("CardDeclined".into()),
+            messaging: Some(Messaging {
+                cluster: "prod".into(),
+                topic: "orders".into(),
+                partition: Some(i32::MIN),
+                offset: Some(-1),
+                group: Some("billing".into()),
+                operation: Some(Operation::Process),
+            }),
+            links: vec![(TraceId(7), 8), (TraceId(u128::MAX), 0)],
+            source: Source::Datadog,
+        };
+        let bare = Span {
+            error: None,
+            messaging: None,
+            links: Vec::new(),
+            source: Source::Otlp,
+            ..full.clone()
+        };
+        let some_fields = Span {
+            messaging: Some(Messaging {
+                topic: "orders".into(),
+                ..Messaging::default()
+            }),
+            source: Source::FluentBit,
+            ..bare.clone()
+        };
+        for (i, span) in [full, bare, some_fields].into_iter().enumerate() {
+            all.push(Record::Span {
+                at: Millis(12 + i as i64),
+                span: Box::new(span),
+            });
+        }
+        all.push(Record::Log {
+            at: Millis(20),
+            line: Box::new(LogLine {
+                trace_id: TraceId(3),
+                span_id: Some(4),
+                at: Millis(19),
+                severity: "ERROR".into(),
+                body: "card declined".into(),
+                service: "billing".into(),
+                source: Source::FluentBit,
+            }),
+        });
         all.extend([
             observation(
                 -5,
