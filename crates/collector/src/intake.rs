@@ -44,7 +44,7 @@ struct Intake {
 
 /// Records per second with bursts: refilled continuously, taken per payload.
 #[derive(Debug)]
-struct TokenBucket {
+pub(crate) struct TokenBucket {
     per_second: f64,
     capacity: f64,
     tokens: f64,
@@ -52,7 +52,7 @@ struct TokenBucket {
 }
 
 impl TokenBucket {
-    fn new(per_second: u64) -> Self {
+    pub(crate) fn new(per_second: u64) -> Self {
         let per_second = per_second as f64;
         Self {
             per_second,
@@ -64,7 +64,7 @@ impl TokenBucket {
 
     /// Takes `n`, or says in how many seconds there will be room. A payload
     /// larger than the burst goes through when the bucket is full.
-    fn take(&mut self, n: usize, now: std::time::Instant) -> Result<(), u64> {
+    pub(crate) fn take(&mut self, n: usize, now: std::time::Instant) -> Result<(), u64> {
         if self.per_second <= 0.0 {
             return Ok(());
         }
@@ -477,11 +477,11 @@ async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Re
 }
 
 async fn traces_v04(State(intake): State<Intake>, headers: HeaderMap, body: Body) -> Response {
-    crate::journeys::intake::datadog(intake.shared, intake.writer, false, headers, body).await
+    crate::journeys::intake::datadog(intake.shared, intake.writer, intake.rate, false, headers, body).await
 }
 
 async fn traces_v05(State(intake): State<Intake>, headers: HeaderMap, body: Body) -> Response {
-    crate::journeys::intake::datadog(intake.shared, intake.writer, true, headers, body).await
+    crate::journeys::intake::datadog(intake.shared, intake.writer, intake.rate, true, headers, body).await
 }
 
 async fn traces(State(intake): State<Intake>, body: Body) -> Response {

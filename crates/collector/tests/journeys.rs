@@ -326,4 +326,24 @@ async fn a_body_that_grows_beyond_its_limits_is_refused() {
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "decompressed_too_large");
     assert_eq!(running.shared.journeys.stats().spans, 0, "nothing of them kept");
     running.shutdown().await;
+
+    // Over the tenant's ingest rate: told when to come back.
+    let mut c = config("memory://");
+    c.limits.ingest_records_per_second = 1;
+    let running = serve(c, EngineConfig::default()).await.unwrap();
+    let otlp = format!("http://{}", running.otlp_addr);
+    // 12 spans: over the burst of 10, taken once when the bucket is full.
+    let mut twelve = otel_spans(1, false, 7);
+    for _ in 0..5 {
+        twelve.resource_spans.extend(otel_spans(1, false, 7).resource_spans);
+    }
+    let body = twelve.encode_to_vec();
+    for (attempt, want) in [(1, 200), (2, 429)] {
+        let r = post(&client, &format!("{otlp}/v1/traces"), "application/x-protobuf", body.clone()).await;
+        assert_eq!(r.status().as_u16(), want, "attempt {attempt}");
+        if want == 429 {
+            assert!(r.headers().contains_key("retry-after"));
+        }
+    }
+    running.shutdown().await;
 }

@@ -461,7 +461,8 @@ fn read_span(
     name: &dyn Fn(&mut Reader<'_>) -> Result<Arc<str>, CodecError>,
 ) -> Result<Span, CodecError> {
     let flags = r.u8()?;
-    let u128 = |r: &mut Reader<'_>| -> Result<u128, CodecError> { Ok((u128::from(r.u64()?) << 64) | u128::from(r.u64()?)) };
+    let u128 =
+        |r: &mut Reader<'_>| -> Result<u128, CodecError> { Ok((u128::from(r.u64()?) << 64) | u128::from(r.u64()?)) };
     let text = |r: &mut Reader<'_>| -> Result<String, CodecError> { Ok(name(r)?.to_string()) };
     let trace_id = TraceId(u128(r)?);
     let span_id = r.u64()?;
@@ -493,7 +494,12 @@ fn read_span(
                     0 => Operation::Send,
                     1 => Operation::Receive,
                     2 => Operation::Process,
-                    value => return Err(CodecError::Enum { what: "operation", value }),
+                    value => {
+                        return Err(CodecError::Enum {
+                            what: "operation",
+                            value,
+                        });
+                    }
                 })
             } else {
                 None

@@ -18,20 +18,27 @@ use std::sync::Arc;
 use streamsight_core::Record;
 use streamsight_wire::traces::{self, DecodeError, Decoded, Limits};
 
+/// Each tenant's ingest rate, shared by its spans, lines and Data Streams points.
+type Rate = Arc<std::sync::Mutex<crate::intake::TokenBucket>>;
+
 #[derive(Clone)]
 struct Otlp {
     shared: Arc<Shared>,
     writer: Writer,
+    rate: Rate,
 }
 
 pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
+    let rate = Arc::new(std::sync::Mutex::new(crate::intake::TokenBucket::new(
+        shared.config.limits.ingest_records_per_second,
+    )));
     Router::new()
         .route("/v1/traces", post(otlp_traces))
         .route("/v1/logs", post(otlp_logs))
         .route("/ingest/json_lines", post(json_lines))
         .layer(DefaultBodyLimit::disable())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
-        .with_state(Otlp { shared, writer })
+        .with_state(Otlp { shared, writer, rate })
 }
 
 pub(crate) fn limits(shared: &Shared) -> Limits {
@@ -83,6 +90,7 @@ fn refused(e: &DecodeError) -> Response {
 async fn take(
     shared: &Arc<Shared>,
     writer: &Writer,
+    rate: &Rate,
     headers: &HeaderMap,
     body: Body,
     decode: impl FnOnce(&[u8], Limits) -> Result<Decoded, DecodeError> + Send + 'static,
@@ -123,6 +131,17 @@ async fn take(
         )
         .collect();
     decoded.accepted = records.len();
+    if let Err(retry_after) = crate::services::lock(rate).take(records.len(), std::time::Instant::now()) {
+        let mut response = error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            &format!("over this tenant's ingest rate; retry in {retry_after} s"),
+        );
+        if let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return Err(response);
+    }
     if !records.is_empty() {
         writer
             .append(records)
@@ -152,7 +171,7 @@ async fn otlp_traces(State(o): State<Otlp>, headers: HeaderMap, body: Body) -> R
         Some(Kind::Json) => true,
         _ => return unsupported(&headers, "application/x-protobuf or application/json"),
     };
-    match take(&o.shared, &o.writer, &headers, body, move |b, l| {
+    match take(&o.shared, &o.writer, &o.rate, &headers, body, move |b, l| {
         traces::otlp::decode_traces(b, json, l)
     })
     .await
@@ -168,7 +187,7 @@ async fn otlp_logs(State(o): State<Otlp>, headers: HeaderMap, body: Body) -> Res
         Some(Kind::Json) => true,
         _ => return unsupported(&headers, "application/x-protobuf or application/json"),
     };
-    match take(&o.shared, &o.writer, &headers, body, move |b, l| {
+    match take(&o.shared, &o.writer, &o.rate, &headers, body, move |b, l| {
         traces::otlp::decode_logs(b, json, l)
     })
     .await
@@ -185,7 +204,7 @@ async fn json_lines(State(o): State<Otlp>, headers: HeaderMap, body: Body) -> Re
     let fields = o.shared.config.journeys.trace_id_fields.clone();
     let received = clock::now();
     let decode = move |b: &[u8], l: Limits| traces::fluentbit::decode(b, &fields, received, l);
-    match take(&o.shared, &o.writer, &headers, body, decode).await {
+    match take(&o.shared, &o.writer, &o.rate, &headers, body, decode).await {
         Ok(d) => (
             StatusCode::OK,
             axum::Json(json!({ "accepted": d.accepted, "skipped": d.skipped, "errors": d.reasons })),
@@ -209,6 +228,7 @@ fn unsupported(headers: &HeaderMap, wanted: &str) -> Response {
 pub(crate) async fn datadog(
     shared: Arc<Shared>,
     writer: Writer,
+    rate: Rate,
     v05: bool,
     headers: HeaderMap,
     body: Body,
@@ -223,7 +243,7 @@ pub(crate) async fn datadog(
             traces::datadog::decode_v04(b, l)
         }
     };
-    match take(&shared, &writer, &headers, body, decode).await {
+    match take(&shared, &writer, &rate, &headers, body, decode).await {
         Ok(_) => axum::Json(json!({ "rate_by_service": {} })).into_response(),
         Err(r) => r,
     }
