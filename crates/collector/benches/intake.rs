@@ -7,6 +7,8 @@
 
 use axum::body::Body;
 use axum::http::Request;
+mod support;
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -16,6 +18,7 @@ use streamsight_collector::{ServeConfig, intake, metrics};
 use streamsight_core::{EngineConfig, Millis, Observation, PartitionRef};
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, StatsPoint, encode};
 use streamsight_wire::dsm::sketch::Mapping;
+use support::collector_cpu_seconds;
 use tower::ServiceExt;
 
 /// The allocator the `streamsight` binary uses.
@@ -331,26 +334,6 @@ fn unlimited(config: &mut ServeConfig, engine: &mut EngineConfig) {
     c.max_partitions = usize::MAX;
     c.max_group_partitions = usize::MAX;
     c.max_name_bytes = usize::MAX;
-}
-
-/// User and system CPU seconds of this process's collector threads (Linux; clock
-/// ticks of 10 ms).
-fn collector_cpu_seconds() -> f64 {
-    let mut total = 0.0;
-    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let name = head.split_once('(').map_or("", |(_, n)| n);
-        if !(name.starts_with("collector") || name.starts_with("streamsight-wri")) {
-            continue;
-        }
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-        total += (ticks(11) + ticks(12)) / 100.0;
-    }
-    total
 }
 
 /// A restart: the store's records read back and applied to a fresh collector.

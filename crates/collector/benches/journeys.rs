@@ -10,6 +10,10 @@
 
 #![allow(clippy::unwrap_used)] // a bench that cannot set up should fail loudly
 
+mod support;
+
+use support::collector_cpu_seconds;
+
 use prost::Message as _;
 use std::time::{Duration, Instant};
 use streamsight_collector::ServeConfig;
@@ -90,25 +94,6 @@ fn request(seq: usize) -> Vec<u8> {
         }],
     }
     .encode_to_vec()
-}
-
-/// User and system CPU seconds of this process's collector threads.
-fn collector_cpu_seconds() -> f64 {
-    let mut total = 0.0;
-    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let name = head.split_once('(').map_or("", |(_, n)| n);
-        if !(name.starts_with("collector") || name.starts_with("streamsight-wri")) {
-            continue;
-        }
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-        total += (ticks(11) + ticks(12)) / 100.0;
-    }
-    total
 }
 
 fn rss_bytes() -> u64 {

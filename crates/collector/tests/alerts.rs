@@ -523,28 +523,7 @@ async fn a_signed_webhook_is_told_once_across_a_restart() {
     let running = streamsight_collector::serve(config(), EngineConfig::default())
         .await
         .unwrap();
-    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
-    let payload = streamsight_wire::dsm::payload::Payload {
-        service: "checkout".into(),
-        failed_sends: vec![streamsight_wire::dsm::payload::FailedSends {
-            topic: "orders".into(),
-            partition: 0,
-            error: "MsgTimedOut".into(),
-            count: 3,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let status = reqwest::Client::new()
-        .post(&intake)
-        .header("Content-Type", "application/msgpack")
-        .header("Content-Encoding", "gzip")
-        .body(streamsight_wire::dsm::payload::encode(&payload))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert!(status.is_success(), "{status}");
+    failed_sends(running.intake_addr).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while firing(&got) == 0 {
         assert!(Instant::now() < deadline, "no notification");

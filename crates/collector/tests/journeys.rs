@@ -339,7 +339,13 @@ async fn a_body_that_grows_beyond_its_limits_is_refused() {
     }
     let body = twelve.encode_to_vec();
     for (attempt, want) in [(1, 200), (2, 429)] {
-        let r = post(&client, &format!("{otlp}/v1/traces"), "application/x-protobuf", body.clone()).await;
+        let r = post(
+            &client,
+            &format!("{otlp}/v1/traces"),
+            "application/x-protobuf",
+            body.clone(),
+        )
+        .await;
         assert_eq!(r.status().as_u16(), want, "attempt {attempt}");
         if want == 429 {
             assert!(r.headers().contains_key("retry-after"));

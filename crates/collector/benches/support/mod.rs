@@ -1,0 +1,21 @@
+//! What the collector's benchmarks share.
+
+/// User and system CPU seconds of this process's collector threads (Linux; clock
+/// ticks of 10 ms).
+pub(crate) fn collector_cpu_seconds() -> f64 {
+    let mut total = 0.0;
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |(_, n)| n);
+        if !(name.starts_with("collector") || name.starts_with("streamsight-wri")) {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        total += (ticks(11) + ticks(12)) / 100.0;
+    }
+    total
+}
