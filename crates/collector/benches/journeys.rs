@@ -29,7 +29,7 @@ use streamsight_wire::traces::otlp::{
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SPANS_PER_REQUEST: usize = 1_000;
-const REQUESTS: usize = 300;
+const REQUESTS: usize = 1_200;
 const IN_FLIGHT: usize = 8;
 
 fn kv(key: &str, v: Scalar) -> KeyValue {

@@ -81,12 +81,22 @@ impl Shared {
     /// Applies records already on disk (or being replayed from it) to every
     /// service whose concern they are.
     pub fn apply(&self, records: &[Record]) {
+        self.apply_borrowed(records);
+        self.journeys.apply(records);
+    }
+
+    /// The same, keeping the records' spans and lines without copying them.
+    pub fn apply_owned(&self, records: Vec<Record>) {
+        self.apply_borrowed(&records);
+        self.journeys.take(records);
+    }
+
+    fn apply_borrowed(&self, records: &[Record]) {
         let events = self.lag.apply(records);
         self.deliveries.apply(records, &events, &self.lag);
         self.pathways.apply(records);
         self.audit.apply(records);
         self.alerts.apply(records);
-        self.journeys.apply(records);
     }
 }
 
@@ -161,7 +171,7 @@ impl Writer {
         let mut replayed = 0usize;
         let scanned = store.scan(since, &mut |batch| {
             replayed += batch.len();
-            shared.apply(&batch);
+            shared.apply_owned(batch);
         })?;
         shared.telemetry.stored_batches_skipped(scanned.corrupt);
         tracing::info!(
@@ -271,7 +281,7 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, 
                 }
             }
             if result.is_ok() {
-                shared.apply(&batch);
+                shared.apply_owned(std::mem::take(&mut batch));
                 shared.apply(&transient);
             } else {
                 tracing::error!(error = ?result, records = batch.len(), "store append failed");

@@ -99,6 +99,21 @@ impl JourneyService {
         }
     }
 
+    /// [`Self::apply`] for records nobody needs after: their spans move in.
+    pub(crate) fn take(&self, records: Vec<Record>) {
+        if !records.iter().any(|r| matches!(r, Record::Span { .. } | Record::Log { .. })) {
+            return;
+        }
+        let mut index = lock(&self.index);
+        for r in records {
+            match r {
+                Record::Span { at, span } => index.add_span(*span, at),
+                Record::Log { at, line } => index.add_log(*line, at),
+                _ => {}
+            }
+        }
+    }
+
     /// Marks the traces the collector knows went wrong (dead letters, failed
     /// sends) before sampling decides, then decides and forgets.
     pub(crate) fn housekeep(&self, shared: &Shared, now: Millis) {
