@@ -203,8 +203,8 @@ pub struct JourneyView {
 /// The journey of `id` with everything the collector knows of its message.
 pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
     let journey = shared.journeys.journey(id);
-    let hex = journey.as_ref().map_or(id, |j| j.trace_id);
-    let ids: Vec<TraceId> = std::iter::once(hex)
+    let root = journey.as_ref().map_or(id, |j| j.trace_id);
+    let ids: Vec<TraceId> = std::iter::once(root)
         .chain(journey.iter().flat_map(|j| j.linked_traces.iter().copied()))
         .collect();
     let same = |t: &str| {
@@ -262,7 +262,7 @@ pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
         return None;
     }
     let journey = journey.unwrap_or(Journey {
-        trace_id: hex,
+        trace_id: root,
         ..Journey::default()
     });
     let mut notes = Vec::new();
@@ -312,7 +312,7 @@ pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
         .collect();
     steps.sort_by_key(|(at, _)| *at);
     Some(JourneyView {
-        trace_id: hex,
+        trace_id: root,
         linked_traces: journey.linked_traces,
         message,
         steps: steps.into_iter().map(|(_, s)| s).collect(),
