@@ -101,7 +101,10 @@ impl JourneyService {
 
     /// [`Self::apply`] for records nobody needs after: their spans move in.
     pub(crate) fn take(&self, records: Vec<Record>) {
-        if !records.iter().any(|r| matches!(r, Record::Span { .. } | Record::Log { .. })) {
+        if !records
+            .iter()
+            .any(|r| matches!(r, Record::Span { .. } | Record::Log { .. }))
+        {
             return;
         }
         let mut index = lock(&self.index);
