@@ -189,9 +189,9 @@ pub struct Caller {
     pub key_id: String,
 }
 
-/// Changes and the audit log are for admin keys; open, like everything, while
-/// no key exists (a caller with no key id came through a keyless route).
-/// The refusal, when there is one.
+/// The refusal of a caller that is not an admin, when it is one: changes and
+/// the audit log are for admin keys; open, like everything, while no key
+/// exists (a caller with no key id came through a keyless route).
 pub(crate) fn unless_admin(caller: Option<&Caller>, what: &str) -> Option<axum::response::Response> {
     match caller {
         Some(c) if c.scope != Scope::Admin && !c.key_id.is_empty() => Some(crate::intake::error_response(

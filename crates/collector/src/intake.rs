@@ -134,7 +134,7 @@ pub fn error_response(status: StatusCode, kind: &str, message: &str) -> Response
     response
 }
 
-async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Response> {
+pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Response> {
     axum::body::to_bytes(body, limit).await.map_err(|_| {
         error_response(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -142,6 +142,23 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Response> {
             &format!("body is larger than {limit} bytes"),
         )
     })
+}
+
+/// Whether the body is gzipped; why not, for an encoding no intake reads.
+pub(crate) fn gzipped(headers: &HeaderMap) -> Result<bool, String> {
+    match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?")) {
+        None | Some("identity") => Ok(false),
+        Some("gzip") => Ok(true),
+        Some(other) => Err(format!("content-encoding {other:?} is not gzip or identity")),
+    }
+}
+
+/// A 429 for a tenant over its ingest rate, saying when to come back.
+pub(crate) fn with_retry_after(mut response: Response, seconds: u64) -> Response {
+    if let Ok(v) = axum::http::HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
 }
 
 /// Content types tracers send. Anything else is refused, so that a web page's
@@ -178,14 +195,13 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             return response;
         }
     };
-    let gzipped = match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?")) {
-        None | Some("identity") => false,
-        Some("gzip") => true,
-        Some(other) => {
+    let gzipped = match gzipped(&headers) {
+        Ok(g) => g,
+        Err(why) => {
             return reject(
                 IntakeError::UnsupportedEncoding,
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!("content-encoding {other:?} is not gzip or identity"),
+                why,
             );
         }
     };
@@ -228,15 +244,12 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
             limit: streamsight_core::Limit::IngestRate,
             listener: "intake",
         });
-        let mut response = reject(
+        let response = reject(
             IntakeError::RateLimited,
             StatusCode::TOO_MANY_REQUESTS,
             format!("over this tenant's ingest rate; retry in {retry_after} s"),
         );
-        if let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        return response;
+        return with_retry_after(response, retry_after);
     }
     let accepted = translated.records.len();
     if let Err(e) = intake.writer.append(translated.records).await {

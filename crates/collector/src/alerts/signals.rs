@@ -192,7 +192,8 @@ fn producer_failing(shared: &Shared, now: Millis) -> Series {
         .collect()
 }
 
-/// A topic's entry, its names copied only the first time.
+/// A topic's entry (its names copied for the lookup: a few small allocations
+/// per partition, with the engine let go between pieces of the walk).
 fn entry<'a, V>(map: &'a mut BTreeMap<(String, String), V>, cluster: &str, topic: &str, first: V) -> &'a mut V {
     let key = (cluster.to_owned(), topic.to_owned());
     map.entry(key).or_insert(first)

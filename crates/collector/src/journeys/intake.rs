@@ -65,15 +65,6 @@ fn kind(headers: &HeaderMap) -> Option<Kind> {
     }
 }
 
-/// Whether the body is gzipped; `None` for an encoding we do not read.
-fn gzipped(headers: &HeaderMap) -> Option<bool> {
-    match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?")) {
-        None | Some("identity") => Some(false),
-        Some("gzip") => Some(true),
-        Some(_) => None,
-    }
-}
-
 fn refused(e: &DecodeError) -> Response {
     let (status, kind) = match e {
         DecodeError::Gzip(_) => (StatusCode::BAD_REQUEST, "bad_gzip"),
@@ -95,22 +86,9 @@ async fn take(
     body: Body,
     decode: impl FnOnce(&[u8], Limits) -> Result<Decoded, DecodeError> + Send + 'static,
 ) -> Result<Decoded, Response> {
-    let gzipped = gzipped(headers).ok_or_else(|| {
-        error_response(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_encoding",
-            "content-encoding is not gzip or identity",
-        )
-    })?;
-    let body: Bytes = axum::body::to_bytes(body, shared.config.limits.max_body_bytes)
-        .await
-        .map_err(|_| {
-            error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                &format!("body is larger than {} bytes", shared.config.limits.max_body_bytes),
-            )
-        })?;
+    let gzipped = crate::intake::gzipped(headers)
+        .map_err(|why| error_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_encoding", &why))?;
+    let body: Bytes = crate::intake::read_limited(body, shared.config.limits.max_body_bytes).await?;
     let limits = limits(shared);
     let decoded = tokio::task::spawn_blocking(move || {
         let bytes = traces::body(&body, gzipped, limits)?;
@@ -132,15 +110,12 @@ async fn take(
         .collect();
     decoded.accepted = records.len();
     if let Err(retry_after) = crate::services::lock(rate).take(records.len(), std::time::Instant::now()) {
-        let mut response = error_response(
+        let response = error_response(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limited",
             &format!("over this tenant's ingest rate; retry in {retry_after} s"),
         );
-        if let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        return Err(response);
+        return Err(crate::intake::with_retry_after(response, retry_after));
     }
     if !records.is_empty() {
         writer

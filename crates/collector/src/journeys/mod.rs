@@ -82,24 +82,18 @@ impl JourneyService {
         }
     }
 
+    /// The spans and lines of records others still need (copied in).
     pub(crate) fn apply(&self, records: &[Record]) {
-        if !records
-            .iter()
-            .any(|r| matches!(r, Record::Span { .. } | Record::Log { .. }))
-        {
-            return;
-        }
-        let mut index = lock(&self.index);
-        for r in records {
-            match r {
-                Record::Span { at, span } => index.add_span((**span).clone(), *at),
-                Record::Log { at, line } => index.add_log((**line).clone(), *at),
-                _ => {}
-            }
-        }
+        self.take(
+            records
+                .iter()
+                .filter(|r| matches!(r, Record::Span { .. } | Record::Log { .. }))
+                .cloned()
+                .collect(),
+        );
     }
 
-    /// [`Self::apply`] for records nobody needs after: their spans move in.
+    /// The spans and lines of records nobody needs after: they move in.
     pub(crate) fn take(&self, records: Vec<Record>) {
         if !records
             .iter()
@@ -120,17 +114,7 @@ impl JourneyService {
     /// Marks the traces the collector knows went wrong (dead letters, failed
     /// sends) before sampling decides, then decides and forgets.
     pub(crate) fn housekeep(&self, shared: &Shared, now: Millis) {
-        let mut notable: Vec<TraceId> = Vec::new();
-        for m in shared.dlq.view().iter() {
-            for t in m.report() {
-                notable.extend(
-                    t.recent
-                        .iter()
-                        .filter_map(|r| r.provenance.as_ref()?.trace_id.as_deref())
-                        .filter_map(TraceId::parse),
-                );
-            }
-        }
+        let mut notable: Vec<TraceId> = traced_letters(shared).into_iter().map(|(t, _)| t).collect();
         {
             let d = shared.deliveries.view();
             for (_, f) in d.failures.since(Millis(i64::MIN)) {
@@ -210,51 +194,17 @@ pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
     let ids: Vec<TraceId> = std::iter::once(root)
         .chain(journey.iter().flat_map(|j| j.linked_traces.iter().copied()))
         .collect();
-    let same = |t: &str| {
-        TraceId::parse(t).is_some_and(|t| ids.iter().any(|i| i.low() == t.low() && (t.is_short() || *i == t)))
-    };
-    // Dead letters that carry the trace (the DLQ monitor's recent records).
-    let mut letters: Vec<Letter> = Vec::new();
-    for m in shared.dlq.view().iter() {
-        for t in m.report() {
-            for r in &t.recent {
-                let Some(p) = r
-                    .provenance
-                    .as_ref()
-                    .filter(|p| p.trace_id.as_deref().is_some_and(same))
-                else {
-                    continue;
-                };
-                let source = match (&p.source_topic, p.source_partition, p.source_offset) {
-                    (Some(topic), Some(partition), Some(offset)) => Some(Message {
-                        cluster: m.config.name.clone(),
-                        topic: topic.clone(),
-                        partition,
-                        offset,
-                    }),
-                    _ => None,
-                };
-                letters.push(Letter {
-                    at: r.timestamp_ms,
-                    letter: DeadLetter {
-                        dlq_topic: t.dlq_topic.clone(),
-                        dlq_partition: r.partition,
-                        dlq_offset: r.offset,
-                        group: p.consumer_group.clone(),
-                        stage: p.stage.clone(),
-                        error_class: p.error_class.clone(),
-                    },
-                    error_message: p.error_message.clone(),
-                    source,
-                });
-            }
-        }
-    }
+    let same = |t: TraceId| ids.iter().any(|i| i.low() == t.low() && (t.is_short() || *i == t));
+    let letters: Vec<Letter> = traced_letters(shared)
+        .into_iter()
+        .filter(|(t, _)| same(*t))
+        .map(|(_, l)| l)
+        .collect();
     let failed_send = {
         let d = shared.deliveries.view();
         d.failures
             .since(Millis(i64::MIN))
-            .find(|(_, f)| f.trace_ids.iter().any(|t| same(t)))
+            .find(|(_, f)| f.trace_ids.iter().any(|t| TraceId::parse(t).is_some_and(same)))
             .map(|((cluster, topic), f)| FailedSend {
                 cluster: cluster.clone(),
                 topic: topic.clone(),
@@ -323,6 +273,46 @@ pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
         verdicts,
         notes,
     })
+}
+
+/// The dead letters the DLQ monitors hold (their recent records) that name a
+/// trace, with it.
+fn traced_letters(shared: &Shared) -> Vec<(TraceId, Letter)> {
+    let mut out = Vec::new();
+    for m in shared.dlq.view().iter() {
+        for t in m.report() {
+            for r in &t.recent {
+                let Some(p) = r.provenance.as_ref() else { continue };
+                let Some(trace) = p.trace_id.as_deref().and_then(TraceId::parse) else {
+                    continue;
+                };
+                let source = match (&p.source_topic, p.source_partition, p.source_offset) {
+                    (Some(topic), Some(partition), Some(offset)) => Some(Message {
+                        cluster: m.config.name.clone(),
+                        topic: topic.clone(),
+                        partition,
+                        offset,
+                    }),
+                    _ => None,
+                };
+                let letter = Letter {
+                    at: r.timestamp_ms,
+                    letter: DeadLetter {
+                        dlq_topic: t.dlq_topic.clone(),
+                        dlq_partition: r.partition,
+                        dlq_offset: r.offset,
+                        group: p.consumer_group.clone(),
+                        stage: p.stage.clone(),
+                        error_class: p.error_class.clone(),
+                    },
+                    error_message: p.error_message.clone(),
+                    source,
+                };
+                out.push((trace, letter));
+            }
+        }
+    }
+    out
 }
 
 /// The message's cluster, topic, partition and offset: a send span's, else any
