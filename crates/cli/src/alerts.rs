@@ -97,13 +97,7 @@ pub enum Change {
 /// Sends `change`; the collector's answer (or "done" for one without a body).
 pub async fn change(url: &str, change: Change) -> Result<String, String> {
     use reqwest::Method;
-    let enc = |s: &str| {
-        s.replace('%', "%25")
-            .replace('/', "%2F")
-            .replace('?', "%3F")
-            .replace('#', "%23")
-            .replace(' ', "%20")
-    };
+    let enc = crate::collector_client::segment;
     let (method, path, body) = match change {
         Change::SetRule { name, toml } => {
             let rule: toml::Table = toml::from_str(&toml).map_err(|e| format!("the rule file: {e}"))?;

@@ -38,6 +38,17 @@ pub async fn send(
     Ok(text)
 }
 
+/// `s` as one path segment: every byte but RFC 3986's unreserved ones
+/// percent-encoded, so that a name with `/`, `?` or `#` stays one segment.
+pub fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// The same, parsed as JSON.
 pub async fn get_json(url: &str, path: &str) -> Result<serde_json::Value, String> {
     let text = get(url, path, &[]).await?;

@@ -4,14 +4,10 @@
 use std::io::Write;
 
 pub async fn get(url: &str, trace_id: &str) -> Result<serde_json::Value, String> {
-    let id: String = trace_id.chars().filter(char::is_ascii_alphanumeric).collect();
+    let id = crate::collector_client::segment(trace_id.trim());
     crate::collector_client::get_json(url, &format!("/api/v1/journeys/{id}"))
         .await
         .map_err(|e| format!("collector at {url}: {e}"))
-}
-
-fn ms(v: &serde_json::Value) -> Option<i64> {
-    v.as_i64()
 }
 
 /// One line per step: when (relative to the first), what, where, which service.
@@ -30,8 +26,7 @@ pub fn write_timeline(out: &mut impl Write, body: &serde_json::Value) -> std::io
     let steps = body["steps"].as_array().cloned().unwrap_or_default();
     let when = |s: &serde_json::Value| match s["kind"].as_str() {
         Some("span") => s["start_ns"].as_i64().map(|n| n.div_euclid(1_000_000)),
-        Some("log") => ms(&s["at_ms"]),
-        _ => ms(&s["at_ms"]),
+        _ => s["at_ms"].as_i64(),
     };
     let first = steps.iter().filter_map(when).min().unwrap_or(0);
     writeln!(out, "{:>9}  {:<11} {:<18} WHAT", "AT", "KIND", "SERVICE")?;
