@@ -245,6 +245,10 @@ fn http_bench(c: &mut Criterion) {
             Some(ingest.token.clone()),
         ),
     ] {
+        // `BENCH_STORES=memory_store,sqlite_fsync` runs only those, fixed run included.
+        if std::env::var("BENCH_STORES").is_ok_and(|only| !only.split(',').any(|s| s == name)) {
+            continue;
+        }
         let mut config = ServeConfig {
             storage,
             intake_listen: "127.0.0.1:0".parse().unwrap(),
@@ -422,5 +426,44 @@ fn metrics_bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, intake_bench, http_bench, replay_bench, metrics_bench);
+/// The stages of one payload on the request's thread, apart: what each costs.
+fn stages_bench(c: &mut Criterion) {
+    let body = payload(1, base_ns());
+    let limits = streamsight_wire::dsm::payload::Limits::default();
+    let decoded = streamsight_wire::dsm::payload::decode(&body, true, limits).unwrap();
+    let mut group = c.benchmark_group("stages");
+    group.throughput(Throughput::Elements(POINTS as u64));
+    // As intake reads it: strings borrowed from the decompressed body.
+    group.bench_function("decode_gzip_msgpack", |b| {
+        b.iter(|| {
+            let raw = streamsight_wire::dsm::payload::inflate(&body, true, limits).unwrap();
+            streamsight_wire::dsm::payload::decode_msgpack::<&str>(&raw, limits)
+                .unwrap()
+                .stats
+                .len()
+        })
+    });
+    let raw = {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut out).unwrap();
+        out
+    };
+    group.bench_function("decode_msgpack", |b| {
+        b.iter(|| streamsight_wire::dsm::payload::decode_msgpack::<&str>(&raw, limits).unwrap())
+    });
+    group.bench_function("translate", |b| {
+        b.iter(|| intake::translate(&decoded, intake::Dates::any(Millis(i64::MAX)), "default", &|_| None))
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    stages_bench,
+    intake_bench,
+    http_bench,
+    replay_bench,
+    metrics_bench
+);
 criterion_main!(benches);

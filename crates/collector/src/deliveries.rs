@@ -22,7 +22,7 @@ pub struct Facts {
 /// The facts of a payload, as records. `cluster_of` places a topic whose sender
 /// named no cluster (as commits are placed). Counts whose window or time is
 /// outside `dates` are left out and counted.
-pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> String) -> Facts {
+pub fn facts<S: AsRef<str>>(p: &Payload<S>, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> String) -> Facts {
     let d = &p.delivery;
     let received = dates.received;
     let mut facts = Vec::new();
@@ -38,13 +38,13 @@ pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> Strin
             continue;
         }
         facts.push(Fact::FailedSends {
-            cluster: cluster_of(&f.cluster, &f.topic),
-            topic: f.topic.clone(),
+            cluster: cluster_of(f.cluster.as_ref(), f.topic.as_ref()),
+            topic: f.topic.as_ref().to_owned(),
             partition: (f.partition >= 0).then_some(f.partition),
             window_ms,
             count: f.count,
-            trace_ids: f.trace_ids.clone(),
-            error: f.error.clone(),
+            trace_ids: owned(&f.trace_ids),
+            error: f.error.as_ref().to_owned(),
         });
     }
     for c in d
@@ -56,8 +56,8 @@ pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> Strin
             continue;
         }
         facts.push(Fact::Produced {
-            cluster: cluster_of(&d.cluster, &c.topic),
-            topic: c.topic.clone(),
+            cluster: cluster_of(d.cluster.as_ref(), c.topic.as_ref()),
+            topic: c.topic.as_ref().to_owned(),
             partition: c.partition,
             window_ms: c.window_ms,
             count: c.count,
@@ -70,22 +70,22 @@ pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> Strin
             continue;
         }
         facts.push(Fact::Consumed {
-            cluster: cluster_of(&d.cluster, &c.topic),
-            group: c.group.clone(),
-            topic: c.topic.clone(),
+            cluster: cluster_of(d.cluster.as_ref(), c.topic.as_ref()),
+            group: c.group.as_ref().to_owned(),
+            topic: c.topic.as_ref().to_owned(),
             partition: c.partition,
             window_ms: c.window_ms,
             received: c.received,
             failed: c.failed,
             dead_lettered: c.dead_lettered,
-            trace_ids: c.trace_ids.clone(),
+            trace_ids: owned(&c.trace_ids),
         });
     }
     for s in d.skipped.iter().filter(|s| s.partition >= 0 && s.first_offset >= 0) {
         facts.push(Fact::Skipped {
-            cluster: cluster_of(&d.cluster, &s.topic),
-            group: s.group.clone(),
-            topic: s.topic.clone(),
+            cluster: cluster_of(d.cluster.as_ref(), s.topic.as_ref()),
+            group: s.group.as_ref().to_owned(),
+            topic: s.topic.as_ref().to_owned(),
             partition: s.partition,
             first_offset: s.first_offset,
             last_offset: s.last_offset,
@@ -96,9 +96,9 @@ pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> Strin
             continue;
         }
         facts.push(Fact::Started {
-            cluster: cluster_of(&d.cluster, &s.topic),
-            group: s.group.clone(),
-            topic: s.topic.clone(),
+            cluster: cluster_of(d.cluster.as_ref(), s.topic.as_ref()),
+            group: s.group.as_ref().to_owned(),
+            topic: s.topic.as_ref().to_owned(),
             partition: s.partition,
             first_offset: s.first_offset,
             at_ms: s.at_ms,
@@ -111,6 +111,10 @@ pub fn facts(p: &Payload, dates: Dates, cluster_of: &dyn Fn(&str, &str) -> Strin
             .collect(),
         out_of_range,
     }
+}
+
+fn owned<S: AsRef<str>>(strings: &[S]) -> Vec<String> {
+    strings.iter().map(|s| s.as_ref().to_owned()).collect()
 }
 
 /// The ledger and the recent problem windows.

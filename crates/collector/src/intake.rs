@@ -279,7 +279,8 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
 /// under the payload limits, and translate to records.
 fn decode_and_translate(shared: &Shared, body: &[u8], gzipped: bool) -> Result<Translated, PayloadError> {
     let limits = &shared.config.limits;
-    let payload = payload::decode(body, gzipped, limits.payload)?;
+    let raw = payload::inflate(body, gzipped, limits.payload)?;
+    let payload: Payload<&str> = payload::decode_msgpack(&raw, limits.payload)?;
     let now = clock::now();
     let dates = Dates {
         received: now,
@@ -346,8 +347,8 @@ const MAX_BUCKET_MS: i64 = 3_600_000;
 /// A backlog without `kafka_cluster_id` (ddtrace's commits) belongs to the
 /// cluster `resolve` names for its topic, else to `default_cluster` — qualified by
 /// the payload's `Env`, so that staging's `orders` is not production's.
-pub fn translate(
-    p: &Payload,
+pub fn translate<S: AsRef<str>>(
+    p: &Payload<S>,
     dates: Dates,
     default_cluster: &str,
     resolve: &dyn Fn(&str) -> Option<String>,
@@ -356,10 +357,10 @@ pub fn translate(
     let mut out = Translated::default();
     let mut names = SharedNames::default();
     let env_cluster;
-    let default_cluster = if p.env.is_empty() {
+    let default_cluster = if p.env.as_ref().is_empty() {
         default_cluster
     } else {
-        env_cluster = format!("{default_cluster}/{}", p.env);
+        env_cluster = format!("{default_cluster}/{}", p.env.as_ref());
         &env_cluster
     };
     for bucket in &p.stats {
@@ -405,9 +406,9 @@ pub fn translate(
                     bucket_ms,
                     hash: s.hash,
                     parent_hash: s.parent_hash,
-                    service: p.service.clone(),
-                    env: p.env.clone(),
-                    edge_tags: s.edge_tags.clone(),
+                    service: p.service.as_ref().to_owned(),
+                    env: p.env.as_ref().to_owned(),
+                    edge_tags: s.edge_tags.iter().map(|t| t.as_ref().to_owned()).collect(),
                     edge_latency: sketch(&s.edge_latency, "EdgeLatency")?,
                     pathway_latency: sketch(&s.pathway_latency, "PathwayLatency")?,
                     payload_size: sketch(&s.payload_size, "PayloadSize")?,
@@ -427,18 +428,18 @@ pub fn translate(
     }
     for f in &p.failed_sends {
         out.failed_sends += 1;
-        let cluster = if f.cluster.is_empty() {
+        let cluster = if f.cluster.as_ref().is_empty() {
             default_cluster
         } else {
-            &f.cluster
+            f.cluster.as_ref()
         };
         let failed = Observation::ProduceFailed {
             partition: PartitionRef {
                 cluster,
-                topic: &f.topic,
+                topic: f.topic.as_ref(),
                 partition: f.partition,
             },
-            error: &f.error,
+            error: f.error.as_ref(),
         };
         out.records.push(Record::Observation {
             at: received,

@@ -5,9 +5,10 @@
 //! int64, and Java's hashes are negative longs); lists may be absent or nil;
 //! unknown keys are ignored.
 
-use serde::de::{self, Deserializer, Visitor};
+mod msgpack;
+
 use serde::{Deserialize, Serialize};
-use std::fmt;
+use std::borrow::Cow;
 use std::io::Read;
 
 /// Limits on what one request may hold. Counts are checked while decoding, so a
@@ -126,138 +127,120 @@ pub enum PayloadError {
     OverLimit { what: Counted, limit: usize },
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Payload {
-    #[serde(rename = "Env", deserialize_with = "nullable")]
-    pub env: String,
-    #[serde(rename = "Service", deserialize_with = "nullable")]
-    pub service: String,
-    #[serde(rename = "Lang", deserialize_with = "nullable")]
-    pub lang: String,
-    #[serde(rename = "TracerVersion", deserialize_with = "nullable")]
-    pub tracer_version: String,
-    #[serde(rename = "Version", deserialize_with = "nullable")]
-    pub version: String,
-    #[serde(rename = "Stats", deserialize_with = "buckets")]
-    pub stats: Vec<Bucket>,
-    #[serde(rename = "ProcessTags", deserialize_with = "tags")]
-    pub process_tags: Vec<String>,
-    #[serde(rename = "ProductMask", deserialize_with = "flexible_u64")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Payload<S = String> {
+    #[serde(rename = "Env")]
+    pub env: S,
+    #[serde(rename = "Service")]
+    pub service: S,
+    #[serde(rename = "Lang")]
+    pub lang: S,
+    #[serde(rename = "TracerVersion")]
+    pub tracer_version: S,
+    #[serde(rename = "Version")]
+    pub version: S,
+    #[serde(rename = "Stats")]
+    pub stats: Vec<Bucket<S>>,
+    #[serde(rename = "ProcessTags")]
+    pub process_tags: Vec<S>,
+    #[serde(rename = "ProductMask")]
     pub product_mask: u64,
     /// Java only: part of the node hash.
-    #[serde(rename = "PrimaryTag", deserialize_with = "nullable")]
-    pub primary_tag: String,
+    #[serde(rename = "PrimaryTag")]
+    pub primary_tag: S,
     /// Python only.
-    #[serde(rename = "Hostname", deserialize_with = "nullable")]
-    pub hostname: String,
+    #[serde(rename = "Hostname")]
+    pub hostname: S,
     /// streamsight's SDK: failed sends, which tracers do not report.
-    #[serde(rename = "StreamsightFailedSends", deserialize_with = "failed_sends")]
-    pub failed_sends: Vec<FailedSends>,
+    #[serde(rename = "StreamsightFailedSends")]
+    pub failed_sends: Vec<FailedSends<S>>,
     /// streamsight's SDK: message counts for drop accounting.
-    #[serde(rename = "StreamsightDelivery", deserialize_with = "nullable")]
-    pub delivery: Delivery,
+    #[serde(rename = "StreamsightDelivery")]
+    pub delivery: Delivery<S>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Bucket {
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Bucket<S = String> {
     /// Unix nanoseconds.
-    #[serde(rename = "Start", deserialize_with = "flexible_u64")]
+    #[serde(rename = "Start")]
     pub start: u64,
     /// Nanoseconds, 10 s by default.
-    #[serde(rename = "Duration", deserialize_with = "flexible_u64")]
+    #[serde(rename = "Duration")]
     pub duration: u64,
-    #[serde(rename = "Stats", deserialize_with = "stats_points")]
-    pub stats: Vec<StatsPoint>,
-    #[serde(rename = "Backlogs", deserialize_with = "backlogs")]
-    pub backlogs: Vec<Backlog>,
+    #[serde(rename = "Stats")]
+    pub stats: Vec<StatsPoint<S>>,
+    #[serde(rename = "Backlogs")]
+    pub backlogs: Vec<Backlog<S>>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StatsPoint {
-    #[serde(rename = "EdgeTags", deserialize_with = "tags")]
-    pub edge_tags: Vec<String>,
-    #[serde(rename = "Hash", deserialize_with = "flexible_u64")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StatsPoint<S = String> {
+    #[serde(rename = "EdgeTags")]
+    pub edge_tags: Vec<S>,
+    #[serde(rename = "Hash")]
     pub hash: u64,
-    #[serde(rename = "ParentHash", deserialize_with = "flexible_u64")]
+    #[serde(rename = "ParentHash")]
     pub parent_hash: u64,
     /// DDSketch protobuf, seconds.
-    #[serde(
-        rename = "PathwayLatency",
-        deserialize_with = "nullable_bytes",
-        serialize_with = "serde_bytes::serialize"
-    )]
+    #[serde(rename = "PathwayLatency", serialize_with = "serde_bytes::serialize")]
     pub pathway_latency: Vec<u8>,
     /// DDSketch protobuf, seconds.
-    #[serde(
-        rename = "EdgeLatency",
-        deserialize_with = "nullable_bytes",
-        serialize_with = "serde_bytes::serialize"
-    )]
+    #[serde(rename = "EdgeLatency", serialize_with = "serde_bytes::serialize")]
     pub edge_latency: Vec<u8>,
     /// DDSketch protobuf, bytes.
-    #[serde(
-        rename = "PayloadSize",
-        deserialize_with = "nullable_bytes",
-        serialize_with = "serde_bytes::serialize"
-    )]
+    #[serde(rename = "PayloadSize", serialize_with = "serde_bytes::serialize")]
     pub payload_size: Vec<u8>,
     /// "current" or "origin".
-    #[serde(rename = "TimestampType", deserialize_with = "nullable")]
-    pub timestamp_type: String,
+    #[serde(rename = "TimestampType")]
+    pub timestamp_type: S,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Backlog {
-    #[serde(rename = "Tags", deserialize_with = "tags")]
-    pub tags: Vec<String>,
-    #[serde(rename = "Value", deserialize_with = "flexible_i64")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Backlog<S = String> {
+    #[serde(rename = "Tags")]
+    pub tags: Vec<S>,
+    #[serde(rename = "Value")]
     pub value: i64,
 }
 
 /// Failed sends per (topic, partition or -1, error) in one bucket.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct FailedSends {
-    #[serde(rename = "Topic", deserialize_with = "nullable")]
-    pub topic: String,
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FailedSends<S = String> {
+    #[serde(rename = "Topic")]
+    pub topic: S,
     #[serde(rename = "Partition")]
     pub partition: i32,
-    #[serde(rename = "Error", deserialize_with = "nullable")]
-    pub error: String,
-    #[serde(rename = "Count", deserialize_with = "flexible_u64")]
+    #[serde(rename = "Error")]
+    pub error: S,
+    #[serde(rename = "Count")]
     pub count: u64,
-    #[serde(rename = "KafkaClusterId", deserialize_with = "nullable")]
-    pub cluster: String,
+    #[serde(rename = "KafkaClusterId")]
+    pub cluster: S,
     /// The one-minute window of the records' timestamps (unix ms); 0 when a
     /// sender does not say, and the bucket's time is used.
-    #[serde(rename = "WindowMs", deserialize_with = "flexible_i64")]
+    #[serde(rename = "WindowMs")]
     pub window_ms: i64,
     /// A few trace ids of the failed records, to follow them.
-    #[serde(rename = "TraceIds", deserialize_with = "trace_ids")]
-    pub trace_ids: Vec<String>,
+    #[serde(rename = "TraceIds")]
+    pub trace_ids: Vec<S>,
 }
 
 /// What an SDK counted for drop accounting in one flush period.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Delivery {
-    #[serde(rename = "KafkaClusterId", deserialize_with = "nullable")]
-    pub cluster: String,
-    #[serde(rename = "Produced", deserialize_with = "delivery_facts")]
-    pub produced: Vec<ProducedCount>,
-    #[serde(rename = "Consumed", deserialize_with = "delivery_facts")]
-    pub consumed: Vec<ConsumedCount>,
-    #[serde(rename = "Skipped", deserialize_with = "delivery_facts")]
-    pub skipped: Vec<SkippedRange>,
-    #[serde(rename = "Started", deserialize_with = "delivery_facts")]
-    pub started: Vec<ConsumeStart>,
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Delivery<S = String> {
+    #[serde(rename = "KafkaClusterId")]
+    pub cluster: S,
+    #[serde(rename = "Produced")]
+    pub produced: Vec<ProducedCount<S>>,
+    #[serde(rename = "Consumed")]
+    pub consumed: Vec<ConsumedCount<S>>,
+    #[serde(rename = "Skipped")]
+    pub skipped: Vec<SkippedRange<S>>,
+    #[serde(rename = "Started")]
+    pub started: Vec<ConsumeStart<S>>,
 }
 
-impl Delivery {
+impl<S> Delivery<S> {
     pub fn is_empty(&self) -> bool {
         self.produced.is_empty() && self.consumed.is_empty() && self.skipped.is_empty() && self.started.is_empty()
     }
@@ -265,99 +248,96 @@ impl Delivery {
 
 /// Records the broker acknowledged, per (topic, partition, one-minute window of
 /// their timestamps).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ProducedCount {
-    #[serde(rename = "Topic", deserialize_with = "nullable")]
-    pub topic: String,
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ProducedCount<S = String> {
+    #[serde(rename = "Topic")]
+    pub topic: S,
     #[serde(rename = "Partition")]
     pub partition: i32,
-    #[serde(rename = "WindowMs", deserialize_with = "flexible_i64")]
+    #[serde(rename = "WindowMs")]
     pub window_ms: i64,
-    #[serde(rename = "Count", deserialize_with = "flexible_u64")]
+    #[serde(rename = "Count")]
     pub count: u64,
-    #[serde(rename = "FirstOffset", deserialize_with = "flexible_i64")]
+    #[serde(rename = "FirstOffset")]
     pub first_offset: i64,
-    #[serde(rename = "LastOffset", deserialize_with = "flexible_i64")]
+    #[serde(rename = "LastOffset")]
     pub last_offset: i64,
 }
 
 /// What a group's consumer did with records, per (topic, partition, window).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ConsumedCount {
-    #[serde(rename = "Group", deserialize_with = "nullable")]
-    pub group: String,
-    #[serde(rename = "Topic", deserialize_with = "nullable")]
-    pub topic: String,
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConsumedCount<S = String> {
+    #[serde(rename = "Group")]
+    pub group: S,
+    #[serde(rename = "Topic")]
+    pub topic: S,
     #[serde(rename = "Partition")]
     pub partition: i32,
-    #[serde(rename = "WindowMs", deserialize_with = "flexible_i64")]
+    #[serde(rename = "WindowMs")]
     pub window_ms: i64,
-    #[serde(rename = "Received", deserialize_with = "flexible_u64")]
+    #[serde(rename = "Received")]
     pub received: u64,
-    #[serde(rename = "Failed", deserialize_with = "flexible_u64")]
+    #[serde(rename = "Failed")]
     pub failed: u64,
-    #[serde(rename = "DeadLettered", deserialize_with = "flexible_u64")]
+    #[serde(rename = "DeadLettered")]
     pub dead_lettered: u64,
-    #[serde(rename = "TraceIds", deserialize_with = "trace_ids")]
-    pub trace_ids: Vec<String>,
+    #[serde(rename = "TraceIds")]
+    pub trace_ids: Vec<S>,
 }
 
 /// Offsets a consumer jumped over: the next record it got was past them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SkippedRange {
-    #[serde(rename = "Group", deserialize_with = "nullable")]
-    pub group: String,
-    #[serde(rename = "Topic", deserialize_with = "nullable")]
-    pub topic: String,
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SkippedRange<S = String> {
+    #[serde(rename = "Group")]
+    pub group: S,
+    #[serde(rename = "Topic")]
+    pub topic: S,
     #[serde(rename = "Partition")]
     pub partition: i32,
-    #[serde(rename = "FirstOffset", deserialize_with = "flexible_i64")]
+    #[serde(rename = "FirstOffset")]
     pub first_offset: i64,
-    #[serde(rename = "LastOffset", deserialize_with = "flexible_i64")]
+    #[serde(rename = "LastOffset")]
     pub last_offset: i64,
-    #[serde(rename = "AtMs", deserialize_with = "flexible_i64")]
+    #[serde(rename = "AtMs")]
     pub at_ms: i64,
 }
 
 /// The first record a consumer got from a partition after starting or being
 /// assigned it: compared with the group's committed offset by the collector.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ConsumeStart {
-    #[serde(rename = "Group", deserialize_with = "nullable")]
-    pub group: String,
-    #[serde(rename = "Topic", deserialize_with = "nullable")]
-    pub topic: String,
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConsumeStart<S = String> {
+    #[serde(rename = "Group")]
+    pub group: S,
+    #[serde(rename = "Topic")]
+    pub topic: S,
     #[serde(rename = "Partition")]
     pub partition: i32,
-    #[serde(rename = "FirstOffset", deserialize_with = "flexible_i64")]
+    #[serde(rename = "FirstOffset")]
     pub first_offset: i64,
-    #[serde(rename = "AtMs", deserialize_with = "flexible_i64")]
+    #[serde(rename = "AtMs")]
     pub at_ms: i64,
 }
 
 /// Decodes a request body; `gzipped` from `Content-Encoding`, or sniffed.
 pub fn decode(body: &[u8], gzipped: bool, limits: Limits) -> Result<Payload, PayloadError> {
+    decode_msgpack(&inflate(body, gzipped, limits)?, limits)
+}
+
+/// A request body as msgpack: decompressed when gzipped (from `Content-Encoding`,
+/// or sniffed), never past `max_decompressed_bytes`.
+pub fn inflate(body: &[u8], gzipped: bool, limits: Limits) -> Result<Cow<'_, [u8]>, PayloadError> {
     let gzipped = gzipped || body.starts_with(&[0x1f, 0x8b]);
-    if gzipped {
-        let out = gunzip(body, limits.max_decompressed_bytes)?;
-        if out.len() > limits.max_decompressed_bytes {
-            return Err(PayloadError::TooLarge {
-                limit: limits.max_decompressed_bytes,
-            });
-        }
-        decode_msgpack(&out, limits)
+    let raw = if gzipped {
+        Cow::Owned(gunzip(body, limits.max_decompressed_bytes)?)
     } else {
-        if body.len() > limits.max_decompressed_bytes {
-            return Err(PayloadError::TooLarge {
-                limit: limits.max_decompressed_bytes,
-            });
-        }
-        decode_msgpack(body, limits)
+        Cow::Borrowed(body)
+    };
+    if raw.len() > limits.max_decompressed_bytes {
+        return Err(PayloadError::TooLarge {
+            limit: limits.max_decompressed_bytes,
+        });
     }
+    Ok(raw)
 }
 
 /// Decompresses at most `limit + 1` bytes. The buffer grows by at most doubling
@@ -392,169 +372,27 @@ pub fn encode(payload: &Payload) -> Vec<u8> {
 }
 
 /// Decodes msgpack, counting list elements against `limits` as they are read.
-pub fn decode_msgpack(bytes: &[u8], limits: Limits) -> Result<Payload, PayloadError> {
-    BUDGET.with(|b| b.set(Some(Budget::new(limits))));
-    let decoded = rmp_serde::from_slice::<Payload>(bytes);
-    let budget = BUDGET.with(|b| b.take());
-    match (decoded, budget.and_then(|b| b.exceeded)) {
-        (_, Some(what)) => Err(PayloadError::OverLimit {
-            what,
-            limit: limits.of(what),
-        }),
-        (Ok(payload), None) => Ok(payload),
-        (Err(e), None) => Err(PayloadError::Msgpack(e.to_string())),
+/// With `S = &str` the payload's strings borrow from `bytes`: what the collector
+/// reads on every request, without an allocation per tag.
+pub fn decode_msgpack<'a, S: Text<'a>>(bytes: &'a [u8], limits: Limits) -> Result<Payload<S>, PayloadError> {
+    msgpack::decode(bytes, limits)
+}
+
+/// A payload's string type: owned, or borrowed from the decoded bytes.
+pub trait Text<'a>: Sized + Default {
+    fn from_wire(s: &'a str) -> Self;
+}
+
+impl<'a> Text<'a> for &'a str {
+    fn from_wire(s: &'a str) -> Self {
+        s
     }
 }
 
-/// What is left of a decode's limits. Serde's derive gives a field's
-/// deserializer no context, so the decode in progress on this thread keeps it.
-#[derive(Copy, Clone, Debug)]
-struct Budget {
-    left: [usize; Counted::ALL.len()],
-    exceeded: Option<Counted>,
-}
-
-impl Budget {
-    fn new(limits: Limits) -> Self {
-        Self {
-            left: Counted::ALL.map(|c| limits.of(c)),
-            exceeded: None,
-        }
+impl<'a> Text<'a> for String {
+    fn from_wire(s: &'a str) -> Self {
+        s.to_owned()
     }
-}
-
-thread_local! {
-    static BUDGET: std::cell::Cell<Option<Budget>> = const { std::cell::Cell::new(None) };
-}
-
-/// Takes `n` from the budget of `what`; false (and the budget marked exceeded)
-/// when not that many are left. Without a decode in progress, nothing is counted.
-fn charge(what: Counted, n: usize) -> bool {
-    BUDGET.with(|cell| {
-        let Some(mut b) = cell.get() else {
-            return true;
-        };
-        let left = &mut b.left[what as usize];
-        let ok = *left >= n;
-        if ok {
-            *left -= n;
-        } else {
-            b.exceeded = b.exceeded.or(Some(what));
-        }
-        cell.set(Some(b));
-        ok
-    })
-}
-
-/// A nullable list whose length is charged to `what`: a declared length over
-/// what is left fails before any element is read.
-fn bounded<'de, D, T>(d: D, what: Counted) -> Result<Vec<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    struct Seq<T>(Counted, std::marker::PhantomData<T>);
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Seq<T> {
-        type Value = Vec<T>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a list")
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Vec<T>, E> {
-            Ok(Vec::new())
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Vec<T>, E> {
-            Ok(Vec::new())
-        }
-        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-            let over = || de::Error::custom(format_args!("too many {}", self.0.as_str()));
-            let declared = seq.size_hint().unwrap_or(0);
-            if !charge(self.0, declared) {
-                return Err(over());
-            }
-            let mut out = Vec::with_capacity(declared.min(1024));
-            while let Some(x) = seq.next_element()? {
-                // A declared length is charged already; only elements past it count here.
-                if out.len() >= declared && !charge(self.0, 1) {
-                    return Err(over());
-                }
-                out.push(x);
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_any(Seq(what, std::marker::PhantomData))
-}
-
-macro_rules! bounded_fields {
-    ($($name:ident => $what:ident),* $(,)?) => {$(
-        fn $name<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
-            bounded(d, Counted::$what)
-        }
-    )*};
-}
-
-bounded_fields! {
-    buckets => Buckets,
-    backlogs => Backlogs,
-    stats_points => StatsPoints,
-    failed_sends => FailedSends,
-    delivery_facts => DeliveryFacts,
-    tags => Tags,
-    trace_ids => TraceIds,
-}
-
-fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
-
-fn nullable_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-    Ok(Option::<serde_bytes::ByteBuf>::deserialize(d)?
-        .map(|b| b.into_vec())
-        .unwrap_or_default())
-}
-
-/// Any msgpack integer as u64; negative ones keep their bits (Java's signed hashes).
-fn flexible_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    struct V;
-    impl Visitor<'_> for V {
-        type Value = u64;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("an integer")
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
-            Ok(v)
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-            Ok(v as u64)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<u64, E> {
-            Ok(0)
-        }
-    }
-    d.deserialize_any(V)
-}
-
-/// Any msgpack integer as i64; a uint64 beyond i64 saturates (and the engine then
-/// rejects it as out of range rather than it wrapping negative).
-fn flexible_i64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    struct V;
-    impl Visitor<'_> for V {
-        type Value = i64;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("an integer")
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
-            Ok(i64::try_from(v).unwrap_or(i64::MAX))
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
-            Ok(v)
-        }
-    }
-    d.deserialize_any(V)
 }
 
 #[cfg(test)]
@@ -829,7 +667,7 @@ mod properties {
         /// Valid payloads with bytes flipped: deeper into the decoder than noise goes.
         #[test]
         fn corrupted_payloads_fail_cleanly(flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
-            let mut raw = rmp_serde::to_vec_named(&Payload {
+            let mut raw = rmp_serde::to_vec_named(&Payload::<String> {
                 service: "s".into(),
                 stats: vec![Bucket {
                     start: 1,
