@@ -41,10 +41,16 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
-    if shared.ready.load(Ordering::Acquire) {
-        axum::Json(json!({ "status": "ready" })).into_response()
-    } else {
+    if !shared.ready.load(Ordering::Acquire) {
         error_response(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "replaying stored data")
+    } else if shared.storage_failing.load(Ordering::Acquire) {
+        error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_unavailable",
+            "the last append to storage failed: intake answers 503 until one succeeds",
+        )
+    } else {
+        axum::Json(json!({ "status": "ready" })).into_response()
     }
 }
 

@@ -242,8 +242,15 @@ impl ServeConfig {
 }
 
 /// A tenant's store beside the default one: `sqlite://dir/x.db` becomes
-/// `sqlite://dir/tenants/NAME.db`; `memory://` stays.
+/// `sqlite://dir/tenants/NAME.db`, `kafka://hosts/log?q` becomes
+/// `kafka://hosts/log-NAME?q`; `memory://` stays.
 fn tenant_storage(storage: &str, tenant: &str) -> String {
+    if storage.starts_with("kafka://") {
+        return match storage.split_once('?') {
+            Some((log, query)) => format!("{log}-{tenant}?{query}"),
+            None => format!("{storage}-{tenant}"),
+        };
+    }
     match storage.strip_prefix("sqlite://") {
         Some(path) => {
             let dir = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new(""));
@@ -263,4 +270,20 @@ pub struct BoundIntake {
     /// `HOST:PORT`, or `unix:PATH` for a Unix socket (created; an old one removed).
     pub listen: String,
     pub tenant: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tenant_storage;
+
+    #[test]
+    fn each_tenant_has_a_store_of_its_own() {
+        assert_eq!(tenant_storage("sqlite://d/x.db", "acme"), "sqlite://d/tenants/acme.db");
+        assert_eq!(tenant_storage("kafka://a:9092/log", "acme"), "kafka://a:9092/log-acme");
+        assert_eq!(
+            tenant_storage("kafka://a:9092,b:9092/log?partitions=6", "acme"),
+            "kafka://a:9092,b:9092/log-acme?partitions=6"
+        );
+        assert_eq!(tenant_storage("memory://", "acme"), "memory://");
+    }
 }

@@ -33,6 +33,9 @@ pub struct Shared {
     pub journeys: crate::journeys::JourneyService,
     pub telemetry: IntakeTelemetry,
     pub ready: AtomicBool,
+    /// The last append to storage failed: intake answers 503 until one
+    /// succeeds, and `/readyz` says so (a log in Kafka out of reach, a full disk).
+    pub storage_failing: AtomicBool,
 }
 
 impl Shared {
@@ -64,6 +67,7 @@ impl Shared {
             journeys: crate::journeys::JourneyService::new(&config.journeys),
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
+            storage_failing: AtomicBool::new(false),
             config,
         })
     }
@@ -272,6 +276,7 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, 
         }
         if !waiting.is_empty() {
             let result = store.append(&batch).map_err(|e| AppendError::Storage(e.to_string()));
+            shared.storage_failing.store(result.is_err(), Ordering::Release);
             let max_bytes = shared.config.max_storage_bytes;
             if max_bytes > 0 {
                 match store.cap_bytes(max_bytes) {

@@ -88,6 +88,19 @@ pub enum Fact {
     },
 }
 
+impl Fact {
+    /// The topic counted.
+    pub fn topic(&self) -> &str {
+        match self {
+            Fact::Produced { topic, .. }
+            | Fact::FailedSends { topic, .. }
+            | Fact::Consumed { topic, .. }
+            | Fact::Skipped { topic, .. }
+            | Fact::Started { topic, .. } => topic,
+        }
+    }
+}
+
 /// When a window is reconciled.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct LedgerParams {

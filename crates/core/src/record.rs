@@ -101,6 +101,40 @@ impl Record {
         }
     }
 
+    /// The Kafka topic the record is about, if any: what a log kept in Kafka is
+    /// partitioned by, so that everything about one topic (its offsets, its
+    /// groups' commits, its pathway points, facts and spans) is in one shard.
+    pub fn topic(&self) -> Option<&str> {
+        use crate::model::ObservationOf as O;
+        match self {
+            Record::Observation { observation, .. } => match observation {
+                O::Produced { partition, .. }
+                | O::ProduceFailed { partition, .. }
+                | O::Committed { partition, .. }
+                | O::EndOffset { partition, .. }
+                | O::LogStart { partition, .. }
+                | O::ControlMarker { partition, .. }
+                | O::Unreachable { partition } => Some(&partition.topic),
+                O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } => Some(topic),
+                O::GroupDeleted { .. } => None,
+            },
+            Record::Pathway { point, .. } => point.edge_tags.iter().find_map(|t| t.strip_prefix("topic:")),
+            Record::Delivery { fact, .. } => Some(fact.topic()),
+            Record::Span { span, .. } => span.messaging.as_ref().map(|m| m.topic.as_str()),
+            Record::Rejected { .. } | Record::Audit { .. } | Record::Alert { .. } | Record::Log { .. } => None,
+        }
+    }
+
+    /// Which of `shards` the record belongs to: by its topic's name (FNV-1a,
+    /// stable across versions and platforms), and shard 0 for records about no
+    /// topic.
+    pub fn shard(&self, shards: u32) -> u32 {
+        match self.topic() {
+            Some(topic) if shards > 1 => shard_of(topic, shards),
+            _ => 0,
+        }
+    }
+
     /// Replays the record's part that is the engine's: exactly what accepting it
     /// did. Pathway points and delivery facts belong to their own services.
     pub fn apply(&self, engine: &mut Engine) {
@@ -118,4 +152,12 @@ impl Record {
             | Record::Log { .. } => {}
         }
     }
+}
+
+/// The shard of a topic's records among `shards` (see [`Record::shard`]).
+pub fn shard_of(topic: &str, shards: u32) -> u32 {
+    let hash = topic.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    (hash % u64::from(shards.max(1))) as u32
 }

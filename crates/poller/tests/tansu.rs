@@ -14,69 +14,11 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use streamsight_core::{Engine, EngineConfig, Millis, Status};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
-
-/// The tansu binary: `STREAMSIGHT_TANSU`, else what `scripts/test` installs.
-fn tansu_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("STREAMSIGHT_TANSU") {
-        return path.into();
-    }
-    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/tansu/bin/tansu");
-    assert!(
-        local.exists(),
-        "tansu is not installed at {}: run scripts/test (it installs it) or set STREAMSIGHT_TANSU",
-        local.display()
-    );
-    local
-}
-
-struct Tansu {
-    child: Child,
-    bootstrap: String,
-}
-
-impl Drop for Tansu {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_tansu() -> Tansu {
-    start_tansu_on(free_port(), "memory://tansu/", &std::env::temp_dir(), &[])
-}
-
-fn start_tansu_on(port: u16, storage: &str, dir: &std::path::Path, extra: &[&str]) -> Tansu {
-    let url = format!("tcp://127.0.0.1:{port}");
-    let child = Command::new(tansu_binary())
-        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-        .args(["--storage-engine", storage])
-        .args(extra)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let bootstrap = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&bootstrap).is_err() {
-        assert!(Instant::now() < deadline, "tansu did not start listening");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Tansu { child, bootstrap }
-}
+use streamsight_testkit::{Tansu, free_port, tansu_binary};
 
 fn secs(s: i64) -> Millis {
     Millis(s * 1000)
@@ -84,7 +26,7 @@ fn secs(s: i64) -> Millis {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_are_listed_described_and_forgotten_when_deleted() {
-    let broker = start_tansu();
+    let broker = Tansu::start();
     let config = |c: &mut ClientConfig| c.set("bootstrap.servers", &broker.bootstrap).clone();
     let admin: AdminClient<DefaultClientContext> = config(&mut ClientConfig::new()).create().unwrap();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
@@ -227,7 +169,7 @@ async fn sasl_scram_authenticates_and_a_wrong_password_is_a_clear_error() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port();
-    let open = start_tansu_on(port, "sqlite://auth.db", &dir, &[]);
+    let open = Tansu::start_on(port, "sqlite://auth.db", &dir, &[]);
     for (user, mechanism) in [("alice", "scram512"), ("bob", "scram256")] {
         let status = Command::new(tansu_binary())
             .args(["user", "create", "--broker", &format!("tcp://{}", open.bootstrap)])
@@ -238,7 +180,7 @@ async fn sasl_scram_authenticates_and_a_wrong_password_is_a_clear_error() {
         assert!(status.success(), "tansu user create {user}");
     }
     drop(open);
-    let secured = start_tansu_on(port, "sqlite://auth.db", &dir, &["--authentication"]);
+    let secured = Tansu::start_on(port, "sqlite://auth.db", &dir, &["--authentication"]);
 
     let poll = async |sasl: Option<SaslConfig>| {
         let mut config = ClusterConfig::new("secured", &secured.bootstrap);

@@ -64,11 +64,14 @@ pub enum CodecError {
 }
 
 /// Encodes `records` as one batch, appended to `out`.
-pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
+pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u8>) {
+    let records = records.into_iter();
     let mut names = Names::default();
-    let mut body = Vec::with_capacity(records.len() * 12);
+    let mut body = Vec::with_capacity(records.size_hint().0 * 12);
     let mut last_at = 0i64;
+    let mut count = 0u64;
     for r in records {
+        count += 1;
         let at = r.at().0;
         let delta = at.wrapping_sub(last_at);
         last_at = at;
@@ -185,7 +188,7 @@ pub fn encode<'a>(records: &'a [Record], out: &mut Vec<u8>) {
         put_u64(out, name.len() as u64);
         out.extend_from_slice(name.as_bytes());
     }
-    put_u64(out, records.len() as u64);
+    put_u64(out, count);
     out.extend_from_slice(&body);
 }
 

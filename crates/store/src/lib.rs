@@ -4,27 +4,31 @@
 //! observation handed to the engine, every rejection, every pathway point and
 //! delivery fact. The collector's state is a function of that log, so a restart
 //! replays it (within retention). A store only serializes and reads batches: what
-//! one writer batch accepted is appended as one unit. One trait, two
-//! implementations picked by URL scheme: `sqlite://PATH` (the default, durable) and
-//! `memory://` (tests).
+//! one writer batch accepted is appended as one unit. One trait, implementations
+//! picked by URL scheme: `sqlite://PATH` (the default, durable), `kafka://` (the
+//! log in a Kafka topic, shared by collectors) and `memory://` (tests).
 
 use std::path::PathBuf;
 use streamsight_core::Millis;
 pub use streamsight_core::Record;
 
 pub mod codec;
+pub mod kafka;
 mod sqlite;
 
+pub use kafka::{KafkaStore, KafkaUrl};
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("storage url {0:?} is not sqlite://PATH or memory://")]
+    #[error("storage url {0:?} is not sqlite://PATH, kafka://HOST:PORT[,HOST:PORT]/TOPIC or memory://")]
     BadUrl(String),
     #[error("cannot create data directory {path}: {source}")]
     CreateDir { path: PathBuf, source: std::io::Error },
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("kafka: {0}")]
+    Kafka(String),
     #[error("stored batch {id} is corrupt: {why}")]
     Corrupt { id: i64, why: String },
 }
@@ -84,13 +88,16 @@ impl Store for MemoryStore {
     }
 }
 
-/// Opens the store a URL names: `sqlite://PATH` or `memory://`.
+/// Opens the store a URL names: `sqlite://PATH`, `kafka://HOSTS/TOPIC` or `memory://`.
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite://") {
         if path.is_empty() {
             return Err(StoreError::BadUrl(url.to_owned()));
         }
         return Ok(Box::new(SqliteStore::open(PathBuf::from(path))?));
+    }
+    if url.starts_with("kafka://") {
+        return Ok(Box::new(KafkaStore::open(KafkaUrl::parse(url)?)?));
     }
     if url == "memory://" {
         return Ok(Box::new(MemoryStore));
@@ -335,6 +342,104 @@ mod tests {
         let mut reopened = open(&url).unwrap();
         assert_eq!(reopened.load(Millis(0)).unwrap(), records()[2..].to_vec());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The same body for every store that keeps the log across a reopening:
+    /// each topic's records come back in the order appended (a topic is one
+    /// shard, and shards are read one after another), `since` filters, and
+    /// appends after a reopening add to what was there.
+    fn survives_reopening(url: &str) {
+        let appended: Vec<Record> = every_kind().into_iter().chain(records()).collect();
+        {
+            let mut store = open(url).unwrap();
+            store.append(&every_kind()).unwrap();
+            store.append(&records()).unwrap();
+        }
+        let in_order_per_topic = |got: &[Record], want: &[Record]| {
+            let topics: std::collections::BTreeSet<_> = want.iter().map(Record::topic).collect();
+            for topic in topics {
+                let of = |all: &[Record]| all.iter().filter(|r| r.topic() == topic).cloned().collect::<Vec<_>>();
+                assert_eq!(of(got), of(want), "records of topic {topic:?}");
+            }
+            assert_eq!(got.len(), want.len());
+        };
+        let since = |at: i64, all: &[Record]| all.iter().filter(|r| r.at() >= Millis(at)).cloned().collect::<Vec<_>>();
+        let mut reopened = open(url).unwrap();
+        in_order_per_topic(&reopened.load(Millis(i64::MIN)).unwrap(), &appended);
+        in_order_per_topic(&reopened.load(Millis(3)).unwrap(), &since(3, &appended));
+        reopened.append(&records()).unwrap();
+        let more: Vec<Record> = appended.iter().cloned().chain(records()).collect();
+        in_order_per_topic(&open(url).unwrap().load(Millis(0)).unwrap(), &since(0, &more));
+    }
+
+    #[test]
+    fn sqlite_survives_reopening() {
+        let dir = std::env::temp_dir().join(format!("streamsight-store-reopen-{}", std::process::id()));
+        survives_reopening(&format!("sqlite://{}/log.db", dir.display()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The log in a topic of tansu, a Kafka-compatible broker run as its own
+    /// process (its SQLite engine: watermarks and group joins as Kafka's).
+    #[test]
+    fn kafka_survives_reopening() {
+        let dir = std::env::temp_dir().join(format!("streamsight-store-kafka-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut broker =
+            streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), "sqlite://tansu.db", &dir, &[]);
+        let url = format!(
+            "kafka://{}/streamsight-log?partitions=4&timeout_ms=3000",
+            broker.bootstrap
+        );
+        survives_reopening(&url);
+        let mut store = KafkaStore::open(KafkaUrl::parse(&url).unwrap()).unwrap();
+        assert_eq!(store.partitions(), 4, "the stated partition count");
+        // A log that cannot be reached fails the append, within the timeout.
+        broker.kill();
+        let started = std::time::Instant::now();
+        assert!(matches!(store.append(&records()), Err(StoreError::Kafka(_))));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(broker);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn kafka_urls_are_parsed_and_bounded() {
+        let url =
+            KafkaUrl::parse("kafka://a:9092,b:9092/log?partitions=32&replication=3&security.protocol=ssl").unwrap();
+        assert_eq!((url.bootstrap.as_str(), url.topic.as_str()), ("a:9092,b:9092", "log"));
+        assert_eq!((url.partitions, url.replication), (32, 3));
+        assert_eq!(url.properties.get("security.protocol").map(String::as_str), Some("ssl"));
+        for bad in [
+            "kafka://a:9092",
+            "kafka:///log",
+            "kafka://a:9092/",
+            "kafka://a:9092/bad topic",
+            "kafka://a:9092/log?partitions=0",
+            "kafka://a:9092/log?partitions=1000000",
+            "kafka://a:9092/log?timeout_ms=x",
+            "kafka://a:9092/log?novalue",
+        ] {
+            assert!(matches!(KafkaUrl::parse(bad), Err(StoreError::BadUrl(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn records_are_sharded_by_topic() {
+        let all = every_kind();
+        for r in &all {
+            let shard = r.shard(8);
+            assert!(shard < 8);
+            match r.topic() {
+                None => assert_eq!(shard, 0),
+                Some(t) => assert_eq!(shard, streamsight_core::record::shard_of(t, 8)),
+            }
+        }
+        assert_eq!(streamsight_core::record::shard_of("orders", 1), 0);
     }
 
     #[test]

@@ -1,0 +1,157 @@
+//! The log in a Kafka topic (`kafka://`), on tansu run as its own process: what
+//! one collector accepted is read back by another that shares the log; a log out
+//! of reach turns intake into 503 and `/readyz` says why, until it is back.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+mod support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use streamsight_collector::{Running, serve};
+use streamsight_core::EngineConfig;
+use streamsight_testkit::{Tansu, free_port};
+use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
+
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
+/// A produce at `produced` and a commit at `committed` on orders/0, one bucket.
+fn payload(start_ns: u64, produced: i64, committed: i64) -> Vec<u8> {
+    let backlog = |tags: &[&str], value| Backlog {
+        tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        value,
+    };
+    encode(&Payload {
+        service: "checkout".into(),
+        stats: vec![Bucket {
+            start: start_ns,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs: vec![
+                backlog(
+                    &[
+                        "type:kafka_produce",
+                        "topic:orders",
+                        "partition:0",
+                        "kafka_cluster_id:prod",
+                    ],
+                    produced,
+                ),
+                backlog(
+                    &[
+                        "type:kafka_commit",
+                        "consumer_group:billing",
+                        "topic:orders",
+                        "partition:0",
+                        "kafka_cluster_id:prod",
+                    ],
+                    committed,
+                ),
+            ],
+        }],
+        ..Default::default()
+    })
+}
+
+async fn start(log: &str) -> Running {
+    serve(support::loopback(log), EngineConfig::default()).await.unwrap()
+}
+
+async fn post(client: &reqwest::Client, node: &Running, body: Vec<u8>) -> u16 {
+    client
+        .post(format!("http://{}/v0.1/pipeline_stats", node.intake_addr))
+        .header("Content-Type", "application/msgpack")
+        .header("Content-Encoding", "gzip")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn get(client: &reqwest::Client, node: &Running, path: &str) -> (u16, Value) {
+    let response = client
+        .get(format!("http://{}{path}", node.api_addr))
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+async fn ready(client: &reqwest::Client, node: &Running) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(client, node, "/readyz").await.0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not ready: {:?}",
+            get(client, node, "/readyz").await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn billing_lag(client: &reqwest::Client, node: &Running) -> Value {
+    let (_, lag) = get(client, node, "/api/v1/lag?group=billing").await;
+    let rows = lag["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{lag}");
+    rows[0]["lag_messages"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
+    let dir = std::env::temp_dir().join(format!("streamsight-kafka-log-{}-{}", std::process::id(), now_ns()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let mut broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/streamsight-log?partitions=4&timeout_ms=3000",
+        broker.bootstrap
+    );
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 60_000_000_000;
+
+    let a = start(&log).await;
+    ready(&client, &a).await;
+    assert_eq!(post(&client, &a, payload(start_ns, 1_000, 400)).await, 202);
+    assert_eq!(billing_lag(&client, &a).await, 601);
+
+    // Another collector on the same log replays what the first accepted.
+    let b = start(&log).await;
+    ready(&client, &b).await;
+    assert_eq!(billing_lag(&client, &b).await, 601, "read back through another node");
+
+    // The log out of reach: intake answers 503 (nothing acknowledged, nothing
+    // applied) and readiness says why.
+    broker.kill();
+    let status = post(&client, &a, payload(start_ns + 10_000_000_000, 2_000, 1_900)).await;
+    assert_eq!(status, 503);
+    let (code, why) = get(&client, &a, "/readyz").await;
+    assert_eq!(
+        (code, why["error"].as_str()),
+        (503, Some("storage_unavailable")),
+        "{why}"
+    );
+    assert_eq!(billing_lag(&client, &a).await, 601, "a refused payload is not applied");
+
+    // Back on the same port and data: appends succeed again and readiness returns.
+    let _broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while post(&client, &a, payload(start_ns + 10_000_000_000, 2_000, 1_900)).await != 202 {
+        assert!(Instant::now() < deadline, "intake did not recover");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(get(&client, &a, "/readyz").await.0, 200);
+    assert_eq!(billing_lag(&client, &a).await, 101);
+    drop((a, b));
+    let c = start(&log).await;
+    ready(&client, &c).await;
+    assert_eq!(
+        billing_lag(&client, &c).await,
+        101,
+        "a third node replays both payloads"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,390 @@
+//! The log in a Kafka topic: `kafka://HOST:PORT[,HOST:PORT]/TOPIC`.
+//!
+//! A writer batch becomes one message per shard it touches (more when large):
+//! records are split by [`Record::shard`], i.e. by the Kafka topic they are
+//! about, so that one log partition holds everything about a topic and a node
+//! that owns the partition can rebuild that topic's state from it alone.
+//! Appends go through an idempotent producer with `acks=all` and return once every
+//! message is acknowledged, so a 2xx still means stored. Retention is the topic's:
+//! `delete_before` deletes nothing.
+//!
+//! Query parameters: `partitions` (when the topic is created; 12 by default),
+//! `replication` (1), `timeout_ms` (10,000: how long an append or a scan may wait
+//! for the brokers before failing); any other `key=value` is a librdkafka
+//! property (security settings, for one).
+
+use crate::codec;
+use crate::{Scanned, Store, StoreError};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use streamsight_core::{Millis, Record};
+
+/// A message's encoded records stay under this: brokers refuse messages over
+/// `message.max.bytes` (1 MB by default).
+const MAX_MESSAGE_BYTES: usize = 512 << 10;
+const MAX_PARTITIONS: u32 = 10_000;
+
+/// Where the log lives and how to reach it, from a `kafka://` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaUrl {
+    pub bootstrap: String,
+    pub topic: String,
+    pub partitions: u32,
+    pub replication: i32,
+    pub timeout: Duration,
+    pub properties: BTreeMap<String, String>,
+}
+
+impl KafkaUrl {
+    pub fn parse(url: &str) -> Result<Self, StoreError> {
+        let bad = || StoreError::BadUrl(url.to_owned());
+        let rest = url.strip_prefix("kafka://").ok_or_else(bad)?;
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (bootstrap, topic) = rest.split_once('/').ok_or_else(bad)?;
+        let topic_ok = !topic.is_empty()
+            && topic.len() <= 249
+            && topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if bootstrap.is_empty() || !topic_ok {
+            return Err(bad());
+        }
+        let mut parsed = KafkaUrl {
+            bootstrap: bootstrap.to_owned(),
+            topic: topic.to_owned(),
+            partitions: 12,
+            replication: 1,
+            timeout: Duration::from_secs(10),
+            properties: BTreeMap::new(),
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').ok_or_else(bad)?;
+            match key {
+                "partitions" => {
+                    parsed.partitions = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_PARTITIONS).contains(n))
+                        .ok_or_else(bad)?
+                }
+                "replication" => parsed.replication = value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?,
+                "timeout_ms" => {
+                    parsed.timeout = Duration::from_millis(value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?)
+                }
+                _ => {
+                    parsed.properties.insert(key.to_owned(), value.to_owned());
+                }
+            }
+        }
+        Ok(parsed)
+    }
+
+    fn client(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap);
+        for (k, v) in &self.properties {
+            config.set(k, v);
+        }
+        config
+    }
+}
+
+/// Acknowledgements of the messages of the append in progress.
+#[derive(Default)]
+struct Acks {
+    failed: Mutex<Vec<String>>,
+    done: Mutex<usize>,
+}
+
+impl ClientContext for Acks {}
+
+impl ProducerContext for Acks {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            lock(&self.failed).push(e.to_string());
+        }
+        *lock(&self.done) += 1;
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub struct KafkaStore {
+    url: KafkaUrl,
+    producer: rdkafka::producer::BaseProducer<Acks>,
+    /// The log topic's partition count, as the brokers report it.
+    partitions: u32,
+    buffer: Vec<u8>,
+}
+
+impl std::fmt::Debug for KafkaStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaStore")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An idempotent producer with `acks=all`, whose messages fail after the URL's
+/// timeout rather than librdkafka's five minutes.
+fn producer(url: &KafkaUrl) -> Result<rdkafka::producer::BaseProducer<Acks>, StoreError> {
+    url.client()
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", url.timeout.as_millis().to_string())
+        .set("message.max.bytes", (2 * MAX_MESSAGE_BYTES).to_string())
+        .create_with_context(Acks::default())
+        .map_err(kafka)
+}
+
+fn kafka(e: KafkaError) -> StoreError {
+    StoreError::Kafka(e.to_string())
+}
+
+impl KafkaStore {
+    /// Connects, and creates the log topic when it is missing.
+    pub fn open(url: KafkaUrl) -> Result<Self, StoreError> {
+        let mut store = KafkaStore {
+            producer: producer(&url)?,
+            url,
+            partitions: 0,
+            buffer: Vec::new(),
+        };
+        store.partitions = match store.partition_count()? {
+            Some(n) => n,
+            None => {
+                store.create_topic()?;
+                store.wait_for_topic()?
+            }
+        };
+        Ok(store)
+    }
+
+    /// The log's partition count: what the shards are.
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    fn partition_count(&self) -> Result<Option<u32>, StoreError> {
+        let metadata = self
+            .producer
+            .client()
+            .fetch_metadata(Some(&self.url.topic), self.url.timeout)
+            .map_err(kafka)?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == self.url.topic && t.error().is_none())
+            .map(|t| t.partitions().len() as u32)
+            .filter(|n| *n > 0))
+    }
+
+    fn create_topic(&self) -> Result<(), StoreError> {
+        let admin: AdminClient<DefaultClientContext> = self.url.client().create().map_err(kafka)?;
+        let topic = NewTopic::new(
+            &self.url.topic,
+            self.url.partitions as i32,
+            TopicReplication::Fixed(self.url.replication),
+        );
+        let options = AdminOptions::new().operation_timeout(Some(self.url.timeout));
+        // The admin API is async; the writer thread is not, and may run inside a
+        // runtime, so the request gets a thread and a runtime of its own.
+        let created = std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .map_err(|e| StoreError::Kafka(e.to_string()))?;
+                rt.block_on(admin.create_topics([&topic], &options)).map_err(kafka)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::Kafka("topic creation panicked".into())))
+        })?;
+        for result in created {
+            match result {
+                Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => return Err(StoreError::Kafka(format!("creating topic {name}: {code}"))),
+            }
+        }
+        tracing::info!(topic = %self.url.topic, partitions = self.url.partitions, "log topic created");
+        Ok(())
+    }
+
+    fn wait_for_topic(&self) -> Result<u32, StoreError> {
+        let deadline = Instant::now() + self.url.timeout;
+        loop {
+            if let Some(n) = self.partition_count()? {
+                return Ok(n);
+            }
+            if Instant::now() > deadline {
+                return Err(StoreError::Kafka(format!(
+                    "topic {} was created but has no partitions yet",
+                    self.url.topic
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Encodes `records` into messages of at most [`MAX_MESSAGE_BYTES`] and
+    /// queues them for `partition`.
+    fn queue(&mut self, partition: u32, records: &[&Record], queued: &mut usize) -> Result<(), StoreError> {
+        self.buffer.clear();
+        codec::encode(records.iter().copied(), &mut self.buffer);
+        if self.buffer.len() > MAX_MESSAGE_BYTES && records.len() > 1 {
+            let (a, b) = records.split_at(records.len() / 2);
+            self.queue(partition, a, queued)?;
+            return self.queue(partition, b, queued);
+        }
+        let last_at = records.iter().map(|r| r.at().0).max().unwrap_or(0);
+        let key = records.iter().find_map(|r| r.topic()).unwrap_or("");
+        let deadline = Instant::now() + self.url.timeout;
+        loop {
+            let message = BaseRecord::to(&self.url.topic)
+                .partition(partition as i32)
+                .key(key)
+                .payload(&self.buffer)
+                .timestamp(last_at);
+            match self.producer.send(message) {
+                Ok(()) => {
+                    *queued += 1;
+                    return Ok(());
+                }
+                Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), _))
+                    if Instant::now() < deadline =>
+                {
+                    self.producer.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => return Err(kafka(e)),
+            }
+        }
+    }
+}
+
+impl Store for KafkaStore {
+    fn append(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let result = self.append_once(records);
+        if result.is_err() {
+            // An idempotent producer whose messages timed out may be left fenced
+            // or waiting on a broker that is gone: the next append starts afresh.
+            if let Ok(fresh) = producer(&self.url) {
+                self.producer = fresh;
+            }
+        }
+        result
+    }
+
+    fn scan(&mut self, since: Millis, each: &mut dyn FnMut(Vec<Record>)) -> Result<Scanned, StoreError> {
+        let all: Vec<u32> = (0..self.partitions).collect();
+        scan_partitions(&self.url, &all, since, each)
+    }
+
+    fn delete_before(&mut self, _before: Millis) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}
+
+impl KafkaStore {
+    fn append_once(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        let mut shards: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
+        for r in records {
+            shards.entry(r.shard(self.partitions)).or_default().push(r);
+        }
+        *lock(&self.producer.context().done) = 0;
+        lock(&self.producer.context().failed).clear();
+        let mut queued = 0;
+        for (partition, records) in &shards {
+            self.queue(*partition, records, &mut queued)?;
+        }
+        // Delivery reports come from poll; message.timeout.ms bounds the wait.
+        while *lock(&self.producer.context().done) < queued {
+            self.producer.poll(Duration::from_millis(100));
+        }
+        let failed = std::mem::take(&mut *lock(&self.producer.context().failed));
+        match failed.first() {
+            None => Ok(()),
+            Some(first) => Err(StoreError::Kafka(format!(
+                "{} of {queued} messages not acknowledged: {first}",
+                failed.len()
+            ))),
+        }
+    }
+}
+
+/// Reads `partitions` of the log from their start to their end, handing each
+/// message's records at or after `since` to `each`. The end is where the broker
+/// says a partition ends (its EOF event), not its watermark: tansu's in-memory
+/// engine answers "latest" with the last batch's base offset + 1.
+pub fn scan_partitions(
+    url: &KafkaUrl,
+    partitions: &[u32],
+    since: Millis,
+    each: &mut dyn FnMut(Vec<Record>),
+) -> Result<Scanned, StoreError> {
+    let consumer: BaseConsumer = url
+        .client()
+        .set("group.id", "streamsight-replay")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "true")
+        .create()
+        .map_err(kafka)?;
+    let mut unread: std::collections::BTreeSet<i32> = partitions.iter().map(|&p| p as i32).collect();
+    let mut assignment = TopicPartitionList::new();
+    for &p in &unread {
+        assignment
+            .add_partition_offset(&url.topic, p, Offset::Beginning)
+            .map_err(kafka)?;
+    }
+    consumer.assign(&assignment).map_err(kafka)?;
+    let mut corrupt = 0;
+    let mut last_progress = Instant::now();
+    while !unread.is_empty() {
+        match consumer.poll(Duration::from_millis(100)) {
+            None if last_progress.elapsed() > url.timeout => {
+                return Err(StoreError::Kafka(format!(
+                    "replaying {}: no progress for {:?} with {} partitions unread",
+                    url.topic,
+                    url.timeout,
+                    unread.len()
+                )));
+            }
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                unread.remove(&p);
+            }
+            Some(Err(e)) => return Err(kafka(e)),
+            Some(Ok(m)) => {
+                last_progress = Instant::now();
+                match codec::decode(m.payload().unwrap_or_default()) {
+                    Ok(mut records) => {
+                        records.retain(|r| r.at() >= since);
+                        if !records.is_empty() {
+                            each(records);
+                        }
+                    }
+                    Err(why) => {
+                        tracing::warn!(partition = m.partition(), offset = m.offset(), %why, "skipped a corrupt log message");
+                        corrupt += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(Scanned { corrupt })
+}

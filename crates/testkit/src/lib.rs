@@ -1,0 +1,79 @@
+//! What tests across the workspace share, so that no test file grows its own
+//! copy: a tansu broker (a Kafka-compatible broker in Rust, installed by
+//! `scripts/test`) run as its own process, and free loopback ports.
+#![allow(clippy::unwrap_used, clippy::panic)] // test support: a failed set-up should fail loudly
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The tansu binary: `STREAMSIGHT_TANSU`, else what `scripts/test` installs.
+pub fn tansu_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("STREAMSIGHT_TANSU") {
+        return path.into();
+    }
+    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/tansu/bin/tansu");
+    assert!(
+        local.exists(),
+        "tansu is not installed at {}: run scripts/test (it installs it) or set STREAMSIGHT_TANSU",
+        local.display()
+    );
+    local
+}
+
+/// A tansu broker on loopback, killed when dropped.
+#[derive(Debug)]
+pub struct Tansu {
+    child: Child,
+    pub port: u16,
+    pub bootstrap: String,
+}
+
+impl Tansu {
+    /// A broker with tansu's `memory://` engine on a free port.
+    pub fn start() -> Tansu {
+        Tansu::start_on(free_port(), "memory://tansu/", &std::env::temp_dir(), &[])
+    }
+
+    /// A broker on `port` with `storage` (a tansu storage URL), run in `dir`.
+    pub fn start_on(port: u16, storage: &str, dir: &Path, extra: &[&str]) -> Tansu {
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(tansu_binary())
+            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--storage-engine", storage])
+            .args(extra)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let bootstrap = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(&bootstrap).is_err() {
+            assert!(Instant::now() < deadline, "tansu did not start listening");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Tansu { child, port, bootstrap }
+    }
+
+    /// Stops the broker as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
