@@ -237,6 +237,14 @@ fn http_bench(c: &mut Criterion) {
             false,
             None,
         ),
+        // The log in a Kafka topic (tansu on loopback, its SQLite engine), when
+        // tansu is installed: what kafka:// costs a node against sqlite://.
+        (
+            "kafka",
+            "kafka://".to_owned(),
+            true,
+            None,
+        ),
         // The same with API keys: every request carries one.
         (
             "sqlite_fsync_authenticated",
@@ -249,6 +257,22 @@ fn http_bench(c: &mut Criterion) {
         if std::env::var("BENCH_STORES").is_ok_and(|only| !only.split(',').any(|s| s == name)) {
             continue;
         }
+        let mut _broker = None;
+        let storage = if storage == "kafka://" {
+            if streamsight_testkit::tansu_installed().is_none() {
+                eprintln!("http/kafka: skipped, tansu is not installed (scripts/test installs it)");
+                continue;
+            }
+            std::fs::create_dir_all(&dir).unwrap();
+            // `BENCH_TANSU_STORAGE=memory://tansu/` takes the broker's disk out.
+            let engine = std::env::var("BENCH_TANSU_STORAGE").unwrap_or_else(|_| "sqlite://tansu.db".into());
+            let broker = streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), &engine, &dir, &[]);
+            let url = format!("kafka://{}/streamsight-log?partitions=12", broker.bootstrap);
+            _broker = Some(broker);
+            url
+        } else {
+            storage
+        };
         let mut config = ServeConfig {
             storage,
             intake_listen: "127.0.0.1:0".parse().unwrap(),

@@ -251,8 +251,45 @@ impl Writer {
     }
 }
 
+/// How long the writer waits for a job before looking at a shared log again.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+/// Messages of a shared log applied between two looks at the jobs: intake is
+/// not starved by a node catching up.
+const FOLLOW_BATCH: usize = 64;
+
+/// Applies what other nodes appended to a shared log since the last look.
+fn apply_followed(follow: &mut dyn streamsight_store::Follow, shared: &Shared) {
+    for _ in 0..FOLLOW_BATCH {
+        match follow.next(std::time::Duration::ZERO) {
+            Ok(Some(records)) => shared.apply_owned(records),
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "following the shared log");
+                return;
+            }
+        }
+    }
+}
+
 fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, queued: &AtomicUsize) {
-    while let Ok(first) = rx.recv() {
+    // On a log other nodes share, their appends are applied on this thread too:
+    // one order of application, and no state that two threads write.
+    let mut follow = store.follow();
+    loop {
+        let first = match follow.as_deref_mut() {
+            None => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+            Some(follow) => {
+                apply_followed(follow, shared);
+                match rx.recv_timeout(FOLLOW_EVERY) {
+                    Ok(job) => job,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        };
         let mut batch = Vec::new();
         let mut transient = Vec::new();
         let mut waiting = Vec::new();

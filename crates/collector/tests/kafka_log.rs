@@ -1,6 +1,7 @@
 //! The log in a Kafka topic (`kafka://`), on tansu run as its own process: what
-//! one collector accepted is read back by another that shares the log; a log out
-//! of reach turns intake into 503 and `/readyz` says why, until it is back.
+//! one collector accepted is replayed by another that shares the log, and each
+//! follows what the other accepts from then on; a log out of reach turns intake
+//! into 503 and `/readyz` says why, until it is back.
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
@@ -100,6 +101,18 @@ async fn billing_lag(client: &reqwest::Client, node: &Running) -> Value {
     rows[0]["lag_messages"].clone()
 }
 
+async fn lag_becomes(client: &reqwest::Client, node: &Running, want: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lag = billing_lag(client, node).await;
+        if lag == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "lag {lag}, waiting for {want}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     let dir = std::env::temp_dir().join(format!("streamsight-kafka-log-{}-{}", std::process::id(), now_ns()));
@@ -123,6 +136,11 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     ready(&client, &b).await;
     assert_eq!(billing_lag(&client, &b).await, 601, "read back through another node");
 
+    // Each follows what the other accepts from then on: any node answers.
+    assert_eq!(post(&client, &b, payload(start_ns + 5_000_000_000, 1_500, 1_000)).await, 202);
+    assert_eq!(billing_lag(&client, &b).await, 501);
+    lag_becomes(&client, &a, 501).await;
+
     // The log out of reach: intake answers 503 (nothing acknowledged, nothing
     // applied) and readiness says why.
     broker.kill();
@@ -134,7 +152,7 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
         (503, Some("storage_unavailable")),
         "{why}"
     );
-    assert_eq!(billing_lag(&client, &a).await, 601, "a refused payload is not applied");
+    assert_eq!(billing_lag(&client, &a).await, 501, "a refused payload is not applied");
 
     // Back on the same port and data: appends succeed again and readiness returns.
     let _broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
@@ -145,6 +163,7 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     }
     assert_eq!(get(&client, &a, "/readyz").await.0, 200);
     assert_eq!(billing_lag(&client, &a).await, 101);
+    lag_becomes(&client, &b, 101).await;
     drop((a, b));
     let c = start(&log).await;
     ready(&client, &c).await;

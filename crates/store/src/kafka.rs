@@ -14,17 +14,18 @@
 //! property (security settings, for one).
 
 use crate::codec;
-use crate::{Scanned, Store, StoreError};
+use crate::{Follow, Scanned, Store, StoreError};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use streamsight_core::{Millis, Record};
 
@@ -96,11 +97,18 @@ impl KafkaUrl {
     }
 }
 
-/// Acknowledgements of the messages of the append in progress.
+/// Acknowledgements of the messages of the append in progress, reported on
+/// the producer's own polling thread and waited for by the writer.
 #[derive(Default)]
 struct Acks {
-    failed: Mutex<Vec<String>>,
-    done: Mutex<usize>,
+    state: Mutex<AckState>,
+    reported: Condvar,
+}
+
+#[derive(Default)]
+struct AckState {
+    done: usize,
+    failed: Vec<String>,
 }
 
 impl ClientContext for Acks {}
@@ -109,10 +117,12 @@ impl ProducerContext for Acks {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        let mut state = lock(&self.state);
         if let Err((e, _)) = result {
-            lock(&self.failed).push(e.to_string());
+            state.failed.push(e.to_string());
         }
-        *lock(&self.done) += 1;
+        state.done += 1;
+        self.reported.notify_all();
     }
 }
 
@@ -120,9 +130,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The header naming the process that appended a message: a node applies its
+/// own appends when it makes them, and what others append as it follows the log.
+const NODE_HEADER: &str = "streamsight-node";
+
 pub struct KafkaStore {
     url: KafkaUrl,
-    producer: rdkafka::producer::BaseProducer<Acks>,
+    /// This store's name in [`NODE_HEADER`]: unique per process and opening.
+    node: String,
+    /// The scan's consumer, at the end of the log: where following starts.
+    tail: Option<BaseConsumer>,
+    producer: ThreadedProducer<Acks>,
     /// The log topic's partition count, as the brokers report it.
     partitions: u32,
     buffer: Vec<u8>,
@@ -138,7 +156,7 @@ impl std::fmt::Debug for KafkaStore {
 
 /// An idempotent producer with `acks=all`, whose messages fail after the URL's
 /// timeout rather than librdkafka's five minutes.
-fn producer(url: &KafkaUrl) -> Result<rdkafka::producer::BaseProducer<Acks>, StoreError> {
+fn producer(url: &KafkaUrl) -> Result<ThreadedProducer<Acks>, StoreError> {
     url.client()
         .set("enable.idempotence", "true")
         .set("acks", "all")
@@ -147,6 +165,14 @@ fn producer(url: &KafkaUrl) -> Result<rdkafka::producer::BaseProducer<Acks>, Sto
         .set("message.max.bytes", (2 * MAX_MESSAGE_BYTES).to_string())
         .create_with_context(Acks::default())
         .map_err(kafka)
+}
+
+/// A name no other process or opening has: process id, time and a random seed.
+fn node_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!("{}-{:016x}", std::process::id(), h.finish())
 }
 
 fn kafka(e: KafkaError) -> StoreError {
@@ -159,6 +185,8 @@ impl KafkaStore {
         let mut store = KafkaStore {
             producer: producer(&url)?,
             url,
+            node: node_name(),
+            tail: None,
             partitions: 0,
             buffer: Vec::new(),
         };
@@ -255,6 +283,10 @@ impl KafkaStore {
             let message = BaseRecord::to(&self.url.topic)
                 .partition(partition as i32)
                 .key(key)
+                .headers(OwnedHeaders::new().insert(Header {
+                    key: NODE_HEADER,
+                    value: Some(self.node.as_str()),
+                }))
                 .payload(&self.buffer)
                 .timestamp(last_at);
             match self.producer.send(message) {
@@ -265,7 +297,7 @@ impl KafkaStore {
                 Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), _))
                     if Instant::now() < deadline =>
                 {
-                    self.producer.poll(Duration::from_millis(10));
+                    std::thread::sleep(Duration::from_millis(1));
                 }
                 Err((e, _)) => return Err(kafka(e)),
             }
@@ -291,7 +323,17 @@ impl Store for KafkaStore {
 
     fn scan(&mut self, since: Millis, each: &mut dyn FnMut(Vec<Record>)) -> Result<Scanned, StoreError> {
         let all: Vec<u32> = (0..self.partitions).collect();
-        scan_partitions(&self.url, &all, since, each)
+        let (scanned, consumer) = scan_partitions(&self.url, &all, since, each)?;
+        self.tail = Some(consumer);
+        Ok(scanned)
+    }
+
+    fn follow(&mut self) -> Option<Box<dyn Follow>> {
+        let consumer = self.tail.take()?;
+        Some(Box::new(KafkaFollow {
+            consumer,
+            node: self.node.clone(),
+        }))
     }
 
     fn delete_before(&mut self, _before: Millis) -> Result<u64, StoreError> {
@@ -305,17 +347,35 @@ impl KafkaStore {
         for r in records {
             shards.entry(r.shard(self.partitions)).or_default().push(r);
         }
-        *lock(&self.producer.context().done) = 0;
-        lock(&self.producer.context().failed).clear();
+        {
+            let mut state = lock(&self.producer.context().state);
+            state.done = 0;
+            state.failed.clear();
+        }
         let mut queued = 0;
         for (partition, records) in &shards {
             self.queue(*partition, records, &mut queued)?;
         }
-        // Delivery reports come from poll; message.timeout.ms bounds the wait.
-        while *lock(&self.producer.context().done) < queued {
-            self.producer.poll(Duration::from_millis(100));
+        // Every message gets a report within message.timeout.ms; the margin is
+        // for a producer thread that never reports at all.
+        let acks = self.producer.context();
+        let deadline = Instant::now() + self.url.timeout + Duration::from_secs(5);
+        let mut state = lock(&acks.state);
+        while state.done < queued {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(StoreError::Kafka(format!(
+                    "{} of {queued} messages not reported on",
+                    queued - state.done
+                )));
+            }
+            state = acks
+                .reported
+                .wait_timeout(state, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
         }
-        let failed = std::mem::take(&mut *lock(&self.producer.context().failed));
+        let failed = std::mem::take(&mut state.failed);
         match failed.first() {
             None => Ok(()),
             Some(first) => Err(StoreError::Kafka(format!(
@@ -335,7 +395,7 @@ pub fn scan_partitions(
     partitions: &[u32],
     since: Millis,
     each: &mut dyn FnMut(Vec<Record>),
-) -> Result<Scanned, StoreError> {
+) -> Result<(Scanned, BaseConsumer), StoreError> {
     let consumer: BaseConsumer = url
         .client()
         .set("group.id", "streamsight-replay")
@@ -386,5 +446,50 @@ pub fn scan_partitions(
             }
         }
     }
-    Ok(Scanned { corrupt })
+    Ok((Scanned { corrupt }, consumer))
+}
+
+/// Follows the log from where a scan ended: every message another node appends.
+pub struct KafkaFollow {
+    consumer: BaseConsumer,
+    node: String,
+}
+
+impl std::fmt::Debug for KafkaFollow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaFollow").field("node", &self.node).finish_non_exhaustive()
+    }
+}
+
+impl Follow for KafkaFollow {
+    fn next(&mut self, wait: Duration) -> Result<Option<Vec<Record>>, StoreError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.consumer.poll(left) {
+                None => return Ok(None),
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                Some(Err(e)) => return Err(kafka(e)),
+                Some(Ok(m)) => {
+                    let own = m.headers().is_some_and(|h| {
+                        h.iter()
+                            .any(|h| h.key == NODE_HEADER && h.value == Some(self.node.as_bytes()))
+                    });
+                    if own {
+                        continue;
+                    }
+                    return match codec::decode(m.payload().unwrap_or_default()) {
+                        Ok(records) => Ok(Some(records)),
+                        Err(why) => {
+                            tracing::warn!(partition = m.partition(), offset = m.offset(), %why, "skipped a corrupt log message");
+                            Ok(Some(Vec::new()))
+                        }
+                    };
+                }
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+    }
 }

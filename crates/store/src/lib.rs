@@ -16,7 +16,7 @@ pub mod codec;
 pub mod kafka;
 mod sqlite;
 
-pub use kafka::{KafkaStore, KafkaUrl};
+pub use kafka::{KafkaFollow, KafkaStore, KafkaUrl};
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -61,12 +61,24 @@ pub trait Store: Send {
         Ok(0)
     }
 
+    /// For a log other writers share: what they append from the end of the last
+    /// `scan` on, as it arrives. None for a log that is this process's alone.
+    fn follow(&mut self) -> Option<Box<dyn Follow>> {
+        None
+    }
+
     /// Every record at or after `since`, in one vector.
     fn load(&mut self, since: Millis) -> Result<Vec<Record>, StoreError> {
         let mut all = Vec::new();
         self.scan(since, &mut |batch| all.extend(batch))?;
         Ok(all)
     }
+}
+
+/// Records that other writers append to a shared log.
+pub trait Follow: Send {
+    /// The next batch another writer appended, if one arrives within `wait`.
+    fn next(&mut self, wait: std::time::Duration) -> Result<Option<Vec<Record>>, StoreError>;
 }
 
 /// Keeps nothing: what it would keep could never be replayed (a restart

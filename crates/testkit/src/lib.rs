@@ -18,16 +18,21 @@ pub fn free_port() -> u16 {
 
 /// The tansu binary: `STREAMSIGHT_TANSU`, else what `scripts/test` installs.
 pub fn tansu_binary() -> PathBuf {
+    let found = tansu_installed();
+    assert!(
+        found.is_some(),
+        "tansu is not installed at .tools/tansu/bin/tansu: run scripts/test (it installs it) or set STREAMSIGHT_TANSU"
+    );
+    found.unwrap_or_default()
+}
+
+/// The tansu binary if there is one (benches run without it).
+pub fn tansu_installed() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("STREAMSIGHT_TANSU") {
-        return path.into();
+        return Some(path.into());
     }
     let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/tansu/bin/tansu");
-    assert!(
-        local.exists(),
-        "tansu is not installed at {}: run scripts/test (it installs it) or set STREAMSIGHT_TANSU",
-        local.display()
-    );
-    local
+    local.exists().then_some(local)
 }
 
 /// A tansu broker on loopback, killed when dropped.

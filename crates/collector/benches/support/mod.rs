@@ -1,7 +1,8 @@
 //! What the collector's benchmarks share.
 
 /// User and system CPU seconds of this process's collector threads (Linux; clock
-/// ticks of 10 ms).
+/// ticks of 10 ms): its runtime, the writer, and librdkafka's threads when the
+/// log is in Kafka.
 pub(crate) fn collector_cpu_seconds() -> f64 {
     let mut total = 0.0;
     for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
@@ -10,7 +11,8 @@ pub(crate) fn collector_cpu_seconds() -> f64 {
             continue;
         };
         let name = head.split_once('(').map_or("", |(_, n)| n);
-        if !(name.starts_with("collector") || name.starts_with("streamsight-wri")) {
+        let ours = ["collector", "streamsight-wri", "rdk:", "producer pollin"];
+        if !ours.iter().any(|prefix| name.starts_with(prefix)) {
             continue;
         }
         let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -1,0 +1,128 @@
+//! Three `streamsight serve` processes sharing one log in Kafka (tansu, run as its
+//! own process): intake spread over them, the seed's incident sent through one
+//! node and read back through another, then `kill -9` of one node: nothing it
+//! acknowledged is lost, the others still answer in full, and a replacement
+//! node answers in full after replaying the log.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+mod support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::dsm::{self, commit, produce};
+use streamsight_testkit::{Tansu, free_port};
+
+const TOPICS: usize = 6;
+
+async fn get(client: &reqwest::Client, api: &str, path: &str) -> (u16, Value) {
+    match client.get(format!("{api}{path}")).send().await {
+        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
+        Err(_) => (0, Value::Null),
+    }
+}
+
+/// `(topic, lag_messages)` of `group` on the node at `api`, sorted.
+async fn lag_of(client: &reqwest::Client, api: &str, group: &str) -> Vec<(String, i64)> {
+    let (_, lag) = get(client, api, &format!("/api/v1/lag?group={group}")).await;
+    let mut rows: Vec<(String, i64)> = lag["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| (r["topic"].as_str().unwrap_or("").to_owned(), r["lag_messages"].as_i64().unwrap_or(-1)))
+                .collect()
+        })
+        .unwrap_or_default();
+    rows.sort();
+    rows
+}
+
+/// Waits until the node at `api` reports `want`; how long it took.
+async fn converges(client: &reqwest::Client, api: &str, group: &str, want: &[(String, i64)]) -> Duration {
+    let started = Instant::now();
+    loop {
+        let got = lag_of(client, api, group).await;
+        if got == want {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{api}: {got:?}, waiting for {want:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Round `r` of traffic, each topic's payload through node `(r + topic) % nodes`:
+/// topic k produced to `(r + 1) * 100 + r` and committed to `r * 100` by group
+/// g: lag `101 + r` once round r is in.
+async fn round(client: &reqwest::Client, intakes: &[&str], r: i64, at_ms: i64) {
+    for k in 0..TOPICS {
+        let topic = format!("t{k}");
+        let payload = dsm::payload(
+            "svc",
+            vec![(at_ms, vec![produce(&topic, 0, (r + 1) * 100 + r), commit("g", &topic, 0, r * 100)])],
+        );
+        let node = intakes[(r as usize + k) % intakes.len()];
+        dsm::post(client, node, &payload).await;
+    }
+}
+
+fn every_topic(lag: i64) -> Vec<(String, i64)> {
+    (0..TOPICS).map(|k| (format!("t{k}"), lag)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_on_one_log_lose_nothing_when_one_is_killed() {
+    let dir = std::env::temp_dir().join(format!("streamsight-scale-out-{}-{}", std::process::id(), dsm::now_ms()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!("kafka://{}/streamsight-log?partitions=6&timeout_ms=5000", broker.bootstrap);
+    let client = reqwest::Client::new();
+    let mut nodes: Vec<_> = (0..3).map(|_| support::serve(&log)).collect();
+    let now = dsm::now_ms();
+
+    // Intake spread over the three nodes; every node answers for all of it.
+    let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();
+    for r in 0..10 {
+        round(&client, &intakes, r, now - (40 - r) * 10_000).await;
+    }
+    for (_, _, api) in &nodes {
+        converges(&client, api, "g", &every_topic(110)).await;
+    }
+
+    // The seed's incident through node 1: acknowledged offsets, then a failed
+    // send's placeholder (-1 on partition 0 and -1). Read through node 2, lag
+    // is the consumer's real distance, not 0.
+    let incident = dsm::payload(
+        "checkout",
+        vec![
+            (now - 30_000, vec![produce("orders", 0, 1_000), commit("billing", "orders", 0, 400)]),
+            (now - 20_000, vec![produce("orders", 0, -1), produce("orders", -1, -1)]),
+        ],
+    );
+    dsm::post(&client, &nodes[1].1, &incident).await;
+    converges(&client, &nodes[2].2, "billing", &[("orders".to_owned(), 601)]).await;
+
+    // kill -9 node 0, then more traffic through the other two.
+    let (mut killed, _, _) = nodes.remove(0);
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+    let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();
+    for r in 10..20 {
+        round(&client, &intakes, r, now - (40 - r) * 10_000).await;
+    }
+    for (_, _, api) in &nodes {
+        converges(&client, api, "g", &every_topic(120)).await;
+        converges(&client, api, "billing", &[("orders".to_owned(), 601)]).await;
+    }
+
+    // A replacement node replays the whole log: complete within 30 s of its start.
+    let started = Instant::now();
+    let (_replacement, _, api) = support::serve(&log);
+    converges(&client, &api, "g", &every_topic(120)).await;
+    converges(&client, &api, "billing", &[("orders".to_owned(), 601)]).await;
+    let took = started.elapsed();
+    eprintln!("scale_out: a replacement node answered in full {took:?} after it was started");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    drop(nodes);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
