@@ -10,8 +10,8 @@ mod support;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use support::dsm::{self, commit, produce};
 use streamsight_testkit::{Tansu, free_port};
+use support::dsm::{self, commit, produce};
 
 const TOPICS: usize = 6;
 
@@ -29,7 +29,12 @@ async fn lag_of(client: &reqwest::Client, api: &str, group: &str) -> Vec<(String
         .as_array()
         .map(|rows| {
             rows.iter()
-                .map(|r| (r["topic"].as_str().unwrap_or("").to_owned(), r["lag_messages"].as_i64().unwrap_or(-1)))
+                .map(|r| {
+                    (
+                        r["topic"].as_str().unwrap_or("").to_owned(),
+                        r["lag_messages"].as_i64().unwrap_or(-1),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -45,7 +50,10 @@ async fn converges(client: &reqwest::Client, api: &str, group: &str, want: &[(St
         if got == want {
             return started.elapsed();
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{api}: {got:?}, waiting for {want:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{api}: {got:?}, waiting for {want:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -58,7 +66,10 @@ async fn round(client: &reqwest::Client, intakes: &[&str], r: i64, at_ms: i64) {
         let topic = format!("t{k}");
         let payload = dsm::payload(
             "svc",
-            vec![(at_ms, vec![produce(&topic, 0, (r + 1) * 100 + r), commit("g", &topic, 0, r * 100)])],
+            vec![(
+                at_ms,
+                vec![produce(&topic, 0, (r + 1) * 100 + r), commit("g", &topic, 0, r * 100)],
+            )],
         );
         let node = intakes[(r as usize + k) % intakes.len()];
         dsm::post(client, node, &payload).await;
@@ -71,10 +82,17 @@ fn every_topic(lag: i64) -> Vec<(String, i64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_on_one_log_lose_nothing_when_one_is_killed() {
-    let dir = std::env::temp_dir().join(format!("streamsight-scale-out-{}-{}", std::process::id(), dsm::now_ms()));
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-scale-out-{}-{}",
+        std::process::id(),
+        dsm::now_ms()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!("kafka://{}/streamsight-log?partitions=6&timeout_ms=5000", broker.bootstrap);
+    let log = format!(
+        "kafka://{}/streamsight-log?partitions=6&timeout_ms=5000",
+        broker.bootstrap
+    );
     let client = reqwest::Client::new();
     let mut nodes: Vec<_> = (0..3).map(|_| support::serve(&log)).collect();
     let now = dsm::now_ms();
@@ -94,7 +112,10 @@ async fn three_nodes_on_one_log_lose_nothing_when_one_is_killed() {
     let incident = dsm::payload(
         "checkout",
         vec![
-            (now - 30_000, vec![produce("orders", 0, 1_000), commit("billing", "orders", 0, 400)]),
+            (
+                now - 30_000,
+                vec![produce("orders", 0, 1_000), commit("billing", "orders", 0, 400)],
+            ),
             (now - 20_000, vec![produce("orders", 0, -1), produce("orders", -1, -1)]),
         ],
     );

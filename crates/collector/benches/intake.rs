@@ -239,12 +239,7 @@ fn http_bench(c: &mut Criterion) {
         ),
         // The log in a Kafka topic (tansu on loopback, its SQLite engine), when
         // tansu is installed: what kafka:// costs a node against sqlite://.
-        (
-            "kafka",
-            "kafka://".to_owned(),
-            true,
-            None,
-        ),
+        ("kafka", "kafka://".to_owned(), true, None),
         // The same with API keys: every request carries one.
         (
             "sqlite_fsync_authenticated",

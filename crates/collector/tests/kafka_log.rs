@@ -137,7 +137,10 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     assert_eq!(billing_lag(&client, &b).await, 601, "read back through another node");
 
     // Each follows what the other accepts from then on: any node answers.
-    assert_eq!(post(&client, &b, payload(start_ns + 5_000_000_000, 1_500, 1_000)).await, 202);
+    assert_eq!(
+        post(&client, &b, payload(start_ns + 5_000_000_000, 1_500, 1_000)).await,
+        202
+    );
     assert_eq!(billing_lag(&client, &b).await, 501);
     lag_becomes(&client, &a, 501).await;
 

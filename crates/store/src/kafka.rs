@@ -15,13 +15,13 @@
 
 use crate::codec;
 use crate::{Follow, Scanned, Store, StoreError};
-use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::BTreeMap;
@@ -171,7 +171,11 @@ fn producer(url: &KafkaUrl) -> Result<ThreadedProducer<Acks>, StoreError> {
 fn node_name() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
     format!("{}-{:016x}", std::process::id(), h.finish())
 }
 
@@ -457,7 +461,9 @@ pub struct KafkaFollow {
 
 impl std::fmt::Debug for KafkaFollow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaFollow").field("node", &self.node).finish_non_exhaustive()
+        f.debug_struct("KafkaFollow")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
     }
 }
 

@@ -21,14 +21,7 @@ impl Drop for Guard {
     }
 }
 
-/// A loopback port free right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use streamsight_testkit::free_port;
 
 /// Starts a command and waits, up to 90 s, for a stdout line containing `marker`.
 pub fn start(cmd: &mut Command, marker: &str) -> (Guard, String) {
