@@ -257,24 +257,24 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// not starved by a node catching up.
 const FOLLOW_BATCH: usize = 64;
 
-/// Applies what other nodes appended to a shared log since the last look.
-fn apply_followed(follow: &mut dyn streamsight_store::Follow, shared: &Shared) {
+/// Applies what other nodes appended to a shared log since the last look; the
+/// error, if reading failed.
+fn apply_followed(follow: &mut dyn streamsight_store::Follow, shared: &Shared) -> Option<StoreError> {
     for _ in 0..FOLLOW_BATCH {
         match follow.next(std::time::Duration::ZERO) {
             Ok(Some(records)) => shared.apply_owned(records),
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "following the shared log");
-                return;
-            }
+            Ok(None) => return None,
+            Err(e) => return Some(e),
         }
     }
+    None
 }
 
 fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, queued: &AtomicUsize) {
     // On a log other nodes share, their appends are applied on this thread too:
     // one order of application, and no state that two threads write.
     let mut follow = store.follow();
+    let mut follow_failing = false;
     loop {
         let first = match follow.as_deref_mut() {
             None => match rx.recv() {
@@ -282,7 +282,14 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, 
                 Err(_) => return,
             },
             Some(follow) => {
-                apply_followed(follow, shared);
+                // Said once when following starts failing and once when it recovers.
+                let error = apply_followed(follow, shared);
+                match (&error, follow_failing) {
+                    (Some(e), false) => tracing::warn!(error = %e, "following the shared log failed"),
+                    (None, true) => tracing::info!("following the shared log again"),
+                    _ => {}
+                }
+                follow_failing = error.is_some();
                 match rx.recv_timeout(FOLLOW_EVERY) {
                     Ok(job) => job,
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
