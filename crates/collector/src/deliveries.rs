@@ -107,7 +107,10 @@ pub fn facts<S: AsRef<str>>(p: &Payload<S>, dates: Dates, cluster_of: &dyn Fn(&s
     Facts {
         records: facts
             .into_iter()
-            .map(|fact| Record::Delivery { at: received, fact })
+            .map(|fact| Record::Delivery {
+                at: received,
+                fact: Box::new(fact),
+            })
             .collect(),
         out_of_range,
     }

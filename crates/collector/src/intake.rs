@@ -355,6 +355,8 @@ pub fn translate<S: AsRef<str>>(
 ) -> Translated {
     let received = dates.received;
     let mut out = Translated::default();
+    let points: usize = p.stats.iter().map(|b| b.backlogs.len() + b.stats.len()).sum();
+    out.records.reserve(points + p.failed_sends.len());
     let mut names = SharedNames::default();
     let env_cluster;
     let default_cluster = if p.env.as_ref().is_empty() {
@@ -419,7 +421,7 @@ pub fn translate<S: AsRef<str>>(
                     out.pathway_points += 1;
                     out.records.push(Record::Pathway {
                         at: Millis(start_ms.min(received.0)),
-                        point,
+                        point: Box::new(point),
                     });
                 }
                 Err(e) => out.dropped.push((IntakeError::BadSketch, e)),

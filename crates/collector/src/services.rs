@@ -293,7 +293,7 @@ impl PathwayService {
         let mut pathways = lock(&self.pathways);
         for r in records {
             if let Record::Pathway { point, .. } = r {
-                pathways.add(point.clone());
+                pathways.add((**point).clone());
             }
         }
     }

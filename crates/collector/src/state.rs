@@ -308,7 +308,12 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, 
                 done,
             } => {
                 queued.fetch_sub(records.len() + t.len(), Ordering::AcqRel);
-                batch.extend(records);
+                // The first job's records become the batch: not copied.
+                if batch.is_empty() {
+                    batch = records;
+                } else {
+                    batch.extend(records);
+                }
                 transient.extend(t);
                 waiting.push(done);
             }

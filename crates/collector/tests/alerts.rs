@@ -65,10 +65,8 @@ fn run(shared: &Shared, (from, to, every): (i64, i64, i64), timeline: impl Fn(i6
         let changed = shared.alerts.evaluate(shared, at(t));
         shared.apply(&changed);
         for r in &changed {
-            if let Record::Alert {
-                event: AlertEvent::Changed(c),
-                ..
-            } = r
+            if let Record::Alert { event, .. } = r
+                && let AlertEvent::Changed(c) = &**event
                 && c.to.notifies()
             {
                 changes.push((t, c.clone()));
@@ -295,7 +293,7 @@ fn pathway_point(t: i64, service: &str) -> Record {
     let sketch = Sketch::from_bins(vec![(0.01, 10.0)]);
     Record::Pathway {
         at: at(t),
-        point: PathwayPoint {
+        point: Box::new(PathwayPoint {
             bucket_start_ms: at(t).0 - 10_000,
             bucket_ms: 10_000,
             hash: 1,
@@ -306,7 +304,7 @@ fn pathway_point(t: i64, service: &str) -> Record {
             edge_latency: sketch.clone(),
             pathway_latency: sketch.clone(),
             payload_size: sketch,
-        },
+        }),
     }
 }
 
@@ -380,7 +378,7 @@ fn topic_partition_lag_worst_partition_and_failed_sends_by_error() {
     };
     let failed = |t: i64, error: &str, count: u64| Record::Delivery {
         at: at(t),
-        fact: streamsight_core::delivery::Fact::FailedSends {
+        fact: Box::new(streamsight_core::delivery::Fact::FailedSends {
             cluster: "prod".into(),
             topic: "orders".into(),
             partition: Some(0),
@@ -388,7 +386,7 @@ fn topic_partition_lag_worst_partition_and_failed_sends_by_error() {
             count,
             trace_ids: Vec::new(),
             error: error.into(),
-        },
+        }),
     };
     let timeline = |t: i64| {
         let mut r = Vec::new();

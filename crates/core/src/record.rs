@@ -9,7 +9,8 @@ use crate::pathway::PathwayPoint;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
-/// One entry of the log.
+/// One entry of the log. Variants larger than an observation are boxed: intake
+/// moves hundreds of records a request, and each is the size of the largest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
 pub enum Record {
@@ -25,12 +26,12 @@ pub enum Record {
     /// Pathway statistics of one bucket.
     Pathway {
         at: Millis,
-        point: PathwayPoint,
+        point: Box<PathwayPoint>,
     },
     /// A fact for drop accounting (counts sent, received, skipped).
     Delivery {
         at: Millis,
-        fact: Fact,
+        fact: Box<Fact>,
     },
     /// An administrative action: who may do what changed.
     Audit {
@@ -41,7 +42,7 @@ pub enum Record {
     /// restart neither loses a firing alert nor notifies it twice.
     Alert {
         at: Millis,
-        event: AlertEvent,
+        event: Box<AlertEvent>,
     },
     /// A span of a message's journey (OTLP, a Datadog tracer).
     Span {

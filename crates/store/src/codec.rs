@@ -282,10 +282,19 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                     .ok_or(CodecError::Enum { what: "reason", value })?;
                 Record::Rejected { at, reason }
             }
-            kind::PATHWAY => Record::Pathway { at, point: r.json()? },
-            kind::DELIVERY => Record::Delivery { at, fact: r.json()? },
+            kind::PATHWAY => Record::Pathway {
+                at,
+                point: Box::new(r.json()?),
+            },
+            kind::DELIVERY => Record::Delivery {
+                at,
+                fact: Box::new(r.json()?),
+            },
             kind::AUDIT => Record::Audit { at, event: r.json()? },
-            kind::ALERT => Record::Alert { at, event: r.json()? },
+            kind::ALERT => Record::Alert {
+                at,
+                event: Box::new(r.json()?),
+            },
             kind::SPAN => Record::Span {
                 at,
                 span: Box::new(read_span(&mut r, &name)?),

@@ -155,7 +155,7 @@ mod tests {
             },
             Record::Pathway {
                 at: Millis(3),
-                point: PathwayPoint {
+                point: Box::new(PathwayPoint {
                     bucket_start_ms: 0,
                     bucket_ms: 10_000,
                     hash: u64::MAX,
@@ -166,7 +166,7 @@ mod tests {
                     edge_latency: Sketch::from_bins(vec![(0.5, 2.0)]),
                     pathway_latency: Sketch::default(),
                     payload_size: Sketch::default(),
-                },
+                }),
             },
         ]
     }
@@ -193,11 +193,11 @@ mod tests {
         rule.scope.insert("cluster".into(), "prod-*".into());
         all.push(Record::Alert {
             at: Millis(10),
-            event: streamsight_core::AlertEvent::RuleSet(rule),
+            event: Box::new(streamsight_core::AlertEvent::RuleSet(rule)),
         });
         all.push(Record::Alert {
             at: Millis(11),
-            event: streamsight_core::AlertEvent::RuleRemoved { name: "ü".into() },
+            event: Box::new(streamsight_core::AlertEvent::RuleRemoved { name: "ü".into() }),
         });
         use streamsight_core::journey::{LogLine, Messaging, Operation, Source, Span, TraceId};
         let full = Span {
@@ -315,14 +315,14 @@ mod tests {
             ),
             Record::Delivery {
                 at: Millis(7),
-                fact: Fact::Skipped {
+                fact: Box::new(Fact::Skipped {
                     cluster: "c".into(),
                     group: "g".into(),
                     topic: "t".into(),
                     partition: 0,
                     first_offset: 3,
                     last_offset: 9,
-                },
+                }),
             },
         ]);
         all

@@ -20,7 +20,10 @@ impl AlertService {
         }
         *at = Some(now);
         let book = lock(&self.book);
-        let event = |event| Record::Alert { at: now, event };
+        let event = |event| Record::Alert {
+            at: now,
+            event: Box::new(event),
+        };
         let mut out: Vec<Record> = book
             .api_rules
             .values()
@@ -55,7 +58,12 @@ impl AlertService {
     /// Stores a change; it takes effect once stored. The caller holds `changes`.
     async fn store(&self, event: AlertEvent, now: Millis) -> Result<(), crate::state::AppendError> {
         let writer = lock(&self.writer).clone().ok_or(crate::state::AppendError::Stopped)?;
-        writer.append(vec![Record::Alert { at: now, event }]).await
+        writer
+            .append(vec![Record::Alert {
+                at: now,
+                event: Box::new(event),
+            }])
+            .await
     }
 
     /// Writes the state the log must keep again when due (see [`Self::rewrite_due`]).

@@ -268,7 +268,7 @@ impl AlertService {
                 for t in changed {
                     records.push(Record::Alert {
                         at: now,
-                        event: AlertEvent::Changed(t),
+                        event: Box::new(AlertEvent::Changed(t)),
                     });
                 }
             }
@@ -281,7 +281,7 @@ impl AlertService {
         let mut book = lock(&self.book);
         for r in records {
             let Record::Alert { event, .. } = r else { continue };
-            match event {
+            match &**event {
                 AlertEvent::Changed(t) => book.alerts.replay(t, false),
                 AlertEvent::Notified { rule, labels, state } => book.alerts.mark_notified(rule, labels, *state),
                 AlertEvent::Silenced(s) => {
@@ -328,11 +328,11 @@ impl AlertService {
                 };
                 let done = Record::Alert {
                     at: now,
-                    event: AlertEvent::Notified {
+                    event: Box::new(AlertEvent::Notified {
                         rule: a.rule.clone(),
                         labels: a.labels.clone(),
                         state: a.state,
-                    },
+                    }),
                 };
                 (n, done, book.silences.iter().any(|s| s.silences(a, now)))
             })
@@ -394,7 +394,7 @@ impl Book {
             .flat_map(|rule| self.alerts.retire(rule, now, RETIRED_SHOWN_MS))
             .map(|t| Record::Alert {
                 at: now,
-                event: AlertEvent::Changed(t),
+                event: Box::new(AlertEvent::Changed(t)),
             })
             .collect()
     }
@@ -465,10 +465,8 @@ pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state:
     };
     if !changed.is_empty() {
         for r in &changed {
-            if let Record::Alert {
-                event: AlertEvent::Changed(t),
-                ..
-            } = r
+            if let Record::Alert { event, .. } = r
+                && let AlertEvent::Changed(t) = &**event
                 && t.to.notifies()
             {
                 tracing::warn!(rule = %t.rule, labels = ?t.labels, from = t.from.as_str(), to = t.to.as_str(), value = ?t.value, "alert");
