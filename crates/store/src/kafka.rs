@@ -280,19 +280,18 @@ impl KafkaStore {
             self.queue(partition, a, queued)?;
             return self.queue(partition, b, queued);
         }
-        let last_at = records.iter().map(|r| r.at().0).max().unwrap_or(0);
-        let key = records.iter().find_map(|r| r.topic()).unwrap_or("");
         let deadline = Instant::now() + self.url.timeout;
         loop {
-            let message = BaseRecord::to(&self.url.topic)
+            // No key (a message may hold several topics of one shard) and the
+            // producer's clock as its time: the topic's retention counts from
+            // the append, and a broker never refuses a record's own date.
+            let message = BaseRecord::<(), _>::to(&self.url.topic)
                 .partition(partition as i32)
-                .key(key)
                 .headers(OwnedHeaders::new().insert(Header {
                     key: NODE_HEADER,
                     value: Some(self.node.as_str()),
                 }))
-                .payload(&self.buffer)
-                .timestamp(last_at);
+                .payload(&self.buffer);
             match self.producer.send(message) {
                 Ok(()) => {
                     *queued += 1;
