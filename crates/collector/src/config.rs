@@ -206,6 +206,12 @@ pub struct TenantConfig {
 pub const DEFAULT_TENANT: &str = "default";
 
 impl ServeConfig {
+    /// Whether other collectors share this one's log (`kafka://`): they know
+    /// only what is in it.
+    pub fn log_is_shared(&self) -> bool {
+        self.storage.starts_with("kafka://")
+    }
+
     /// Every tenant's own configuration, `default` first: the shared settings
     /// with that tenant's clusters, probes and DLQ monitors and its own store.
     pub fn per_tenant(&self) -> Result<Vec<(String, ServeConfig)>, String> {

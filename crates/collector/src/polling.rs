@@ -33,8 +33,9 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
         }
         let elapsed = started.elapsed();
         let update = tracker.update(&snap);
-        let stored = update.durable.len();
-        if let Err(e) = writer.append_with_transient(update.durable, update.transient).await {
+        let (durable, transient) = update.split(shared.config.log_is_shared());
+        let stored = durable.len();
+        if let Err(e) = writer.append_with_transient(durable, transient).await {
             tracing::error!(cluster = %config.name, error = %e, "poll results not stored");
         }
         let failed = !snap.metadata_ok;

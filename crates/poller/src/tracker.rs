@@ -22,6 +22,21 @@ pub struct Update {
     pub transient: Vec<Record>,
 }
 
+impl Update {
+    /// What to store and what only to apply. On a log other collectors share,
+    /// confirmations are stored too: the others know only what is in the log,
+    /// and without them would read an idle cluster as older than it is.
+    pub fn split(self, shared_log: bool) -> (Vec<Record>, Vec<Record>) {
+        if shared_log {
+            let mut all = self.durable;
+            all.extend(self.transient);
+            (all, Vec::new())
+        } else {
+            (self.durable, self.transient)
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct PartitionSeen {
     end: Option<i64>,
@@ -275,6 +290,31 @@ fn record(at: Millis, observation: Observation<'_>) -> Record {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn confirmations_are_stored_only_on_a_shared_log() {
+        let r = |offset| {
+            record(
+                Millis(1),
+                Observation::EndOffset {
+                    partition: PartitionRef {
+                        cluster: "c",
+                        topic: "t",
+                        partition: 0,
+                    },
+                    offset,
+                    source: EndOffsetSource::Broker,
+                },
+            )
+        };
+        let update = Update {
+            durable: vec![r(1)],
+            transient: vec![r(2)],
+        };
+        assert_eq!(update.clone().split(false), (vec![r(1)], vec![r(2)]));
+        assert_eq!(update.split(true), (vec![r(1), r(2)], Vec::new()));
+    }
+
     use super::*;
     use crate::snapshot::{CommittedOffset, GroupSnapshot, PartitionSnapshot, TopicSnapshot};
     use streamsight_core::{Engine, EngineConfig, EngineEvent, Status};
