@@ -306,8 +306,16 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
             let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
             shared.dlq.add(running);
         }
+        // On a shared log, one node at a time polls each cluster.
+        let leases = if shared.config.log_is_shared() && !shared.config.clusters.is_empty() {
+            Some(Arc::new(streamsight_store::leases::PollerLeases::join(
+                &shared.config.storage,
+            )?))
+        } else {
+            None
+        };
         for cluster in shared.config.clusters.clone() {
-            let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
+            let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster, leases.clone());
             tasks.spawn(until_stopped(poller, stop_rx.clone()));
         }
         let housekeeping = housekeeping(shared.clone(), writer.clone(), retention_ms);

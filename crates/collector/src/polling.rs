@@ -8,9 +8,17 @@ use std::sync::Arc;
 use std::time::Instant;
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
 
-pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: ClusterConfig) {
+/// Polls `config`'s cluster on its interval; with `leases`, only while this
+/// node holds the cluster's lease.
+pub(crate) async fn poll_forever(
+    shared: Arc<Shared>,
+    writer: Writer,
+    config: ClusterConfig,
+    leases: Option<Arc<streamsight_store::leases::PollerLeases>>,
+) {
     let mut tracker = Tracker::new(&config.name, config.forget_after);
     seed(&shared, &mut tracker, &config.name);
+    let mut leased = leases.is_none();
     let mut client = ClusterClient::new(config.clone());
     let mut tick = tokio::time::interval(config.poll_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -18,6 +26,19 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
     let mut round = 0u64;
     loop {
         tick.tick().await;
+        if let Some(leases) = &leases {
+            let owns = leases.owns(&config.name);
+            if owns && !leased {
+                // Another node polled meanwhile: start from what the log says.
+                tracker = Tracker::new(&config.name, config.forget_after);
+                seed(&shared, &mut tracker, &config.name);
+                tracing::info!(cluster = %config.name, "polling: this node holds the lease");
+            }
+            leased = owns;
+            if !owns {
+                continue;
+            }
+        }
         round += 1;
         let groups = {
             let (shared, config) = (shared.clone(), config.clone());

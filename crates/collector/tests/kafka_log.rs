@@ -177,3 +177,68 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `polls` of cluster `mock` on a node.
+async fn polls(client: &reqwest::Client, node: &Running) -> u64 {
+    let (_, clusters) = get(client, node, "/api/v1/clusters").await;
+    clusters["clusters"]["mock"]["poller"]["polls"].as_u64().unwrap_or(0)
+}
+
+/// Polls `polls` on both nodes until `done` holds of the two counts.
+async fn polls_until(client: &reqwest::Client, nodes: [&Running; 2], done: impl Fn(u64, u64) -> bool) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let counts = (polls(client, nodes[0]).await, polls(client, nodes[1]).await);
+        if done(counts.0, counts.1) {
+            return counts;
+        }
+        assert!(Instant::now() < deadline, "polls {counts:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
+    use rdkafka::mocking::MockCluster;
+    let dir = std::env::temp_dir().join(format!("streamsight-kafka-leases-{}-{}", std::process::id(), now_ns()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!("kafka://{}/leases-log?partitions=2&timeout_ms=3000", broker.bootstrap);
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic("orders", 1, 1).unwrap();
+    let mut polled = streamsight_poller::ClusterConfig::new("mock", &mock.bootstrap_servers());
+    polled.poll_interval = Duration::from_millis(100);
+    polled.request_timeout = Duration::from_secs(1);
+    let node = || {
+        serve(
+            streamsight_collector::ServeConfig {
+                clusters: vec![polled.clone()],
+                ..support::loopback(&log)
+            },
+            EngineConfig::default(),
+        )
+    };
+    let client = reqwest::Client::new();
+    let a = node().await.unwrap();
+    let b = node().await.unwrap();
+    // Once the group has settled, only one of the two polls.
+    let settled = polls_until(&client, [&a, &b], |x, y| x + y >= 20).await;
+    let later = polls_until(&client, [&a, &b], |x, y| x + y >= settled.0 + settled.1 + 20).await;
+    let grew = (later.0 > settled.0, later.1 > settled.1);
+    assert!(
+        grew == (true, false) || grew == (false, true),
+        "{settled:?} -> {later:?}"
+    );
+    // The node that polls leaves: the other takes the cluster over.
+    let (owner, other) = if grew.0 { (a, b) } else { (b, a) };
+    drop(owner);
+    let before = polls(&client, &other).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while polls(&client, &other).await < before + 5 {
+        assert!(Instant::now() < deadline, "no other node took the cluster over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(other);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -179,6 +179,58 @@ fn node_name() -> String {
     format!("{}-{:016x}", std::process::id(), h.finish())
 }
 
+/// The partition count of `topic`, created with `partitions` (and the URL's
+/// replication) when it is missing.
+pub fn ensure_topic(url: &KafkaUrl, topic: &str, partitions: u32) -> Result<u32, StoreError> {
+    let admin: AdminClient<DefaultClientContext> = url.client().create().map_err(kafka)?;
+    let count = || -> Result<Option<u32>, StoreError> {
+        let metadata = admin.inner().fetch_metadata(Some(topic), url.timeout).map_err(kafka)?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+            .map(|t| t.partitions().len() as u32)
+            .filter(|n| *n > 0))
+    };
+    if let Some(n) = count()? {
+        return Ok(n);
+    }
+    let new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(url.replication));
+    let options = AdminOptions::new().operation_timeout(Some(url.timeout));
+    // The admin API is async; its callers are not, and may run inside a
+    // runtime, so the request gets a thread and a runtime of its own.
+    let created = std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .map_err(|e| StoreError::Kafka(e.to_string()))?;
+            rt.block_on(admin.create_topics([&new], &options)).map_err(kafka)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(StoreError::Kafka("topic creation panicked".into())))
+    })?;
+    for result in created {
+        match result {
+            Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => return Err(StoreError::Kafka(format!("creating topic {name}: {code}"))),
+        }
+    }
+    tracing::info!(topic, partitions, "topic created");
+    let deadline = Instant::now() + url.timeout;
+    loop {
+        if let Some(n) = count()? {
+            return Ok(n);
+        }
+        if Instant::now() > deadline {
+            return Err(StoreError::Kafka(format!(
+                "topic {topic} was created but has no partitions yet"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn kafka(e: KafkaError) -> StoreError {
     StoreError::Kafka(e.to_string())
 }
@@ -194,80 +246,13 @@ impl KafkaStore {
             partitions: 0,
             buffer: Vec::new(),
         };
-        store.partitions = match store.partition_count()? {
-            Some(n) => n,
-            None => {
-                store.create_topic()?;
-                store.wait_for_topic()?
-            }
-        };
+        store.partitions = ensure_topic(&store.url, &store.url.topic, store.url.partitions)?;
         Ok(store)
     }
 
     /// The log's partition count: what the shards are.
     pub fn partitions(&self) -> u32 {
         self.partitions
-    }
-
-    fn partition_count(&self) -> Result<Option<u32>, StoreError> {
-        let metadata = self
-            .producer
-            .client()
-            .fetch_metadata(Some(&self.url.topic), self.url.timeout)
-            .map_err(kafka)?;
-        Ok(metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == self.url.topic && t.error().is_none())
-            .map(|t| t.partitions().len() as u32)
-            .filter(|n| *n > 0))
-    }
-
-    fn create_topic(&self) -> Result<(), StoreError> {
-        let admin: AdminClient<DefaultClientContext> = self.url.client().create().map_err(kafka)?;
-        let topic = NewTopic::new(
-            &self.url.topic,
-            self.url.partitions as i32,
-            TopicReplication::Fixed(self.url.replication),
-        );
-        let options = AdminOptions::new().operation_timeout(Some(self.url.timeout));
-        // The admin API is async; the writer thread is not, and may run inside a
-        // runtime, so the request gets a thread and a runtime of its own.
-        let created = std::thread::scope(|s| {
-            s.spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .build()
-                    .map_err(|e| StoreError::Kafka(e.to_string()))?;
-                rt.block_on(admin.create_topics([&topic], &options)).map_err(kafka)
-            })
-            .join()
-            .unwrap_or_else(|_| Err(StoreError::Kafka("topic creation panicked".into())))
-        })?;
-        for result in created {
-            match result {
-                Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((name, code)) => return Err(StoreError::Kafka(format!("creating topic {name}: {code}"))),
-            }
-        }
-        tracing::info!(topic = %self.url.topic, partitions = self.url.partitions, "log topic created");
-        Ok(())
-    }
-
-    fn wait_for_topic(&self) -> Result<u32, StoreError> {
-        let deadline = Instant::now() + self.url.timeout;
-        loop {
-            if let Some(n) = self.partition_count()? {
-                return Ok(n);
-            }
-            if Instant::now() > deadline {
-                return Err(StoreError::Kafka(format!(
-                    "topic {} was created but has no partitions yet",
-                    self.url.topic
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     /// Encodes `records` into messages of at most [`MAX_MESSAGE_BYTES`] and
@@ -390,9 +375,9 @@ impl KafkaStore {
 }
 
 /// Reads `partitions` of the log from their start to their end, handing each
-/// message's records at or after `since` to `each`. The end is where the broker
-/// says a partition ends (its EOF event), not its watermark: tansu's in-memory
-/// engine answers "latest" with the last batch's base offset + 1.
+/// message's records at or after `since` to `each`, and returns the consumer,
+/// positioned there, to follow the log with. The end is the partition's EOF
+/// event or the watermark it had when the scan began, whichever comes first.
 pub fn scan_partitions(
     url: &KafkaUrl,
     partitions: &[u32],
@@ -407,11 +392,23 @@ pub fn scan_partitions(
         .set("enable.partition.eof", "true")
         .create()
         .map_err(kafka)?;
-    let mut unread: std::collections::BTreeSet<i32> = partitions.iter().map(|&p| p as i32).collect();
+    // Where each partition ended when the scan began: a partition is read once
+    // its EOF is seen or that offset is reached, whichever comes first (others
+    // may append all along; what they append later is followed).
+    let mut ends = BTreeMap::new();
+    for &p in partitions {
+        let (low, high) = consumer
+            .fetch_watermarks(&url.topic, p as i32, url.timeout)
+            .map_err(kafka)?;
+        if high > low {
+            ends.insert(p as i32, high);
+        }
+    }
+    let mut unread: std::collections::BTreeSet<i32> = ends.keys().copied().collect();
     let mut assignment = TopicPartitionList::new();
-    for &p in &unread {
+    for &p in partitions {
         assignment
-            .add_partition_offset(&url.topic, p, Offset::Beginning)
+            .add_partition_offset(&url.topic, p as i32, Offset::Beginning)
             .map_err(kafka)?;
     }
     consumer.assign(&assignment).map_err(kafka)?;
@@ -434,6 +431,9 @@ pub fn scan_partitions(
             Some(Err(e)) => return Err(kafka(e)),
             Some(Ok(m)) => {
                 last_progress = Instant::now();
+                if ends.get(&m.partition()).is_some_and(|end| m.offset() + 1 >= *end) {
+                    unread.remove(&m.partition());
+                }
                 match codec::decode(m.payload().unwrap_or_default()) {
                     Ok(mut records) => {
                         records.retain(|r| r.at() >= since);

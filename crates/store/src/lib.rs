@@ -14,6 +14,7 @@ pub use streamsight_core::Record;
 
 pub mod codec;
 pub mod kafka;
+pub mod leases;
 mod sqlite;
 
 pub use kafka::{KafkaFollow, KafkaStore, KafkaUrl};
