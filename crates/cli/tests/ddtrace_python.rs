@@ -14,25 +14,14 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::Value;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use streamsight_testkit::eventually;
 use support::{python, script, start};
 
 const TOPIC: &str = "orders";
 const GROUP: &str = "shop-billing";
 const PRODUCED: usize = 100;
 const CONSUMED: usize = 40;
-
-/// Polls `f` until it returns Some, or fails after `secs` seconds.
-async fn eventually<T>(secs: u64, what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 async fn get(client: &reqwest::Client, url: &str) -> Value {
     client.get(url).send().await.unwrap().json().await.unwrap()

@@ -11,22 +11,11 @@ mod support;
 
 use serde_json::Value;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use streamsight_testkit::eventually;
 use support::{python, script, start};
 
 const TOPIC: &str = "orders";
 const GROUP: &str = "billing";
-
-async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 async fn get(client: &reqwest::Client, url: &str) -> Value {
     client
@@ -83,7 +72,7 @@ async fn an_otel_instrumented_pipeline_shows_each_message_path_and_where_it_stop
             body["journeys"].as_array()?.first().cloned()
         }
     };
-    let first = eventually("the first record's journey with its verdict", async || {
+    let first = eventually(60, "the first record's journey with its verdict", async || {
         let j = journey(0).await?;
         (verdict(&j, GROUP).as_deref() == Some("processed")).then_some(j)
     })
@@ -125,7 +114,7 @@ async fn an_otel_instrumented_pipeline_shows_each_message_path_and_where_it_stop
     );
 
     // The second record's processing failed.
-    let second = eventually("the second record's journey", async || {
+    let second = eventually(60, "the second record's journey", async || {
         let j = journey(1).await?;
         verdict(&j, GROUP).is_some().then_some(j)
     })

@@ -10,7 +10,7 @@ mod support;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use streamsight_testkit::{Tansu, free_port};
+use streamsight_testkit::{Tansu, eventually, free_port};
 use support::dsm::{self, commit, produce};
 
 const TOPICS: usize = 6;
@@ -45,17 +45,12 @@ async fn lag_of(client: &reqwest::Client, api: &str, group: &str) -> Vec<(String
 /// Waits until the node at `api` reports `want`; how long it took.
 async fn converges(client: &reqwest::Client, api: &str, group: &str, want: &[(String, i64)]) -> Duration {
     let started = Instant::now();
-    loop {
-        let got = lag_of(client, api, group).await;
-        if got == want {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{api}: {got:?}, waiting for {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{api} to report {want:?}");
+    eventually(30, &what, async || {
+        (lag_of(client, api, group).await == want).then_some(())
+    })
+    .await;
+    started.elapsed()
 }
 
 /// Round `r` of traffic, each topic's payload through node `(r + topic) % nodes`:

@@ -194,16 +194,7 @@ fn intake_bench(c: &mut Criterion) {
 fn http_bench(c: &mut Criterion) {
     // Server and load generator on runtimes of their own, so that their threads'
     // CPU time can be told apart.
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("collector")
-        .enable_all()
-        .build()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("loadgen")
-        .enable_all()
-        .build()
-        .unwrap();
+    let (server_rt, rt) = support::runtimes();
     let dir = std::env::temp_dir().join(format!("streamsight-bench-http-{}", std::process::id()));
     let mut group = c.benchmark_group("http");
     group.throughput(Throughput::Elements(POINTS as u64));

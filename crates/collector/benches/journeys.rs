@@ -106,16 +106,7 @@ fn rss_bytes() -> u64 {
 }
 
 fn intake() {
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("collector")
-        .enable_all()
-        .build()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("loadgen")
-        .enable_all()
-        .build()
-        .unwrap();
+    let (server_rt, rt) = support::runtimes();
     let dir = std::env::temp_dir().join(format!("streamsight-bench-journeys-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -8,10 +8,10 @@
 mod support;
 
 use serde_json::Value;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use streamsight_collector::{Running, serve};
 use streamsight_core::EngineConfig;
-use streamsight_testkit::{Tansu, free_port};
+use streamsight_testkit::{Tansu, eventually, free_port};
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
 
 fn now_ns() -> u64 {
@@ -83,15 +83,10 @@ async fn get(client: &reqwest::Client, node: &Running, path: &str) -> (u16, Valu
 }
 
 async fn ready(client: &reqwest::Client, node: &Running) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while get(client, node, "/readyz").await.0 != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "not ready: {:?}",
-            get(client, node, "/readyz").await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(30, "readiness", async || {
+        (get(client, node, "/readyz").await.0 == 200).then_some(())
+    })
+    .await;
 }
 
 async fn billing_lag(client: &reqwest::Client, node: &Running) -> Value {
@@ -102,15 +97,11 @@ async fn billing_lag(client: &reqwest::Client, node: &Running) -> Value {
 }
 
 async fn lag_becomes(client: &reqwest::Client, node: &Running, want: i64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let lag = billing_lag(client, node).await;
-        if lag == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "lag {lag}, waiting for {want}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("billing's lag to become {want}");
+    eventually(30, &what, async || {
+        (billing_lag(client, node).await == want).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,11 +150,10 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
 
     // Back on the same port and data: appends succeed again and readiness returns.
     let _broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while post(&client, &a, payload(start_ns + 10_000_000_000, 2_000, 1_900)).await != 202 {
-        assert!(Instant::now() < deadline, "intake did not recover");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(60, "intake to recover", async || {
+        (post(&client, &a, payload(start_ns + 10_000_000_000, 2_000, 1_900)).await == 202).then_some(())
+    })
+    .await;
     assert_eq!(get(&client, &a, "/readyz").await.0, 200);
     assert_eq!(billing_lag(&client, &a).await, 101);
     lag_becomes(&client, &b, 101).await;
@@ -186,15 +176,11 @@ async fn polls(client: &reqwest::Client, node: &Running) -> u64 {
 
 /// Polls `polls` on both nodes until `done` holds of the two counts.
 async fn polls_until(client: &reqwest::Client, nodes: [&Running; 2], done: impl Fn(u64, u64) -> bool) -> (u64, u64) {
-    let deadline = Instant::now() + Duration::from_secs(45);
-    loop {
+    eventually(45, "the poll counts", async || {
         let counts = (polls(client, nodes[0]).await, polls(client, nodes[1]).await);
-        if done(counts.0, counts.1) {
-            return counts;
-        }
-        assert!(Instant::now() < deadline, "polls {counts:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        done(counts.0, counts.1).then_some(counts)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,11 +219,10 @@ async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
     let (owner, other) = if grew.0 { (a, b) } else { (b, a) };
     drop(owner);
     let before = polls(&client, &other).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while polls(&client, &other).await < before + 5 {
-        assert!(Instant::now() < deadline, "no other node took the cluster over");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(30, "another node to take the cluster over", async || {
+        (polls(&client, &other).await >= before + 5).then_some(())
+    })
+    .await;
     drop(other);
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);

@@ -14,20 +14,10 @@ use std::time::{Duration, Instant};
 use streamsight_collector::{ServeConfig, serve};
 use streamsight_core::EngineConfig;
 use streamsight_sdk::{Sdk, SdkConfig, TraceContext};
+use streamsight_testkit::eventually;
 
 const PRODUCED: i64 = 20;
 const CONSUMED: i64 = 8;
-
-async fn eventually<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 async fn start_collector() -> streamsight_collector::Running {
     let config = ServeConfig {
@@ -115,7 +105,7 @@ async fn producer_to_consumer_to_collector() {
 
     let client = reqwest::Client::new();
     let get = async |url: String| -> Value { client.get(url).send().await.unwrap().json().await.unwrap() };
-    let row = eventually("the group's lag", async || {
+    let row = eventually(30, "the group's lag", async || {
         let lag = get(format!("{api}/api/v1/lag?group=billing")).await;
         let row = lag["rows"].as_array()?.first()?.clone();
         (row["committed_offset"] == CONSUMED && row["end_offset"] == PRODUCED).then_some(row)
@@ -223,7 +213,7 @@ async fn failed_sends_reach_the_collector_and_a_dead_collector_costs_only_teleme
 
     let api = format!("http://{}", collector.api_addr);
     let client = reqwest::Client::new();
-    let partition = eventually("the partition's state", async || {
+    let partition = eventually(30, "the partition's state", async || {
         let v: Value = client
             .get(format!("{api}/api/v1/partitions"))
             .send()

@@ -87,7 +87,9 @@ impl KafkaUrl {
         Ok(parsed)
     }
 
-    fn client(&self) -> ClientConfig {
+    /// A librdkafka configuration reaching the log's brokers with the URL's
+    /// properties.
+    pub fn client(&self) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap);
         for (k, v) in &self.properties {

@@ -58,12 +58,8 @@ impl PollerLeases {
         let topic = format!("{}-pollers", url.topic);
         crate::kafka::ensure_topic(&url, &topic, LEASES)?;
         let owned = Arc::new(Owned::default());
-        let mut config = rdkafka::ClientConfig::new();
-        config.set("bootstrap.servers", &url.bootstrap);
-        for (k, v) in &url.properties {
-            config.set(k, v);
-        }
-        let consumer: BaseConsumer<LeaseContext> = config
+        let consumer: BaseConsumer<LeaseContext> = url
+            .client()
             .set("group.id", &topic)
             .set("enable.auto.commit", "false")
             .set("session.timeout.ms", SESSION_TIMEOUT_MS)

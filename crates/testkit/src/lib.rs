@@ -1,11 +1,24 @@
 //! What tests across the workspace share, so that no test file grows its own
 //! copy: a tansu broker (a Kafka-compatible broker in Rust, installed by
-//! `scripts/test`) run as its own process, and free loopback ports.
+//! `scripts/test`) run as its own process, free loopback ports, and waiting for
+//! a condition with a deadline instead of a sleep.
 #![allow(clippy::unwrap_used, clippy::panic)] // test support: a failed set-up should fail loudly
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Polls `f` until it returns Some, or fails after `secs` seconds naming `what`.
+pub async fn eventually<T>(secs: u64, what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 /// A port nothing listens on right now.
 pub fn free_port() -> u16 {

@@ -21,3 +21,16 @@ pub(crate) fn collector_cpu_seconds() -> f64 {
     }
     total
 }
+
+/// The collector's runtime and the load generator's, apart, so that their
+/// threads' CPU time can be told apart.
+pub(crate) fn runtimes() -> (tokio::runtime::Runtime, tokio::runtime::Runtime) {
+    let runtime = |name: &str| {
+        tokio::runtime::Builder::new_multi_thread()
+            .thread_name(name)
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot build the {name} runtime: {e}"))
+    };
+    (runtime("collector"), runtime("loadgen"))
+}

@@ -141,33 +141,33 @@ fn otlp_answer(json: bool, d: &Decoded, what: &str) -> Response {
 }
 
 async fn otlp_traces(State(o): State<Otlp>, headers: HeaderMap, body: Body) -> Response {
-    let json = match kind(&headers) {
-        Some(Kind::Protobuf) => false,
-        Some(Kind::Json) => true,
-        _ => return unsupported(&headers, "application/x-protobuf or application/json"),
-    };
-    match take(&o.shared, &o.writer, &o.rate, &headers, body, move |b, l| {
-        traces::otlp::decode_traces(b, json, l)
-    })
-    .await
-    {
-        Ok(d) => otlp_answer(json, &d, "Spans"),
-        Err(r) => r,
-    }
+    otlp(o, headers, body, traces::otlp::decode_traces, "Spans").await
 }
 
 async fn otlp_logs(State(o): State<Otlp>, headers: HeaderMap, body: Body) -> Response {
+    otlp(o, headers, body, traces::otlp::decode_logs, "LogRecords").await
+}
+
+/// An OTLP export of spans or logs, protobuf or JSON; `what` names what a
+/// partial success left out.
+async fn otlp(
+    o: Otlp,
+    headers: HeaderMap,
+    body: Body,
+    decode: fn(&[u8], bool, Limits) -> Result<Decoded, DecodeError>,
+    what: &str,
+) -> Response {
     let json = match kind(&headers) {
         Some(Kind::Protobuf) => false,
         Some(Kind::Json) => true,
         _ => return unsupported(&headers, "application/x-protobuf or application/json"),
     };
     match take(&o.shared, &o.writer, &o.rate, &headers, body, move |b, l| {
-        traces::otlp::decode_logs(b, json, l)
+        decode(b, json, l)
     })
     .await
     {
-        Ok(d) => otlp_answer(json, &d, "LogRecords"),
+        Ok(d) => otlp_answer(json, &d, what),
         Err(r) => r,
     }
 }
