@@ -206,16 +206,21 @@ impl<'a, S: Text<'a>> Reader<'a, S> {
         Ok(is)
     }
 
-    fn str(&mut self, field: &str) -> Result<&'a str> {
-        let m = self.byte()?;
+    /// The bytes of a str or bin value, its marker `m` already read.
+    fn text_bytes(&mut self, m: u8, expected: &str, field: &str) -> Result<&'a [u8]> {
         let n = match m {
             0xa0..=0xbf => usize::from(m & 0x1f),
             0xd9 | 0xc4 => self.len8()?,
             0xda | 0xc5 => self.len16()?,
             0xdb | 0xc6 => self.len32()?,
-            _ => return self.invalid(m, "a string", field),
+            _ => return self.invalid(m, expected, field),
         };
-        std::str::from_utf8(self.take(n)?)
+        self.take(n)
+    }
+
+    fn str(&mut self, field: &str) -> Result<&'a str> {
+        let m = self.byte()?;
+        std::str::from_utf8(self.text_bytes(m, "a string", field)?)
             .map_err(|_| Error::Invalid(format!("invalid value at {field}: a string that is not UTF-8")))
     }
 
@@ -235,13 +240,7 @@ impl<'a, S: Text<'a>> Reader<'a, S> {
         match Kind::of(m) {
             Kind::Bin | Kind::Str => {
                 self.pos += 1;
-                let n = match m {
-                    0xa0..=0xbf => usize::from(m & 0x1f),
-                    0xd9 | 0xc4 => self.len8()?,
-                    0xda | 0xc5 => self.len16()?,
-                    _ => self.len32()?,
-                };
-                Ok(self.take(n)?.to_vec())
+                Ok(self.text_bytes(m, "bytes", field)?.to_vec())
             }
             Kind::Array => {
                 let n = self.array_len(field)?;
