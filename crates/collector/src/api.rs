@@ -1,18 +1,20 @@
 //! The HTTP API: `/api/v1/...` JSON, `/metrics`, `/healthz`, `/readyz`.
 
+use crate::fanout;
 use crate::intake::error_response;
 use crate::state::Shared;
 use crate::{clock, metrics};
 use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use streamsight_core::{LagRow, Millis, PartitionReport};
+use streamsight_core::{GroupFold, LagRow, Millis, PartitionReport};
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -72,6 +74,8 @@ struct LagFilter {
     cluster: Option<String>,
     group: Option<String>,
     topic: Option<String>,
+    /// Another node of a sharded log asks for these shards' rows (see [`fanout`]).
+    shards: Option<String>,
 }
 
 impl LagFilter {
@@ -81,11 +85,13 @@ impl LagFilter {
     }
 }
 
-fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
+fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter, shards: Option<&BTreeSet<u32>>) -> Vec<LagRow> {
     let snapshots = shared.clusters.snapshots();
     let engine = shared.lag.engine();
     engine
-        .reports(now, |n| filter.keeps(n.cluster, n.group, n.topic))
+        .reports(now, |n| {
+            filter.keeps(n.cluster, n.group, n.topic) && fanout::in_shards(shared, shards, n.topic)
+        })
         .into_iter()
         .map(|(n, report)| LagRow {
             consumer: snapshots
@@ -96,19 +102,38 @@ fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter) -> Vec<LagRow> {
         .collect()
 }
 
+/// Every group-partition's lag, of every shard on a sharded log.
 async fn lag(
     State(shared): State<Arc<Shared>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
     filter: Result<Query<LagFilter>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        let Query(filter) = match filter {
-            Ok(f) => f,
-            Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-        };
-        let now = clock::now();
-        axum::Json(json!({ "now_ms": now.0, "rows": lag_rows(shared, now, &filter) })).into_response()
-    })
-    .await
+    let Query(filter) = match filter {
+        Ok(f) => f,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+    };
+    let now = clock::now();
+    if let Some(asked) = filter.shards.clone() {
+        return fanout::part(shared, &asked, move |s, shards| lag_rows(s, now, &filter, shards)).await;
+    }
+    let query = query.unwrap_or_default();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &filter, shards);
+    let (mut rows, coverage) = fanout::gather(
+        &shared,
+        "/api/v1/lag",
+        &query,
+        headers.get(header::AUTHORIZATION),
+        local,
+    )
+    .await;
+    if !shared.sharded() {
+        return axum::Json(json!({ "now_ms": now.0, "rows": rows })).into_response();
+    }
+    rows.sort_by(|a, b| {
+        (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(&b.cluster, &b.group, &b.topic, b.partition))
+    });
+    axum::Json(json!({ "now_ms": now.0, "rows": rows, "shards": coverage })).into_response()
 }
 
 #[derive(Debug, Serialize)]
@@ -129,40 +154,48 @@ struct MaxLag {
     lag_messages: i64,
 }
 
-fn group_rows(shared: &Shared, now: Millis) -> Vec<GroupRow> {
-    let engine = shared.lag.engine();
-    let mut rows: Vec<GroupRow> = engine
-        .groups()
-        .map(|gid| {
-            let r = engine.evaluate_group(gid, now);
-            let (cluster, group) = engine.group_name(gid);
+/// A group's row from its partitions' rows, wherever they were held: the
+/// same fold as the engine's for a group it holds whole.
+fn fold_groups(rows: Vec<LagRow>) -> Vec<GroupRow> {
+    let mut groups: BTreeMap<(String, String), GroupFold<(String, i32)>> = BTreeMap::new();
+    for row in rows {
+        groups
+            .entry((row.cluster, row.group))
+            .or_default()
+            .add((row.topic, row.partition), row.report);
+    }
+    groups
+        .into_iter()
+        .map(|((cluster, group), fold)| {
+            let fold = fold.finish();
             GroupRow {
-                cluster: cluster.to_owned(),
-                group: group.to_owned(),
-                status: r.status,
-                partitions: r.partitions,
-                total_lag: r.total_lag,
-                complete: r.complete,
-                max_lag: r.max_lag.map(|(gp, lag)| {
-                    let n = engine.names(gp);
-                    MaxLag {
-                        topic: n.topic.to_owned(),
-                        partition: n.partition,
-                        lag_messages: lag,
-                    }
+                cluster,
+                group,
+                status: fold.status,
+                partitions: fold.partitions,
+                total_lag: fold.total_lag,
+                complete: fold.complete,
+                max_lag: fold.max_lag.map(|((topic, partition), lag_messages)| MaxLag {
+                    topic,
+                    partition,
+                    lag_messages,
                 }),
             }
         })
-        .collect();
-    rows.sort_by(|a, b| (&a.cluster, &a.group).cmp(&(&b.cluster, &b.group)));
-    rows
+        .collect()
 }
 
-async fn groups(State(shared): State<Arc<Shared>>) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        axum::Json(json!({ "groups": group_rows(shared, clock::now()) })).into_response()
-    })
-    .await
+/// Every group, by cluster and name. On a sharded log a group's partitions
+/// may be in several shards: their rows are gathered, then folded here.
+async fn groups(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let now = clock::now();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &LagFilter::default(), shards);
+    let (rows, coverage) = fanout::gather(&shared, "/api/v1/lag", "", headers.get(header::AUTHORIZATION), local).await;
+    let mut body = json!({ "groups": fold_groups(rows) });
+    if shared.sharded() {
+        body["shards"] = json!(coverage);
+    }
+    axum::Json(body).into_response()
 }
 
 #[derive(Debug, Default, Deserialize)]

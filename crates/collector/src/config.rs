@@ -38,8 +38,13 @@ pub struct ServeConfig {
     /// sees only its own data; names may repeat across tenants. The top-level
     /// `clusters`, `probes` and `dlq` are the `default` tenant's.
     pub tenants: Vec<TenantConfig>,
-    /// `sqlite://PATH` (durable) or `memory://`.
+    /// `sqlite://PATH` (durable), `kafka://HOSTS/TOPIC` (shared by several
+    /// nodes, see `docs/scale-out.md`) or `memory://`.
     pub storage: String,
+    /// On a sharded log (`kafka://…?mode=sharded`): where the other nodes reach
+    /// this node's API, e.g. `http://10.0.0.5:7411`. Unset: the API's own
+    /// address, which must then not be 0.0.0.0 or [::].
+    pub advertise_api: Option<String>,
     /// Stored records older than this are deleted, and not replayed on start.
     #[serde(with = "humantime_serde")]
     pub retention: Duration,
@@ -93,6 +98,7 @@ impl Default for ServeConfig {
             intake_listeners: Vec::new(),
             tenants: Vec::new(),
             storage: "sqlite://streamsight-data/streamsight.db".into(),
+            advertise_api: None,
             retention: Duration::from_secs(7 * 24 * 3600),
             max_storage_bytes: 0,
             limits: Limits::default(),
@@ -210,6 +216,12 @@ impl ServeConfig {
     /// only what is in it.
     pub fn log_is_shared(&self) -> bool {
         self.storage.starts_with("kafka://")
+    }
+
+    /// Whether this node holds only some of the shared log's shards
+    /// (`kafka://…?mode=sharded`): queries then ask the other nodes.
+    pub fn log_is_sharded(&self) -> bool {
+        self.log_is_shared() && streamsight_store::KafkaUrl::parse(&self.storage).is_ok_and(|url| url.sharded)
     }
 
     /// Every tenant's own configuration, `default` first: the shared settings

@@ -12,6 +12,7 @@ mod clock;
 pub mod config;
 mod dashboard;
 pub mod deliveries;
+pub mod fanout;
 pub mod intake;
 pub mod journeys;
 pub mod metrics;
@@ -77,6 +78,8 @@ pub enum ServeError {
     Alerts(String),
     #[error("cannot listen on unix socket {path}: {source}")]
     BindUnix { path: String, source: std::io::Error },
+    #[error("sharded log: {0}")]
+    Sharding(String),
 }
 
 /// A running collector: its servers, pollers and housekeeping in one task set,
@@ -202,6 +205,10 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let mut writers = std::collections::BTreeMap::new();
     for (name, store) in stores {
         let shared = tenants[&name].clone();
+        if shared.config.log_is_sharded() {
+            let directory = join_directory(&shared.config, api_addr, api_tls.is_some()).await?;
+            let _ = shared.directory.set(Arc::new(directory));
+        }
         let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
         tenants[&name].ready.store(true, Ordering::Release);
         *services::lock(&tenants[&name].alerts.writer) = Some(writer.clone());
@@ -334,6 +341,25 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     })
 }
 
+/// Says, on a sharded log's directory, where this node's API answers.
+async fn join_directory(
+    config: &ServeConfig,
+    api_addr: SocketAddr,
+    tls: bool,
+) -> Result<streamsight_store::directory::Directory, ServeError> {
+    let api = match &config.advertise_api {
+        Some(url) => url.clone(),
+        None if api_addr.ip().is_unspecified() => {
+            return Err(ServeError::Sharding(format!(
+                "the API listens on {api_addr}: set advertise_api to where other nodes reach it"
+            )));
+        }
+        None => format!("{}://{api_addr}", if tls { "https" } else { "http" }),
+    };
+    let url = streamsight_store::KafkaUrl::parse(&config.storage)?;
+    Ok(tokio::task::spawn_blocking(move || streamsight_store::directory::Directory::join(&url, api)).await??)
+}
+
 /// `HOST:PORT` or `unix:PATH`; the address it ended up at (a port 0 resolved).
 async fn bind_any(listen: &str) -> Result<(server::Listener, String), ServeError> {
     if let Some(path) = listen.strip_prefix("unix:") {
@@ -416,10 +442,13 @@ fn idle_records(shared: &Shared, now: Millis) -> Vec<streamsight_core::Record> {
         at: now,
         observation: observation.to_owned(),
     };
+    // On a sharded log a node holds a group's partitions of its own shards
+    // only: that they are idle says nothing of the others'.
+    let sharded = shared.sharded();
     let groups = idle
         .groups
         .iter()
-        .filter(|(c, _)| !polled.contains(c))
+        .filter(|(c, _)| !polled.contains(c) && !sharded)
         .map(|&(cluster, group)| record(Observation::GroupDeleted { cluster, group }));
     let topics = idle
         .topics

@@ -106,6 +106,10 @@ struct EdgeAcc {
 }
 
 impl Pathways {
+    pub fn limits(&self) -> PathwayLimits {
+        self.limits
+    }
+
     pub fn new(limits: PathwayLimits) -> Self {
         Self {
             limits,

@@ -252,6 +252,20 @@ impl LagService {
         s
     }
 
+    /// Forgets everything: the log's shards are about to be applied again.
+    /// Group ids are the engine's, so the groups' history goes with it.
+    pub(crate) fn reset(&self) {
+        let mut engine = self.engine.lock();
+        let config = engine.config().clone();
+        // The configuration was valid when the engine was made from it.
+        if let Ok(fresh) = Engine::new(config) {
+            *engine = fresh;
+        }
+        lock(&self.events).clear();
+        lock(&self.history).clear();
+        *lock(&self.summaries) = Arc::default();
+    }
+
     /// Records each group's lag now, for its recent history.
     pub(crate) fn sample_groups(&self, now: Millis) {
         let summaries = {
@@ -302,6 +316,11 @@ impl PathwayService {
         lock(&self.pathways).prune(before_ms);
     }
 
+    pub(crate) fn reset(&self) {
+        let mut pathways = lock(&self.pathways);
+        *pathways = Pathways::new(pathways.limits());
+    }
+
     pub(crate) fn new(limits: crate::pathways::PathwayLimits) -> Self {
         Self {
             pathways: Mutex::new(Pathways::new(limits)),
@@ -344,6 +363,10 @@ impl DeliveryService {
         for e in events {
             deliveries.engine_event(e);
         }
+    }
+
+    pub(crate) fn reset(&self) {
+        *lock(&self.deliveries) = Deliveries::new();
     }
 
     /// Reconciles the windows that are due.

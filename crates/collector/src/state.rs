@@ -13,7 +13,7 @@ use crate::telemetry::IntakeTelemetry;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use streamsight_core::{Engine, EngineConfig, Millis, Record};
-use streamsight_store::{Store, StoreError};
+use streamsight_store::{Follow, Followed, Store, StoreError};
 use tokio::sync::oneshot;
 
 pub use crate::services::GroupSample;
@@ -36,6 +36,9 @@ pub struct Shared {
     /// The last append to storage failed: intake answers 503 until one
     /// succeeds, and `/readyz` says so (a log in Kafka out of reach, a full disk).
     pub storage_failing: AtomicBool,
+    /// On a sharded log: which shards this node holds, who holds the others
+    /// and where they answer (see `docs/scale-out.md`).
+    pub directory: std::sync::OnceLock<Arc<streamsight_store::directory::Directory>>,
 }
 
 impl Shared {
@@ -68,8 +71,14 @@ impl Shared {
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),
             storage_failing: AtomicBool::new(false),
+            directory: std::sync::OnceLock::new(),
             config,
         })
+    }
+
+    /// Whether this node holds only some shards of a shared log.
+    pub fn sharded(&self) -> bool {
+        self.directory.get().is_some()
     }
 
     /// Everything refused by a limit, wherever it was counted.
@@ -93,6 +102,16 @@ impl Shared {
     pub fn apply_owned(&self, records: Vec<Record>) {
         self.apply_borrowed(&records);
         self.journeys.take(records);
+    }
+
+    /// Forgets what was built from the log's shards (this node lost some; those
+    /// it keeps are applied again from their start). Alerts and audit come
+    /// from the global log and stay.
+    pub(crate) fn reset_shards(&self) {
+        self.lag.reset();
+        self.pathways.reset();
+        self.deliveries.reset();
+        self.journeys.reset();
     }
 
     fn apply_borrowed(&self, records: &[Record]) {
@@ -190,11 +209,22 @@ impl Writer {
         let (tx, rx) = mpsc::channel::<Job>();
         let queued = Arc::new(AtomicUsize::new(0));
         let max_queued = shared.config.limits.max_queued_records;
+        // On a sharded log a node applies what it reads of its shards, on a
+        // thread of its own (a rebuild may take a while; appends go on), and
+        // never what it appends: that may be another node's shard.
+        let (follow, follower) = match store.follow() {
+            Some(follow) if follow.includes_own() => (None, Some(Follower::start(follow, shared.clone())?)),
+            other => (other, None),
+        };
         let thread = {
             let queued = queued.clone();
             std::thread::Builder::new()
                 .name("streamsight-writer".into())
-                .spawn(move || write_loop(store.as_mut(), &shared, &rx, &queued))
+                .spawn(move || {
+                    let applies = follower.is_none();
+                    write_loop(store.as_mut(), &shared, &rx, &queued, follow, applies);
+                    drop(follower);
+                })
                 .map_err(WriterError::Spawn)?
         };
         Ok(Self {
@@ -259,10 +289,12 @@ const FOLLOW_BATCH: usize = 64;
 
 /// Applies what other nodes appended to a shared log since the last look; the
 /// error, if reading failed.
-fn apply_followed(follow: &mut dyn streamsight_store::Follow, shared: &Shared) -> Option<StoreError> {
+fn apply_followed(follow: &mut dyn Follow, shared: &Shared) -> Option<StoreError> {
     for _ in 0..FOLLOW_BATCH {
         match follow.next(std::time::Duration::ZERO) {
-            Ok(Some(records)) => shared.apply_owned(records),
+            Ok(Some(Followed::Records(records))) => shared.apply_owned(records),
+            // A replicated log has no shards to gain or lose.
+            Ok(Some(_)) => {}
             Ok(None) => return None,
             Err(e) => return Some(e),
         }
@@ -270,10 +302,84 @@ fn apply_followed(follow: &mut dyn streamsight_store::Follow, shared: &Shared) -
     None
 }
 
-fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, queued: &AtomicUsize) {
-    // On a log other nodes share, their appends are applied on this thread too:
+/// Said once when following starts failing and once when it recovers.
+fn follow_health(error: Option<&StoreError>, failing: &mut bool) {
+    match (error, *failing) {
+        (Some(e), false) => tracing::warn!(error = %e, "following the shared log failed"),
+        (None, true) => tracing::info!("following the shared log again"),
+        _ => {}
+    }
+    *failing = error.is_some();
+}
+
+/// The thread that applies a sharded log's records to this node's services.
+struct Follower {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Follower {
+    fn start(mut follow: Box<dyn Follow>, shared: Arc<Shared>) -> Result<Self, WriterError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("streamsight-shards".into())
+                .spawn(move || follow_shards(follow.as_mut(), &shared, &stop))
+                .map_err(WriterError::Spawn)?
+        };
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn follow_shards(follow: &mut dyn Follow, shared: &Shared, stop: &AtomicBool) {
+    let held = |change: &dyn Fn(&mut std::collections::BTreeSet<u32>)| {
+        if let Some(directory) = shared.directory.get() {
+            directory.update_held(change);
+        }
+    };
+    let mut failing = false;
+    while !stop.load(Ordering::Acquire) {
+        let next = follow.next(FOLLOW_EVERY);
+        follow_health(next.as_ref().err(), &mut failing);
+        match next {
+            Ok(Some(Followed::Records(records))) => shared.apply_owned(records),
+            Ok(Some(Followed::Gained(_)) | None) => {}
+            Ok(Some(Followed::CaughtUp(shard))) => held(&|h| {
+                h.insert(shard);
+            }),
+            Ok(Some(Followed::Reset { .. })) => {
+                // Nothing is answered for until it is rebuilt.
+                held(&|h| h.clear());
+                shared.reset_shards();
+            }
+            Err(_) => std::thread::sleep(FOLLOW_EVERY),
+        }
+    }
+}
+
+fn write_loop(
+    store: &mut dyn Store,
+    shared: &Shared,
+    rx: &mpsc::Receiver<Job>,
+    queued: &AtomicUsize,
+    mut follow: Option<Box<dyn Follow>>,
+    applies: bool,
+) {
+    // On a replicated log, other nodes' appends are applied on this thread too:
     // one order of application, and no state that two threads write.
-    let mut follow = store.follow();
     let mut follow_failing = false;
     loop {
         let first = match follow.as_deref_mut() {
@@ -282,14 +388,8 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, 
                 Err(_) => return,
             },
             Some(follow) => {
-                // Said once when following starts failing and once when it recovers.
                 let error = apply_followed(follow, shared);
-                match (&error, follow_failing) {
-                    (Some(e), false) => tracing::warn!(error = %e, "following the shared log failed"),
-                    (None, true) => tracing::info!("following the shared log again"),
-                    _ => {}
-                }
-                follow_failing = error.is_some();
+                follow_health(error.as_ref(), &mut follow_failing);
                 match rx.recv_timeout(FOLLOW_EVERY) {
                     Ok(job) => job,
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
@@ -334,11 +434,13 @@ fn write_loop(store: &mut dyn Store, shared: &Shared, rx: &mpsc::Receiver<Job>, 
                     Err(e) => tracing::error!(error = %e, "storage cap failed"),
                 }
             }
-            if result.is_ok() {
-                shared.apply_owned(std::mem::take(&mut batch));
-                shared.apply(&transient);
-            } else {
-                tracing::error!(error = ?result, records = batch.len(), "store append failed");
+            match &result {
+                Ok(()) if applies => {
+                    shared.apply_owned(std::mem::take(&mut batch));
+                    shared.apply(&transient);
+                }
+                Ok(()) => {}
+                Err(e) => tracing::error!(error = %e, records = batch.len(), "store append failed"),
             }
             for done in waiting {
                 let _ = done.send(result.clone());

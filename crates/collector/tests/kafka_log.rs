@@ -227,3 +227,139 @@ async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Produces at 1,000 and a commit of group `billing` at `committed` on
+/// partition 0 of each of `topics`.
+fn payload_of_topics(start_ns: u64, topics: &[String], committed: i64) -> Vec<u8> {
+    let backlogs = topics.iter().flat_map(|topic| {
+        let tags = |more: &[&str]| {
+            let mut tags: Vec<String> = more.iter().map(|t| (*t).to_owned()).collect();
+            tags.extend([
+                format!("topic:{topic}"),
+                "partition:0".into(),
+                "kafka_cluster_id:prod".into(),
+            ]);
+            tags
+        };
+        [
+            Backlog {
+                tags: tags(&["type:kafka_produce"]),
+                value: 1_000,
+            },
+            Backlog {
+                tags: tags(&["type:kafka_commit", "consumer_group:billing"]),
+                value: committed,
+            },
+        ]
+    });
+    encode(&Payload {
+        service: "checkout".into(),
+        stats: vec![Bucket {
+            start: start_ns,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs: backlogs.collect(),
+        }],
+        ..Default::default()
+    })
+}
+
+/// The lag rows a node answers, once they cover every shard: (topic, lag).
+async fn complete_rows(client: &reqwest::Client, node: &Running, want: usize) -> Vec<(String, i64)> {
+    eventually(60, "every shard's rows", async || {
+        let (_, lag) = get(client, node, "/api/v1/lag?group=billing").await;
+        let missing = lag["shards"]["missing"].as_array()?;
+        let rows = lag["rows"].as_array()?;
+        (missing.is_empty() && rows.len() == want).then(|| {
+            rows.iter()
+                .map(|r| {
+                    (
+                        r["topic"].as_str().unwrap().to_owned(),
+                        r["lag_messages"].as_i64().unwrap(),
+                    )
+                })
+                .collect()
+        })
+    })
+    .await
+}
+
+/// Partitions a node holds itself (`/api/v1/partitions` answers for its own shards).
+async fn own_partitions(client: &reqwest::Client, node: &Running) -> usize {
+    get(client, node, "/api/v1/partitions").await.1["partitions"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
+    let dir = std::env::temp_dir().join(format!("streamsight-kafka-shards-{}-{}", std::process::id(), now_ns()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/sharded-log?partitions=6&timeout_ms=3000&mode=sharded",
+        broker.bootstrap
+    );
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 60_000_000_000;
+    let topics: Vec<String> = (0..12).map(|i| format!("topic-{i}")).collect();
+    let nodes = [start(&log).await, start(&log).await, start(&log).await];
+    for node in &nodes {
+        ready(&client, node).await;
+    }
+    // Intake spread over the nodes: each accepts some topics.
+    for (i, chunk) in topics.chunks(4).enumerate() {
+        assert_eq!(
+            post(&client, &nodes[i], payload_of_topics(start_ns, chunk, 400)).await,
+            202
+        );
+    }
+    let want: Vec<(String, i64)> = {
+        let mut want: Vec<_> = topics.iter().map(|t| (t.clone(), 601)).collect();
+        want.sort();
+        want
+    };
+    for node in &nodes {
+        assert_eq!(complete_rows(&client, node, topics.len()).await, want);
+    }
+    // Each node holds only its shards' partitions, and together all of them.
+    let mut held = Vec::new();
+    for node in &nodes {
+        held.push(own_partitions(&client, node).await);
+    }
+    assert_eq!(held.iter().sum::<usize>(), topics.len(), "{held:?}");
+    assert!(held.iter().all(|n| *n < topics.len()), "{held:?}");
+    // A group across shards is folded from all of them.
+    let (_, groups) = get(&client, &nodes[1], "/api/v1/groups").await;
+    let billing = &groups["groups"][0];
+    assert_eq!(
+        (billing["partitions"].as_u64(), billing["total_lag"].as_i64()),
+        (Some(12), Some(12 * 601))
+    );
+    assert_eq!(groups["shards"]["missing"], serde_json::json!([]));
+
+    // A node leaves: the others take its shards over, rebuild them from the
+    // log, and answer for all of them again.
+    let [a, b, c] = nodes;
+    c.shutdown().await;
+    assert_eq!(complete_rows(&client, &a, topics.len()).await, want);
+    assert_eq!(complete_rows(&client, &b, topics.len()).await, want);
+    assert_eq!(
+        own_partitions(&client, &a).await + own_partitions(&client, &b).await,
+        topics.len()
+    );
+    // And what is accepted after is read through any node.
+    assert_eq!(
+        post(&client, &b, payload_of_topics(start_ns + 5_000_000_000, &topics, 900)).await,
+        202
+    );
+    eventually(30, "the new commits on the other node", async || {
+        let rows = complete_rows(&client, &a, topics.len()).await;
+        rows.iter().all(|(_, lag)| *lag == 101).then_some(())
+    })
+    .await;
+    a.shutdown().await;
+    b.shutdown().await;
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -25,12 +25,12 @@ pub mod window;
 
 pub use config::{ConfigError, EngineConfig};
 pub use engine::{
-    Engine, EngineStats, GroupId, GroupPartitionId, GroupPartitionNames, GroupReport, Idle, MemoryUsage, PartitionId,
-    PartitionReport,
+    Engine, EngineStats, GroupFold, GroupId, GroupPartitionId, GroupPartitionNames, GroupReport, Idle, MemoryUsage,
+    PartitionId, PartitionReport,
 };
 pub use model::{
     Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Limit, LimitCounts, Observation, ObservationOf,
     OwnedObservation, Partition, PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
 };
-pub use record::{AlertEvent, AuditEvent, Record};
+pub use record::{AlertEvent, AuditEvent, Record, Route};
 pub use time::Millis;

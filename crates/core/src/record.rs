@@ -56,6 +56,14 @@ pub enum Record {
     },
 }
 
+/// Where [`Record::route`] sends a record.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    Shard(u32),
+    AllShards,
+    Global,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum AlertEvent {
@@ -136,6 +144,22 @@ impl Record {
         }
     }
 
+    /// Where the record goes in a log whose shards are held by different nodes:
+    /// what is about a topic to its shard; a group's deletion to every shard
+    /// (each holds some of its partitions, and must see it in order with their
+    /// commits); what every node needs whole (alerts, audit) to the global log;
+    /// the rest to shard 0.
+    pub fn route(&self, shards: u32) -> Route {
+        match self {
+            Record::Audit { .. } | Record::Alert { .. } => Route::Global,
+            Record::Observation {
+                observation: crate::model::ObservationOf::GroupDeleted { .. },
+                ..
+            } => Route::AllShards,
+            _ => Route::Shard(self.shard(shards)),
+        }
+    }
+
     /// Replays the record's part that is the engine's: exactly what accepting it
     /// did. Pathway points and delivery facts belong to their own services.
     pub fn apply(&self, engine: &mut Engine) {
@@ -185,5 +209,41 @@ mod tests {
             assert!(shard_of("orders", shards) < shards);
         }
         assert_eq!(shard_of("anything", 0), 0);
+    }
+
+    #[test]
+    fn routes_keep_a_topic_and_its_groups_together_and_alerts_global() {
+        use crate::model::ObservationOf;
+        let commit = Record::Observation {
+            at: Millis(1),
+            observation: ObservationOf::Committed {
+                partition: crate::model::Partition {
+                    cluster: "c".into(),
+                    topic: "orders".into(),
+                    partition: 3,
+                },
+                group: "billing".into(),
+                offset: 7,
+            },
+        };
+        assert_eq!(commit.route(12), Route::Shard(4));
+        let deleted = Record::Observation {
+            at: Millis(1),
+            observation: ObservationOf::GroupDeleted {
+                cluster: "c".into(),
+                group: "billing".into(),
+            },
+        };
+        assert_eq!(deleted.route(12), Route::AllShards);
+        let rejected = Record::Rejected {
+            at: Millis(1),
+            reason: crate::model::RejectReason::MalformedTag,
+        };
+        assert_eq!(rejected.route(12), Route::Shard(0));
+        let silenced = Record::Audit {
+            at: Millis(1),
+            event: AuditEvent::TlsReloaded { listener: "api".into() },
+        };
+        assert_eq!(silenced.route(12), Route::Global);
     }
 }

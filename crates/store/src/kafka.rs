@@ -27,7 +27,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-use streamsight_core::{Millis, Record};
+use streamsight_core::{Millis, Record, Route};
 
 /// A message's encoded records stay under this: brokers refuse messages over
 /// `message.max.bytes` (1 MB by default).
@@ -42,6 +42,10 @@ pub struct KafkaUrl {
     pub partitions: u32,
     pub replication: i32,
     pub timeout: Duration,
+    /// `mode=sharded`: each node holds only the shards Kafka's group protocol
+    /// assigned it (see `shards`); `mode=replicated` (the default): every node
+    /// holds everything.
+    pub sharded: bool,
     pub properties: BTreeMap<String, String>,
 }
 
@@ -63,6 +67,7 @@ impl KafkaUrl {
             partitions: 12,
             replication: 1,
             timeout: Duration::from_secs(10),
+            sharded: false,
             properties: BTreeMap::new(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -79,12 +84,35 @@ impl KafkaUrl {
                 "timeout_ms" => {
                     parsed.timeout = Duration::from_millis(value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?)
                 }
+                "mode" => {
+                    parsed.sharded = match value {
+                        "sharded" => true,
+                        "replicated" => false,
+                        _ => return Err(bad()),
+                    }
+                }
                 _ => {
                     parsed.properties.insert(key.to_owned(), value.to_owned());
                 }
             }
         }
         Ok(parsed)
+    }
+
+    /// Where records every node needs whole (alerts, audit) go on a sharded log.
+    pub fn global_topic(&self) -> String {
+        format!("{}-global", self.topic)
+    }
+
+    /// Where the nodes of a sharded log say which shards they hold and where
+    /// their API answers.
+    pub fn nodes_topic(&self) -> String {
+        format!("{}-nodes", self.topic)
+    }
+
+    /// The consumer group whose assignment says which node holds which shard.
+    pub fn shards_group(&self) -> String {
+        format!("{}-shards", self.topic)
     }
 
     /// A librdkafka configuration reaching the log's brokers with the URL's
@@ -142,6 +170,8 @@ pub struct KafkaStore {
     node: String,
     /// The scan's consumer, at the end of the log: where following starts.
     tail: Option<BaseConsumer>,
+    /// What the last scan kept: following a shard keeps the same.
+    since: Millis,
     producer: ThreadedProducer<Acks>,
     /// The log topic's partition count, as the brokers report it.
     partitions: u32,
@@ -170,7 +200,7 @@ fn producer(url: &KafkaUrl) -> Result<ThreadedProducer<Acks>, StoreError> {
 }
 
 /// A name no other process or opening has: process id, time and a random seed.
-fn node_name() -> String {
+pub(crate) fn node_name() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -184,6 +214,16 @@ fn node_name() -> String {
 /// The partition count of `topic`, created with `partitions` (and the URL's
 /// replication) when it is missing.
 pub fn ensure_topic(url: &KafkaUrl, topic: &str, partitions: u32) -> Result<u32, StoreError> {
+    ensure_topic_with(url, topic, partitions, &[])
+}
+
+/// The same, with topic configuration (`cleanup.policy`, …) when it is created.
+pub fn ensure_topic_with(
+    url: &KafkaUrl,
+    topic: &str,
+    partitions: u32,
+    config: &[(&str, &str)],
+) -> Result<u32, StoreError> {
     let admin: AdminClient<DefaultClientContext> = url.client().create().map_err(kafka)?;
     let count = || -> Result<Option<u32>, StoreError> {
         let metadata = admin.inner().fetch_metadata(Some(topic), url.timeout).map_err(kafka)?;
@@ -197,7 +237,10 @@ pub fn ensure_topic(url: &KafkaUrl, topic: &str, partitions: u32) -> Result<u32,
     if let Some(n) = count()? {
         return Ok(n);
     }
-    let new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(url.replication));
+    let new = config.iter().fold(
+        NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(url.replication)),
+        |new, (k, v)| new.set(k, v),
+    );
     let options = AdminOptions::new().operation_timeout(Some(url.timeout));
     // The admin API is async; its callers are not, and may run inside a
     // runtime, so the request gets a thread and a runtime of its own.
@@ -245,10 +288,14 @@ impl KafkaStore {
             url,
             node: node_name(),
             tail: None,
+            since: Millis(i64::MIN),
             partitions: 0,
             buffer: Vec::new(),
         };
         store.partitions = ensure_topic(&store.url, &store.url.topic, store.url.partitions)?;
+        if store.url.sharded {
+            ensure_topic(&store.url, &store.url.global_topic(), 1)?;
+        }
         Ok(store)
     }
 
@@ -259,20 +306,26 @@ impl KafkaStore {
 
     /// Encodes `records` into messages of at most [`MAX_MESSAGE_BYTES`] and
     /// queues them for `partition`.
-    fn queue(&mut self, partition: u32, records: &[&Record], queued: &mut usize) -> Result<(), StoreError> {
+    fn queue(
+        &mut self,
+        topic: &str,
+        partition: u32,
+        records: &[&Record],
+        queued: &mut usize,
+    ) -> Result<(), StoreError> {
         self.buffer.clear();
         codec::encode(records.iter().copied(), &mut self.buffer);
         if self.buffer.len() > MAX_MESSAGE_BYTES && records.len() > 1 {
             let (a, b) = records.split_at(records.len() / 2);
-            self.queue(partition, a, queued)?;
-            return self.queue(partition, b, queued);
+            self.queue(topic, partition, a, queued)?;
+            return self.queue(topic, partition, b, queued);
         }
         let deadline = Instant::now() + self.url.timeout;
         loop {
             // No key (a message may hold several topics of one shard) and the
             // producer's clock as its time: the topic's retention counts from
             // the append, and a broker never refuses a record's own date.
-            let message = BaseRecord::<(), _>::to(&self.url.topic)
+            let message = BaseRecord::<(), _>::to(topic)
                 .partition(partition as i32)
                 .headers(OwnedHeaders::new().insert(Header {
                     key: NODE_HEADER,
@@ -311,15 +364,31 @@ impl Store for KafkaStore {
         result
     }
 
+    /// On a sharded log, only the global records: a node's shards are replayed
+    /// as Kafka assigns them, by [`Store::follow`].
     fn scan(&mut self, since: Millis, each: &mut dyn FnMut(Vec<Record>)) -> Result<Scanned, StoreError> {
-        let all: Vec<u32> = (0..self.partitions).collect();
-        let (scanned, consumer) = scan_partitions(&self.url, &all, since, each)?;
+        let (topic, partitions) = if self.url.sharded {
+            (self.url.global_topic(), vec![0])
+        } else {
+            (self.url.topic.clone(), (0..self.partitions).collect())
+        };
+        let (scanned, consumer) = scan_partitions(&self.url, &topic, &partitions, since, each)?;
         self.tail = Some(consumer);
+        self.since = since;
         Ok(scanned)
     }
 
     fn follow(&mut self) -> Option<Box<dyn Follow>> {
         let consumer = self.tail.take()?;
+        if self.url.sharded {
+            return match crate::shards::ShardFollow::join(&self.url, consumer, self.since) {
+                Ok(follow) => Some(Box::new(follow)),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot join the shards' group");
+                    None
+                }
+            };
+        }
         Some(Box::new(KafkaFollow {
             consumer,
             node: self.node.clone(),
@@ -333,18 +402,27 @@ impl Store for KafkaStore {
 
 impl KafkaStore {
     fn append_once(&mut self, records: &[Record]) -> Result<(), StoreError> {
-        let mut shards: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
+        // (global, partition) → its records: on a sharded log, what every node
+        // needs whole goes to the global topic and a group's deletion to every shard.
+        let mut messages: BTreeMap<(bool, u32), Vec<&Record>> = BTreeMap::new();
         for r in records {
-            shards.entry(r.shard(self.partitions)).or_default().push(r);
+            match r.route(self.partitions) {
+                _ if !self.url.sharded => messages.entry((false, r.shard(self.partitions))).or_default().push(r),
+                Route::Shard(p) => messages.entry((false, p)).or_default().push(r),
+                Route::AllShards => (0..self.partitions).for_each(|p| messages.entry((false, p)).or_default().push(r)),
+                Route::Global => messages.entry((true, 0)).or_default().push(r),
+            }
         }
+        let (log, global) = (self.url.topic.clone(), self.url.global_topic());
         {
             let mut state = lock(&self.producer.context().state);
             state.done = 0;
             state.failed.clear();
         }
         let mut queued = 0;
-        for (partition, records) in &shards {
-            self.queue(*partition, records, &mut queued)?;
+        for ((to_global, partition), records) in &messages {
+            let topic = if *to_global { &global } else { &log };
+            self.queue(topic, *partition, records, &mut queued)?;
         }
         // Every message gets a report within message.timeout.ms; the margin is
         // for a producer thread that never reports at all.
@@ -382,6 +460,7 @@ impl KafkaStore {
 /// event or the watermark it had when the scan began, whichever comes first.
 pub fn scan_partitions(
     url: &KafkaUrl,
+    topic: &str,
     partitions: &[u32],
     since: Millis,
     each: &mut dyn FnMut(Vec<Record>),
@@ -399,9 +478,7 @@ pub fn scan_partitions(
     // may append all along; what they append later is followed).
     let mut ends = BTreeMap::new();
     for &p in partitions {
-        let (low, high) = consumer
-            .fetch_watermarks(&url.topic, p as i32, url.timeout)
-            .map_err(kafka)?;
+        let (low, high) = consumer.fetch_watermarks(topic, p as i32, url.timeout).map_err(kafka)?;
         if high > low {
             ends.insert(p as i32, high);
         }
@@ -410,7 +487,7 @@ pub fn scan_partitions(
     let mut assignment = TopicPartitionList::new();
     for &p in partitions {
         assignment
-            .add_partition_offset(&url.topic, p as i32, Offset::Beginning)
+            .add_partition_offset(topic, p as i32, Offset::Beginning)
             .map_err(kafka)?;
     }
     consumer.assign(&assignment).map_err(kafka)?;
@@ -421,7 +498,7 @@ pub fn scan_partitions(
             None if last_progress.elapsed() > url.timeout => {
                 return Err(StoreError::Kafka(format!(
                     "replaying {}: no progress for {:?} with {} partitions unread",
-                    url.topic,
+                    topic,
                     url.timeout,
                     unread.len()
                 )));
@@ -454,6 +531,14 @@ pub fn scan_partitions(
     Ok((Scanned { corrupt }, consumer))
 }
 
+/// The records of a log message; none (and a warning) when it is corrupt.
+pub(crate) fn decode(m: &rdkafka::message::BorrowedMessage<'_>) -> Vec<Record> {
+    codec::decode(m.payload().unwrap_or_default()).unwrap_or_else(|why| {
+        tracing::warn!(partition = m.partition(), offset = m.offset(), %why, "skipped a corrupt log message");
+        Vec::new()
+    })
+}
+
 /// Follows the log from where a scan ended: every message another node appends.
 pub struct KafkaFollow {
     consumer: BaseConsumer,
@@ -469,7 +554,7 @@ impl std::fmt::Debug for KafkaFollow {
 }
 
 impl Follow for KafkaFollow {
-    fn next(&mut self, wait: Duration) -> Result<Option<Vec<Record>>, StoreError> {
+    fn next(&mut self, wait: Duration) -> Result<Option<crate::Followed>, StoreError> {
         let deadline = Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -485,13 +570,7 @@ impl Follow for KafkaFollow {
                     if own {
                         continue;
                     }
-                    return match codec::decode(m.payload().unwrap_or_default()) {
-                        Ok(records) => Ok(Some(records)),
-                        Err(why) => {
-                            tracing::warn!(partition = m.partition(), offset = m.offset(), %why, "skipped a corrupt log message");
-                            Ok(Some(Vec::new()))
-                        }
-                    };
+                    return Ok(Some(crate::Followed::Records(decode(&m))));
                 }
             }
             if Instant::now() >= deadline {

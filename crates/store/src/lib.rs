@@ -13,8 +13,10 @@ use streamsight_core::Millis;
 pub use streamsight_core::Record;
 
 pub mod codec;
+pub mod directory;
 pub mod kafka;
 pub mod leases;
+pub mod shards;
 mod sqlite;
 
 pub use kafka::{KafkaFollow, KafkaStore, KafkaUrl};
@@ -76,10 +78,32 @@ pub trait Store: Send {
     }
 }
 
+/// What following a shared log brings.
+#[derive(Debug, PartialEq)]
+pub enum Followed {
+    /// Records to apply.
+    Records(Vec<Record>),
+    /// Shards this node holds from now on: their records follow from their start.
+    Gained(Vec<u32>),
+    /// Everything shard `0` held when it was gained has been handed over.
+    CaughtUp(u32),
+    /// Shards another node holds now. What was built from any shard must go:
+    /// the shards still held are handed over again from their start, as
+    /// `Records`, before anything new, and are `CaughtUp` again after.
+    Reset { lost: Vec<u32> },
+}
+
 /// Records that other writers append to a shared log.
 pub trait Follow: Send {
-    /// The next batch another writer appended, if one arrives within `wait`.
-    fn next(&mut self, wait: std::time::Duration) -> Result<Option<Vec<Record>>, StoreError>;
+    /// What arrives within `wait`, if anything.
+    fn next(&mut self, wait: std::time::Duration) -> Result<Option<Followed>, StoreError>;
+
+    /// Whether this node's own appends come back through here too (a sharded
+    /// log: a node holds only some shards, so it applies what it reads, never
+    /// what it appends); else they were applied when appended.
+    fn includes_own(&self) -> bool {
+        false
+    }
 }
 
 /// Keeps nothing: what it would keep could never be replayed (a restart
@@ -427,6 +451,13 @@ mod tests {
         assert_eq!((url.bootstrap.as_str(), url.topic.as_str()), ("a:9092,b:9092", "log"));
         assert_eq!((url.partitions, url.replication), (32, 3));
         assert_eq!(url.properties.get("security.protocol").map(String::as_str), Some("ssl"));
+        assert!(!url.sharded, "replicated unless asked");
+        let sharded = KafkaUrl::parse("kafka://a:9092/log?mode=sharded").unwrap();
+        assert!(sharded.sharded);
+        assert_eq!(
+            (sharded.global_topic(), sharded.nodes_topic(), sharded.shards_group()),
+            ("log-global".into(), "log-nodes".into(), "log-shards".into())
+        );
         for bad in [
             "kafka://a:9092",
             "kafka:///log",
@@ -436,6 +467,7 @@ mod tests {
             "kafka://a:9092/log?partitions=1000000",
             "kafka://a:9092/log?timeout_ms=x",
             "kafka://a:9092/log?novalue",
+            "kafka://a:9092/log?mode=other",
         ] {
             assert!(matches!(KafkaUrl::parse(bad), Err(StoreError::BadUrl(_))), "{bad}");
         }

@@ -82,6 +82,12 @@ impl JourneyService {
         }
     }
 
+    /// Forgets every trace: the log's shards are about to be applied again.
+    pub(crate) fn reset(&self) {
+        let mut index = lock(&self.index);
+        *index = Journeys::new(index.limits());
+    }
+
     /// The spans and lines of records others still need (copied in).
     pub(crate) fn apply(&self, records: &[Record]) {
         self.take(

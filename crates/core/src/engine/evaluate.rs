@@ -149,47 +149,23 @@ impl Engine {
 
     /// A group's health: the worst status of its partitions.
     pub fn evaluate_group(&self, id: GroupId, now: Millis) -> GroupReport {
-        let g = &self.groups[id.0 as usize];
-        let mut report = GroupReport {
+        let mut fold = GroupFold::default();
+        for &gpid in &self.groups[id.0 as usize].partitions {
+            fold.add(gpid, self.evaluate(gpid, now));
+        }
+        let fold = fold.finish();
+        GroupReport {
             group: id,
-            status: Status::Ok,
-            partitions: g.partitions.len(),
-            total_lag: 0,
-            complete: true,
-            max_lag: None,
-            max_lag_seconds: None,
-            lag_seconds_lower_bound: false,
-            producer_failing: false,
-            worst: None,
-        };
-        let key = |r: &LagReport| (r.status, r.lag_seconds.unwrap_or(f64::INFINITY));
-        for &gpid in &g.partitions {
-            let r = self.evaluate(gpid, now);
-            report.status = report.status.max(r.status);
-            match r.lag_messages {
-                Some(lag) => {
-                    report.total_lag = report.total_lag.saturating_add(lag);
-                    if report.max_lag.is_none_or(|(_, max)| lag > max) {
-                        report.max_lag = Some((gpid, lag));
-                    }
-                }
-                None => report.complete = false,
-            }
-            if let Some(secs) = r.lag_seconds
-                && report.max_lag_seconds.is_none_or(|max| secs > max)
-            {
-                report.max_lag_seconds = Some(secs);
-                report.lag_seconds_lower_bound = r.lag_seconds_lower_bound;
-            }
-            report.producer_failing |= r.producer_failing;
-            if report.worst.as_ref().is_none_or(|(_, w)| key(&r) > key(w)) {
-                report.worst = Some((gpid, r));
-            }
+            status: fold.status,
+            partitions: fold.partitions,
+            total_lag: fold.total_lag,
+            complete: fold.complete,
+            max_lag: fold.max_lag,
+            max_lag_seconds: fold.max_lag_seconds,
+            lag_seconds_lower_bound: fold.lag_seconds_lower_bound,
+            producer_failing: fold.producer_failing,
+            worst: fold.worst,
         }
-        if g.partitions.is_empty() {
-            report.status = Status::Stale;
-        }
-        report
     }
 
     /// Bytes held per partition and per group-partition, index entries included.

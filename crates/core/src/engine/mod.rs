@@ -24,7 +24,7 @@ mod state;
 
 pub use ids::{GroupId, GroupPartitionId, PartitionId};
 use ids::{NameId, Names, TopicId, index_u32};
-pub use report::{EngineStats, GroupPartitionNames, GroupReport, Idle, MemoryUsage, PartitionReport};
+pub use report::{EngineStats, GroupFold, GroupPartitionNames, GroupReport, Idle, MemoryUsage, PartitionReport};
 pub use state::PARTITION_FIXED_BYTES;
 use state::{ClusterUsage, GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, TopicState, Usage};
 

@@ -73,6 +73,75 @@ pub struct GroupReport {
     pub worst: Option<(GroupPartitionId, LagReport)>,
 }
 
+/// A group's health folded from its partitions' reports, one at a time: what
+/// the engine answers for a group it holds ([`GroupReport`]), and what a node
+/// answers for a group whose partitions other nodes hold, from their rows. `K`
+/// names a partition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupFold<K> {
+    pub status: Status,
+    pub partitions: usize,
+    pub total_lag: i64,
+    pub complete: bool,
+    pub max_lag: Option<(K, i64)>,
+    pub max_lag_seconds: Option<f64>,
+    pub lag_seconds_lower_bound: bool,
+    pub producer_failing: bool,
+    pub worst: Option<(K, LagReport)>,
+}
+
+impl<K> Default for GroupFold<K> {
+    fn default() -> Self {
+        Self {
+            status: Status::Ok,
+            partitions: 0,
+            total_lag: 0,
+            complete: true,
+            max_lag: None,
+            max_lag_seconds: None,
+            lag_seconds_lower_bound: false,
+            producer_failing: false,
+            worst: None,
+        }
+    }
+}
+
+impl<K: Clone> GroupFold<K> {
+    /// Adds one partition's report.
+    pub fn add(&mut self, partition: K, r: LagReport) {
+        let key = |r: &LagReport| (r.status, r.lag_seconds.unwrap_or(f64::INFINITY));
+        self.partitions += 1;
+        self.status = self.status.max(r.status);
+        match r.lag_messages {
+            Some(lag) => {
+                self.total_lag = self.total_lag.saturating_add(lag);
+                if self.max_lag.as_ref().is_none_or(|(_, max)| lag > *max) {
+                    self.max_lag = Some((partition.clone(), lag));
+                }
+            }
+            None => self.complete = false,
+        }
+        if let Some(secs) = r.lag_seconds
+            && self.max_lag_seconds.is_none_or(|max| secs > max)
+        {
+            self.max_lag_seconds = Some(secs);
+            self.lag_seconds_lower_bound = r.lag_seconds_lower_bound;
+        }
+        self.producer_failing |= r.producer_failing;
+        if self.worst.as_ref().is_none_or(|(_, w)| key(&r) > key(w)) {
+            self.worst = Some((partition, r));
+        }
+    }
+
+    /// The fold once every partition is in: a group with none is stale.
+    pub fn finish(mut self) -> Self {
+        if self.partitions == 0 {
+            self.status = Status::Stale;
+        }
+        self
+    }
+}
+
 /// What [`Engine::idle`] found: (cluster, group) and (cluster, topic) pairs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Idle<'a> {

@@ -107,6 +107,10 @@ fn grow_by_doubling<T>(v: &mut Vec<T>) {
 const MAX_LINKED: usize = 64;
 
 impl Journeys {
+    pub fn limits(&self) -> JourneyLimits {
+        self.limits
+    }
+
     pub fn new(limits: JourneyLimits) -> Self {
         Self {
             traces: Map::default(),

@@ -1,0 +1,235 @@
+//! Any node of a sharded log answers any query: it answers for the shards it
+//! holds itself and asks the nodes that hold the others (by the directory),
+//! each for its shards only (`shards=1,4` in the query: answer locally for
+//! these, and say in `held` which of them you hold). A shard nobody holds, or
+//! whose node does not answer, is named in the answer's `shards.missing`:
+//! the answer is never silently smaller.
+
+use crate::state::Shared;
+use axum::http::HeaderValue;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use streamsight_store::directory::Owner;
+
+/// How long a node waits for another's part of an answer.
+const PEER_TIMEOUT: Duration = Duration::from_secs(5);
+/// A part larger than this is refused: a peer is another node, not a friend.
+const MAX_PART_BYTES: usize = 256 << 20;
+
+/// What a node answers for the shards it was asked for.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Part<T> {
+    pub rows: Vec<T>,
+    /// Which of the shards asked for it holds: the rest are not in `rows`.
+    pub held: BTreeSet<u32>,
+}
+
+/// Which shards an answer covers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Coverage {
+    /// The log's shard count.
+    pub count: u32,
+    /// Shards nobody answered for: what they hold is not in the answer.
+    pub missing: Vec<u32>,
+    /// Who answered for what.
+    pub nodes: Vec<Asked>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Asked {
+    pub node: String,
+    pub shards: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// This node's part of another's query: rows of the shards asked for that it
+/// holds, and which those are.
+pub async fn part<T, F>(shared: Arc<Shared>, asked: &str, local: F) -> axum::response::Response
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce(&Shared, Option<&BTreeSet<u32>>) -> Vec<T> + Send + 'static,
+{
+    use axum::response::IntoResponse;
+    let Some(directory) = shared.directory.get() else {
+        return crate::intake::error_response(
+            axum::http::StatusCode::BAD_REQUEST,
+            "bad_query",
+            "shards= is for the nodes of a sharded log, and this node's is not",
+        );
+    };
+    let asked = match parse_shards(asked, directory.shards()) {
+        Ok(asked) => asked,
+        Err(e) => return crate::intake::error_response(axum::http::StatusCode::BAD_REQUEST, "bad_query", &e),
+    };
+    let held: BTreeSet<u32> = directory.held().intersection(&asked).copied().collect();
+    crate::server::off_worker(shared, move |shared| {
+        let rows = local(shared, Some(&held));
+        axum::Json(Part { rows, held }).into_response()
+    })
+    .await
+}
+
+/// Whether `topic`'s records are in one of `shards` (all of them when None).
+pub fn in_shards(shared: &Shared, shards: Option<&BTreeSet<u32>>, topic: &str) -> bool {
+    match (shards, shared.directory.get()) {
+        (Some(shards), Some(directory)) => {
+            shards.contains(&streamsight_core::record::shard_of(topic, directory.shards()))
+        }
+        _ => true,
+    }
+}
+
+/// `shards=1,4,7` of a query: the shards a peer asks this node to answer for.
+pub fn parse_shards(text: &str, count: u32) -> Result<BTreeSet<u32>, String> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .ok()
+                .filter(|n| *n < count)
+                .ok_or_else(|| format!("shard {s:?} is not one of 0..{count}"))
+        })
+        .collect()
+}
+
+fn client() -> &'static reqwest::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .timeout(PEER_TIMEOUT)
+            .connect_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap_or_default()
+    })
+}
+
+/// Reads a peer's part, refusing one over [`MAX_PART_BYTES`] as it arrives.
+async fn fetch<T: DeserializeOwned>(
+    api: &str,
+    path_and_query: &str,
+    authorization: Option<&HeaderValue>,
+) -> Result<Part<T>, String> {
+    let mut request = client().get(format!("{api}{path_and_query}"));
+    if let Some(auth) = authorization {
+        request = request.header(axum::http::header::AUTHORIZATION, auth.clone());
+    }
+    let mut response = request.send().await.map_err(|e| e.without_url().to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("answered {}", response.status()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.without_url().to_string())? {
+        if body.len() + chunk.len() > MAX_PART_BYTES {
+            return Err(format!("answered more than {MAX_PART_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("answered something else: {e}"))
+}
+
+/// Gathers `T` rows for every shard: `local` answers for this node's shards (on
+/// a blocking thread), the nodes holding the others are asked at `path` with
+/// `query` (URL-encoded, without `shards`).
+pub async fn gather<T, F>(
+    shared: &Arc<Shared>,
+    path: &str,
+    query: &str,
+    authorization: Option<&HeaderValue>,
+    local: F,
+) -> (Vec<T>, Coverage)
+where
+    T: DeserializeOwned + Send + 'static,
+    F: FnOnce(&Shared, Option<&BTreeSet<u32>>) -> Vec<T> + Send + 'static,
+{
+    let blocking = |shards: Option<BTreeSet<u32>>| {
+        let shared = shared.clone();
+        async move {
+            tokio::task::spawn_blocking(move || local(&shared, shards.as_ref()))
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "answering for this node's shards panicked");
+                    Vec::new()
+                })
+        }
+    };
+    let Some(directory) = shared.directory.get() else {
+        return (blocking(None).await, Coverage::default());
+    };
+    let owners = directory.owners();
+    let mut coverage = Coverage {
+        count: directory.shards(),
+        ..Coverage::default()
+    };
+    // Rows of a shard this node answers for are not asked of anyone else, and
+    // a peer answers only for the shards it was asked for.
+    let mut mine = BTreeSet::new();
+    let mut peers: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
+    for (shard, owner) in owners.into_iter().enumerate() {
+        let shard = shard as u32;
+        match owner {
+            Some(Owner::Local) => {
+                mine.insert(shard);
+            }
+            Some(Owner::Peer { node, api }) => peers.entry((node, api)).or_default().push(shard),
+            None => {}
+        }
+    }
+    let mut asks = tokio::task::JoinSet::new();
+    for ((node, api), shards) in peers {
+        let list: Vec<String> = shards.iter().map(u32::to_string).collect();
+        let sep = if query.is_empty() { "" } else { "&" };
+        let path_and_query = format!("{path}?{query}{sep}shards={}", list.join(","));
+        let authorization = authorization.cloned();
+        asks.spawn(async move {
+            let part = fetch::<T>(&api, &path_and_query, authorization.as_ref()).await;
+            (node, shards, part)
+        });
+    }
+    let mut rows = blocking(Some(mine.clone())).await;
+    let mut covered = mine.clone();
+    let mut parts = Vec::new();
+    while let Some(done) = asks.join_next().await {
+        match done {
+            Ok(part) => parts.push(part),
+            Err(e) => tracing::error!(error = %e, "a fan-out request panicked"),
+        }
+    }
+    parts.sort_by(|a, b| a.0.cmp(&b.0));
+    if !mine.is_empty() {
+        coverage.nodes.push(Asked {
+            node: directory.node().to_owned(),
+            shards: mine.into_iter().collect(),
+            error: None,
+        });
+    }
+    for (node, shards, part) in parts {
+        match part {
+            Ok(part) => {
+                let unheld: Vec<u32> = shards.iter().copied().filter(|s| !part.held.contains(s)).collect();
+                covered.extend(shards.iter().filter(|s| part.held.contains(s)));
+                rows.extend(part.rows);
+                coverage.nodes.push(Asked {
+                    node,
+                    shards: shards.into_iter().filter(|s| part.held.contains(s)).collect(),
+                    error: (!unheld.is_empty()).then(|| format!("does not hold shards {unheld:?} any more")),
+                });
+            }
+            Err(e) => {
+                tracing::warn!(%node, error = %e, "a node did not answer for its shards");
+                coverage.nodes.push(Asked {
+                    node,
+                    shards: Vec::new(),
+                    error: Some(e),
+                });
+            }
+        }
+    }
+    // Whatever was not answered for, however it went missing.
+    coverage.missing = (0..coverage.count).filter(|s| !covered.contains(s)).collect();
+    (rows, coverage)
+}

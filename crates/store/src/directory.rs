@@ -1,0 +1,278 @@
+//! Who holds which shard of a sharded log, and where its API answers: each node
+//! announces itself every second on a compacted topic beside the log
+//! (`TOPIC-nodes`, keyed by node) and reads everyone's announcements. A node
+//! announces a shard only once it has caught up with it. An announcement older
+//! than [`STALE_AFTER_MS`] (by the announcer's clock: nodes' clocks must agree
+//! within a second or so, as NTP keeps them) is a node gone.
+
+use crate::StoreError;
+use crate::kafka::{KafkaUrl, ensure_topic_with};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
+/// An announcement older than this is of a node that is gone.
+pub const STALE_AFTER_MS: i64 = 5_000;
+/// Announcements larger than this are ignored (10,000 shards fit in ~60 KB).
+const MAX_ANNOUNCEMENT_BYTES: usize = 128 << 10;
+const MAX_API_URL: usize = 512;
+
+/// What a node says of itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Announcement {
+    pub node: String,
+    /// Where its API answers, e.g. `http://10.0.0.5:7411`.
+    pub api: String,
+    /// Shards it holds and has caught up with.
+    pub held: BTreeSet<u32>,
+    /// When it said so (ms since the epoch, its clock).
+    pub at_ms: i64,
+}
+
+impl Announcement {
+    /// Parses one from the nodes topic; None (and a warning) for anything malformed.
+    fn parse(bytes: &[u8], shards: u32) -> Option<Self> {
+        if bytes.len() > MAX_ANNOUNCEMENT_BYTES {
+            tracing::warn!(bytes = bytes.len(), "ignored an oversized node announcement");
+            return None;
+        }
+        let a: Announcement = serde_json::from_slice(bytes)
+            .inspect_err(|e| tracing::warn!(error = %e, "ignored a malformed node announcement"))
+            .ok()?;
+        let api_ok = a.api.len() <= MAX_API_URL && (a.api.starts_with("http://") || a.api.starts_with("https://"));
+        let ok = api_ok && a.node.len() <= 256 && a.held.iter().all(|s| *s < shards);
+        if !ok {
+            tracing::warn!(node = %a.node.chars().take(64).collect::<String>(), "ignored an invalid node announcement");
+        }
+        ok.then_some(a)
+    }
+
+    fn fresh(&self, now_ms: i64) -> bool {
+        (now_ms - self.at_ms).abs() <= STALE_AFTER_MS
+    }
+}
+
+/// Who answers for one shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// This node.
+    Local,
+    /// Another node, at its API address.
+    Peer { node: String, api: String },
+}
+
+#[derive(Debug)]
+struct Inner {
+    node: String,
+    api: String,
+    shards: u32,
+    held: Mutex<BTreeSet<u32>>,
+    peers: Mutex<BTreeMap<String, Announcement>>,
+    changed: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// This node's entry in the directory, and its reading of everyone's; leaving
+/// (dropping it) says so at once instead of after [`STALE_AFTER_MS`].
+#[derive(Debug)]
+pub struct Directory {
+    inner: Arc<Inner>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Directory {
+    /// Joins the directory of the log at `url` as a node whose API answers at `api`.
+    pub fn join(url: &KafkaUrl, api: String) -> Result<Self, StoreError> {
+        let shards = crate::kafka::ensure_topic(url, &url.topic, url.partitions)?;
+        let node = crate::kafka::node_name();
+        let topic = url.nodes_topic();
+        ensure_topic_with(url, &topic, 1, &[("cleanup.policy", "compact")])?;
+        let kafka = |e: rdkafka::error::KafkaError| StoreError::Kafka(e.to_string());
+        let producer: BaseProducer = url.client().set("message.timeout.ms", "5000").create().map_err(kafka)?;
+        let consumer: BaseConsumer = url
+            .client()
+            .set("group.id", "streamsight-directory")
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(kafka)?;
+        let mut start = TopicPartitionList::new();
+        start
+            .add_partition_offset(&topic, 0, Offset::Beginning)
+            .map_err(kafka)?;
+        consumer.assign(&start).map_err(kafka)?;
+        let inner = Arc::new(Inner {
+            node,
+            api,
+            shards,
+            held: Mutex::new(BTreeSet::new()),
+            peers: Mutex::new(BTreeMap::new()),
+            changed: AtomicBool::new(true),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (inner, stop) = (inner.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("streamsight-directory".into())
+                .spawn(move || run(&inner, &stop, &producer, &consumer, &topic))
+                .map_err(|e| StoreError::Kafka(e.to_string()))?
+        };
+        Ok(Self {
+            inner,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    pub fn shards(&self) -> u32 {
+        self.inner.shards
+    }
+
+    /// Changes the shards this node holds and has caught up with; announced at once.
+    pub fn update_held(&self, change: impl FnOnce(&mut BTreeSet<u32>)) {
+        change(&mut lock(&self.inner.held));
+        self.inner.changed.store(true, Ordering::Release);
+    }
+
+    pub fn held(&self) -> BTreeSet<u32> {
+        lock(&self.inner.held).clone()
+    }
+
+    /// Every other node whose announcement is fresh.
+    pub fn peers(&self) -> Vec<Announcement> {
+        let now = now_ms();
+        lock(&self.inner.peers)
+            .values()
+            .filter(|a| a.fresh(now) && a.node != self.inner.node)
+            .cloned()
+            .collect()
+    }
+
+    /// Who answers for each shard, by index: this node for those it holds, else
+    /// the freshest node that says it holds it; None when nobody does.
+    pub fn owners(&self) -> Vec<Option<Owner>> {
+        let mut owners: Vec<Option<(i64, Owner)>> = vec![None; self.inner.shards as usize];
+        for a in self.peers() {
+            for &s in &a.held {
+                let slot = &mut owners[s as usize];
+                if slot.as_ref().is_none_or(|(at, _)| a.at_ms > *at) {
+                    let peer = Owner::Peer {
+                        node: a.node.clone(),
+                        api: a.api.clone(),
+                    };
+                    *slot = Some((a.at_ms, peer));
+                }
+            }
+        }
+        for s in self.held() {
+            owners[s as usize] = Some((i64::MAX, Owner::Local));
+        }
+        owners.into_iter().map(|o| o.map(|(_, owner)| owner)).collect()
+    }
+}
+
+impl Drop for Directory {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &BaseConsumer, topic: &str) {
+    let mut announced = std::time::Instant::now() - ANNOUNCE_EVERY;
+    while !stop.load(Ordering::Acquire) {
+        if announced.elapsed() >= ANNOUNCE_EVERY || inner.changed.swap(false, Ordering::AcqRel) {
+            let a = Announcement {
+                node: inner.node.clone(),
+                api: inner.api.clone(),
+                held: lock(&inner.held).clone(),
+                at_ms: now_ms(),
+            };
+            let body = serde_json::to_vec(&a).unwrap_or_default();
+            if let Err((e, _)) = producer.send(BaseRecord::to(topic).key(&inner.node).payload(&body)) {
+                tracing::warn!(error = %e, "node announcement not sent");
+            }
+            announced = std::time::Instant::now();
+        }
+        producer.poll(Duration::ZERO);
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let node = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
+                match (node, m.payload()) {
+                    (Some(node), None) => {
+                        lock(&inner.peers).remove(&node);
+                    }
+                    (Some(node), Some(body)) => {
+                        if let Some(a) = Announcement::parse(body, inner.shards)
+                            && a.node == node
+                        {
+                            lock(&inner.peers).insert(node, a);
+                        }
+                    }
+                    (None, _) => {}
+                }
+            }
+            Some(Err(e)) => tracing::debug!(error = %e, "reading the nodes topic"),
+            None => {}
+        }
+    }
+    // Leaving: a tombstone, so that others stop asking at once.
+    let _ = producer.send(BaseRecord::<_, [u8]>::to(topic).key(&inner.node));
+    let _ = producer.flush(Duration::from_secs(2));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_are_bounded_and_checked() {
+        let good = br#"{"node":"a","api":"http://10.0.0.1:7411","held":[0,3],"at_ms":5}"#;
+        assert_eq!(Announcement::parse(good, 4).unwrap().held, BTreeSet::from([0, 3]));
+        for bad in [
+            &br#"{"node":"a","api":"http://x","held":[4],"at_ms":5}"#[..],
+            br#"{"node":"a","api":"ftp://x","held":[],"at_ms":5}"#,
+            br#"{"node":"a","api":"http://x","held":[],"at_ms":5,"more":1}"#,
+            br#"not json"#,
+        ] {
+            assert_eq!(Announcement::parse(bad, 4), None);
+        }
+        let huge = vec![b' '; MAX_ANNOUNCEMENT_BYTES + 1];
+        assert_eq!(Announcement::parse(&huge, 4), None);
+    }
+
+    #[test]
+    fn an_old_announcement_is_a_node_gone() {
+        let a = Announcement {
+            node: "a".into(),
+            api: "http://x".into(),
+            held: BTreeSet::new(),
+            at_ms: 10_000,
+        };
+        assert!(a.fresh(10_000 + STALE_AFTER_MS));
+        assert!(!a.fresh(10_001 + STALE_AFTER_MS));
+    }
+}
