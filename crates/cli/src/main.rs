@@ -278,9 +278,13 @@ struct ServeArgs {
     /// OTLP/HTTP (`/v1/traces`, `/v1/logs`) and Fluent Bit (`/ingest/json_lines`) address.
     #[arg(long, env = "STREAMSIGHT_OTLP_LISTEN")]
     otlp_listen: Option<std::net::SocketAddr>,
-    /// sqlite://PATH or memory://
+    /// sqlite://PATH, kafka://HOST:PORT[,HOST:PORT]/TOPIC[?mode=sharded&…] or memory://
     #[arg(long, env = "STREAMSIGHT_STORAGE")]
     storage: Option<String>,
+    /// On a sharded log: where the other nodes reach this node's API
+    /// (http://HOST:PORT); by default the API's own address.
+    #[arg(long, env = "STREAMSIGHT_ADVERTISE_API")]
+    advertise_api: Option<String>,
     /// How long stored data is kept, e.g. 7d.
     #[arg(long, env = "STREAMSIGHT_RETENTION", value_parser = humantime::parse_duration)]
     retention: Option<std::time::Duration>,
@@ -373,6 +377,9 @@ fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     s.journeys.otlp_listen = args.otlp_listen.unwrap_or(s.journeys.otlp_listen);
     if let Some(storage) = args.storage {
         s.storage = storage;
+    }
+    if let Some(api) = args.advertise_api {
+        s.advertise_api = Some(api);
     }
     s.retention = args.retention.unwrap_or(s.retention);
     s.clusters.extend(args.clusters);

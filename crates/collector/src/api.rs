@@ -34,12 +34,39 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/probes", get(probes))
         .route("/api/v1/dlq", get(dlq))
         .route("/api/v1/audit", get(audit))
+        .route("/api/v1/nodes", get(nodes))
         .merge(crate::alerts::api::routes())
         .merge(crate::journeys::api::routes())
         .merge(crate::burrow::routes())
         .merge(crate::dashboard::routes())
         .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .with_state(shared)
+}
+
+/// The nodes of a sharded log: this one, the others, and who holds each shard.
+async fn nodes(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(directory) = shared.directory.get() else {
+        return axum::Json(json!({ "sharded": false })).into_response();
+    };
+    let owners: Vec<serde_json::Value> = directory
+        .owners()
+        .into_iter()
+        .enumerate()
+        .map(|(shard, owner)| match owner {
+            Some(streamsight_store::directory::Owner::Local) => json!({ "shard": shard, "node": directory.node() }),
+            Some(streamsight_store::directory::Owner::Peer { node, .. }) => json!({ "shard": shard, "node": node }),
+            None => json!({ "shard": shard, "node": null }),
+        })
+        .collect();
+    axum::Json(json!({
+        "sharded": true,
+        "node": directory.node(),
+        "shards": directory.shards(),
+        "held": directory.held(),
+        "peers": directory.peers(),
+        "owners": owners,
+    }))
+    .into_response()
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
@@ -114,26 +141,33 @@ async fn lag(
         Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
     };
     let now = clock::now();
-    if let Some(asked) = filter.shards.clone() {
-        return fanout::part(shared, &asked, move |s, shards| lag_rows(s, now, &filter, shards)).await;
-    }
-    let query = query.unwrap_or_default();
+    let asked = filter.shards.clone();
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &filter, shards);
-    let (mut rows, coverage) = fanout::gather(
-        &shared,
+    fanout::answer(
+        shared,
         "/api/v1/lag",
-        &query,
-        headers.get(header::AUTHORIZATION),
+        asked,
+        query,
+        &headers,
         local,
+        |mut rows, coverage| {
+            if coverage.is_some() {
+                rows.sort_by(|a, b| {
+                    (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(&b.cluster, &b.group, &b.topic, b.partition))
+                });
+            }
+            with_coverage(json!({ "now_ms": now.0, "rows": rows }), coverage)
+        },
     )
-    .await;
-    if !shared.sharded() {
-        return axum::Json(json!({ "now_ms": now.0, "rows": rows })).into_response();
+    .await
+}
+
+/// Adds which shards an answer covers, on a sharded log.
+fn with_coverage(mut body: serde_json::Value, coverage: Option<fanout::Coverage>) -> serde_json::Value {
+    if let Some(coverage) = coverage {
+        body["shards"] = json!(coverage);
     }
-    rows.sort_by(|a, b| {
-        (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(&b.cluster, &b.group, &b.topic, b.partition))
-    });
-    axum::Json(json!({ "now_ms": now.0, "rows": rows, "shards": coverage })).into_response()
+    body
 }
 
 #[derive(Debug, Serialize)]
@@ -190,12 +224,10 @@ fn fold_groups(rows: Vec<LagRow>) -> Vec<GroupRow> {
 async fn groups(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let now = clock::now();
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &LagFilter::default(), shards);
-    let (rows, coverage) = fanout::gather(&shared, "/api/v1/lag", "", headers.get(header::AUTHORIZATION), local).await;
-    let mut body = json!({ "groups": fold_groups(rows) });
-    if shared.sharded() {
-        body["shards"] = json!(coverage);
-    }
-    axum::Json(body).into_response()
+    fanout::answer(shared, "/api/v1/lag", None, None, &headers, local, |rows, coverage| {
+        with_coverage(json!({ "groups": fold_groups(rows) }), coverage)
+    })
+    .await
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -265,7 +297,7 @@ async fn group(
     .await
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct PartitionRow {
     cluster: String,
     topic: String,
@@ -274,24 +306,49 @@ struct PartitionRow {
     report: PartitionReport,
 }
 
-async fn partitions(State(shared): State<Arc<Shared>>) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        let now = clock::now();
-        let engine = shared.lag.engine();
-        let rows: Vec<PartitionRow> = engine
-            .partitions()
-            .map(|pid| {
-                let (cluster, topic, partition) = engine.partition_names(pid);
-                PartitionRow {
-                    cluster: cluster.to_owned(),
-                    topic: topic.to_owned(),
-                    partition,
-                    report: engine.evaluate_partition(pid, now),
-                }
+/// Only `shards=` (another node of a sharded log asking for its part).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShardsOnly {
+    shards: Option<String>,
+}
+
+fn partition_rows(shared: &Shared, now: Millis, shards: Option<&BTreeSet<u32>>) -> Vec<PartitionRow> {
+    let engine = shared.lag.engine();
+    engine
+        .partitions()
+        .filter_map(|pid| {
+            let (cluster, topic, partition) = engine.partition_names(pid);
+            fanout::in_shards(shared, shards, topic).then(|| PartitionRow {
+                cluster: cluster.to_owned(),
+                topic: topic.to_owned(),
+                partition,
+                report: engine.evaluate_partition(pid, now),
             })
-            .collect();
-        axum::Json(json!({ "now_ms": now.0, "partitions": rows })).into_response()
-    })
+        })
+        .collect()
+}
+
+async fn partitions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<ShardsOnly>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(query) = match query {
+        Ok(q) => q,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+    };
+    let now = clock::now();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| partition_rows(s, now, shards);
+    fanout::answer(
+        shared,
+        "/api/v1/partitions",
+        query.shards,
+        None,
+        &headers,
+        local,
+        |rows, coverage| with_coverage(json!({ "now_ms": now.0, "partitions": rows }), coverage),
+    )
     .await
 }
 
@@ -299,31 +356,88 @@ async fn partitions(State(shared): State<Arc<Shared>>) -> Response {
 #[serde(deny_unknown_fields)]
 struct Window {
     window_seconds: Option<u64>,
+    shards: Option<String>,
+}
+
+/// One service or topic of the pathway graph, or one edge with its health.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "element", rename_all = "snake_case")]
+enum GraphRow {
+    Node(serde_json::Value),
+    Edge(serde_json::Value),
+}
+
+/// The graph's nodes and the edges of `shards`' topics (an edge's topic is
+/// its `topic:` end; one between services is shard 0's, as its points are).
+fn graph_rows(shared: &Shared, span_ms: i64, now: Millis, shards: Option<&BTreeSet<u32>>) -> Vec<GraphRow> {
+    let mut graph = shared.pathways.graph(now.0.saturating_sub(span_ms), now.0 + 1);
+    let topic_of = |e: &crate::pathways::Edge| {
+        [&e.from, &e.to]
+            .into_iter()
+            .find_map(|end| end.strip_prefix("topic:"))
+            .map(str::to_owned)
+    };
+    graph.edges.retain(|e| match topic_of(e) {
+        Some(topic) => fanout::in_shards(shared, shards, &topic),
+        None => shards.is_none_or(|s| s.contains(&0)),
+    });
+    let health = edge_health(shared, &graph, now);
+    let nodes = graph.nodes.iter().map(|n| GraphRow::Node(json!(n)));
+    let edges = graph.edges.iter().zip(health).map(|(e, status)| {
+        let mut edge = json!(e);
+        edge["status"] = json!(status);
+        GraphRow::Edge(edge)
+    });
+    nodes.chain(edges).collect()
 }
 
 async fn pathways(
     State(shared): State<Arc<Shared>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
     window: Result<Query<Window>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        let Query(window) = match window {
-            Ok(w) => w,
-            Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-        };
-        let now = clock::now();
-        let span = window
-            .window_seconds
-            .map_or(crate::time_ms(shared.config.pathway_window), |s| {
-                i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
+    let Query(window) = match window {
+        Ok(w) => w,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
+    };
+    let now = clock::now();
+    let span = window
+        .window_seconds
+        .map_or(crate::time_ms(shared.config.pathway_window), |s| {
+            i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
+        });
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| graph_rows(s, span, now, shards);
+    fanout::answer(
+        shared,
+        "/api/v1/pathways",
+        window.shards,
+        query,
+        &headers,
+        local,
+        |rows, coverage| {
+            // A service is a node of every shard it touches: listed once.
+            let mut nodes = BTreeMap::new();
+            let mut edges = Vec::new();
+            for row in rows {
+                match row {
+                    GraphRow::Node(n) => {
+                        nodes
+                            .entry(n["id"].as_str().unwrap_or_default().to_owned())
+                            .or_insert(n);
+                    }
+                    GraphRow::Edge(e) => edges.push(e),
+                }
+            }
+            let graph = json!({
+                "from_ms": now.0.saturating_sub(span),
+                "to_ms": now.0 + 1,
+                "nodes": nodes.into_values().collect::<Vec<_>>(),
+                "edges": edges,
             });
-        let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
-        let health = edge_health(shared, &graph, now);
-        let mut body = json!(graph);
-        for (edge, status) in body["edges"].as_array_mut().into_iter().flatten().zip(health) {
-            edge["status"] = json!(status);
-        }
-        axum::Json(body).into_response()
-    })
+            with_coverage(graph, coverage)
+        },
+    )
     .await
 }
 
@@ -442,30 +556,74 @@ async fn clusters(State(shared): State<Arc<Shared>>) -> Response {
 
 /// Drop accounting: reconciled windows with the cause of every missing message,
 /// cumulative totals per group and topic, and the recent problem windows.
+/// One row of the drop accounting, tagged with the list it belongs to.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "list", rename_all = "snake_case")]
+enum DeliveryRow {
+    Window(serde_json::Value),
+    Total(serde_json::Value),
+    Event(serde_json::Value),
+}
+
+fn delivery_rows(shared: &Shared, filter: &LagFilter, shards: Option<&BTreeSet<u32>>) -> Vec<DeliveryRow> {
+    let keep = |c: &str, g: &str, t: &str| filter.keeps(c, g, t) && fanout::in_shards(shared, shards, t);
+    let d = shared.deliveries.view();
+    let windows = d
+        .ledger
+        .reports(keep)
+        .into_iter()
+        .map(|w| DeliveryRow::Window(json!(w)));
+    let totals = d
+        .ledger
+        .totals()
+        .iter()
+        .filter(|((c, g, t), _)| keep(c, g, t))
+        .map(|((c, g, t), totals)| {
+            DeliveryRow::Total(json!({ "cluster": c, "group": g, "topic": t, "totals": totals }))
+        });
+    let events = d
+        .events
+        .iter()
+        .filter(|r| keep(&r.cluster, &r.group, &r.topic))
+        .map(|e| DeliveryRow::Event(json!(e)));
+    windows.chain(totals).chain(events).collect()
+}
+
 async fn deliveries(
     State(shared): State<Arc<Shared>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
     filter: Result<Query<LagFilter>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Query(filter) = match filter {
         Ok(f) => f,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
     };
-    let keep = |c: &str, g: &str, t: &str| filter.keeps(c, g, t);
-    let d = shared.deliveries.view();
-    let windows = d.ledger.reports(keep);
-    let totals: Vec<_> = d
-        .ledger
-        .totals()
-        .iter()
-        .filter(|((c, g, t), _)| keep(c, g, t))
-        .map(|((c, g, t), totals)| json!({ "cluster": c, "group": g, "topic": t, "totals": totals }))
-        .collect();
-    let events: Vec<_> = d
-        .events
-        .iter()
-        .filter(|r| keep(&r.cluster, &r.group, &r.topic))
-        .collect();
-    axum::Json(json!({ "windows": windows, "totals": totals, "events": events })).into_response()
+    let asked = filter.shards.clone();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| delivery_rows(s, &filter, shards);
+    fanout::answer(
+        shared,
+        "/api/v1/deliveries",
+        asked,
+        query,
+        &headers,
+        local,
+        |rows, coverage| {
+            let (mut windows, mut totals, mut events) = (Vec::new(), Vec::new(), Vec::new());
+            for row in rows {
+                match row {
+                    DeliveryRow::Window(w) => windows.push(w),
+                    DeliveryRow::Total(t) => totals.push(t),
+                    DeliveryRow::Event(e) => events.push(e),
+                }
+            }
+            with_coverage(
+                json!({ "windows": windows, "totals": totals, "events": events }),
+                coverage,
+            )
+        },
+    )
+    .await
 }
 
 /// End-to-end probes: per partition of each probe topic.

@@ -7,6 +7,7 @@
 
 use crate::state::Shared;
 use axum::http::HeaderValue;
+use axum::response::IntoResponse;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,6 +48,34 @@ pub struct Asked {
     pub error: Option<String>,
 }
 
+/// The whole of a query that reads rows of the shards, on any node: this
+/// node's part when another asks for it (`asked`, its `shards=`), else every
+/// shard's rows gathered from `peer_path` with the caller's `query` and
+/// credentials, put together by `build` with the coverage (None when the log
+/// is not sharded: then the rows are all this node's).
+pub async fn answer<T, F, B>(
+    shared: Arc<Shared>,
+    peer_path: &str,
+    asked: Option<String>,
+    query: Option<String>,
+    headers: &axum::http::HeaderMap,
+    local: F,
+    build: B,
+) -> axum::response::Response
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+    F: FnOnce(&Shared, Option<&BTreeSet<u32>>) -> Vec<T> + Send + 'static,
+    B: FnOnce(Vec<T>, Option<Coverage>) -> serde_json::Value,
+{
+    if let Some(asked) = asked {
+        return part(shared, &asked, local).await;
+    }
+    let auth = headers.get(axum::http::header::AUTHORIZATION);
+    let (rows, coverage) = gather(&shared, peer_path, query.as_deref().unwrap_or(""), auth, local).await;
+    let coverage = shared.sharded().then_some(coverage);
+    axum::Json(build(rows, coverage)).into_response()
+}
+
 /// This node's part of another's query: rows of the shards asked for that it
 /// holds, and which those are.
 pub async fn part<T, F>(shared: Arc<Shared>, asked: &str, local: F) -> axum::response::Response
@@ -54,7 +83,6 @@ where
     T: Serialize + Send + 'static,
     F: FnOnce(&Shared, Option<&BTreeSet<u32>>) -> Vec<T> + Send + 'static,
 {
-    use axum::response::IntoResponse;
     let Some(directory) = shared.directory.get() else {
         return crate::intake::error_response(
             axum::http::StatusCode::BAD_REQUEST,
@@ -220,7 +248,7 @@ where
                 });
             }
             Err(e) => {
-                tracing::warn!(%node, error = %e, "a node did not answer for its shards");
+                tracing::debug!(%node, error = %e, "a node did not answer for its shards");
                 coverage.nodes.push(Asked {
                     node,
                     shards: Vec::new(),

@@ -284,11 +284,20 @@ async fn complete_rows(client: &reqwest::Client, node: &Running, want: usize) ->
     .await
 }
 
-/// Partitions a node holds itself (`/api/v1/partitions` answers for its own shards).
+/// Group-partitions a node holds itself: its `/metrics` exports its own shards.
 async fn own_partitions(client: &reqwest::Client, node: &Running) -> usize {
-    get(client, node, "/api/v1/partitions").await.1["partitions"]
-        .as_array()
-        .map_or(0, Vec::len)
+    let metrics = client
+        .get(format!("http://{}/metrics", node.api_addr))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("kafka_consumergroup_group_lag{"))
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,6 +338,23 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     }
     assert_eq!(held.iter().sum::<usize>(), topics.len(), "{held:?}");
     assert!(held.iter().all(|n| *n < topics.len()), "{held:?}");
+    // Every shard has one holder, and every node knows who.
+    let (_, directory) = get(&client, &nodes[0], "/api/v1/nodes").await;
+    let owners = directory["owners"].as_array().unwrap();
+    assert_eq!(owners.len(), 6, "{directory}");
+    assert!(owners.iter().all(|o| o["node"].is_string()), "{directory}");
+    assert_eq!(directory["peers"].as_array().unwrap().len(), 2, "{directory}");
+    // The merged answers of the other reads cover every shard too.
+    for path in ["/api/v1/partitions", "/api/v1/pathways", "/api/v1/deliveries"] {
+        let (code, body) = get(&client, &nodes[2], path).await;
+        assert_eq!(
+            (code, &body["shards"]["missing"]),
+            (200, &serde_json::json!([])),
+            "{path}: {body}"
+        );
+    }
+    let (_, partitions) = get(&client, &nodes[2], "/api/v1/partitions").await;
+    assert_eq!(partitions["partitions"].as_array().unwrap().len(), topics.len());
     // A group across shards is folded from all of them.
     let (_, groups) = get(&client, &nodes[1], "/api/v1/groups").await;
     let billing = &groups["groups"][0];

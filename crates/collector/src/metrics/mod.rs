@@ -27,6 +27,34 @@ pub(crate) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// On a sharded log: which shards this node holds (every series above is of
+/// those only), and how many nobody answers for.
+fn render_shards(out: &mut String, shared: &Shared) {
+    let Some(directory) = shared.directory.get() else {
+        return;
+    };
+    let held = directory.held();
+    let missing = directory.owners().iter().filter(|o| o.is_none()).count();
+    header(out, "streamsight_shards", "gauge", "Shards of the log.");
+    let _ = writeln!(out, "streamsight_shards {}", directory.shards());
+    header(
+        out,
+        "streamsight_shard_held",
+        "gauge",
+        "1 for each shard this node holds and has caught up with: its series are this node's.",
+    );
+    for shard in &held {
+        let _ = writeln!(out, "streamsight_shard_held{{shard=\"{shard}\"}} 1");
+    }
+    header(
+        out,
+        "streamsight_shards_unowned",
+        "gauge",
+        "Shards no live node says it holds: their series are on no node's /metrics.",
+    );
+    let _ = writeln!(out, "streamsight_shards_unowned {missing}");
+}
+
 /// Everything, rendered at `now`.
 pub fn render(shared: &Shared, now: Millis) -> String {
     let mut out = String::with_capacity(1 << 16);
@@ -58,6 +86,7 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     render_probes(&mut out, &shared.probes.view());
     render_dlq(&mut out, &shared.dlq.view());
     alerts::render(&shared.alerts, &mut out, now);
+    render_shards(&mut out, shared);
     out
 }
 

@@ -24,7 +24,7 @@ pub struct GroupPartitionNames<'a> {
 }
 
 /// What is known of one partition, whoever consumes it.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PartitionReport {
     pub end_offset: Option<i64>,
     /// Offset of the last record producers reported acknowledged.
