@@ -65,7 +65,7 @@ pub async fn answer<T, F, B>(
 where
     T: Serialize + DeserializeOwned + Send + 'static,
     F: FnOnce(&Shared, Option<&BTreeSet<u32>>) -> Vec<T> + Send + 'static,
-    B: FnOnce(Vec<T>, Option<Coverage>) -> serde_json::Value,
+    B: FnOnce(Vec<T>, Option<Coverage>) -> axum::response::Response,
 {
     if let Some(asked) = asked {
         return part(shared, &asked, local).await;
@@ -73,7 +73,63 @@ where
     let auth = headers.get(axum::http::header::AUTHORIZATION);
     let (rows, coverage) = gather(&shared, peer_path, query.as_deref().unwrap_or(""), auth, local).await;
     let coverage = shared.sharded().then_some(coverage);
-    axum::Json(build(rows, coverage)).into_response()
+    build(rows, coverage)
+}
+
+/// Marks a request one node forwarded to another: answered where it lands.
+const FORWARDED: &str = "streamsight-forwarded";
+
+/// For a read about one topic: None when this node answers it (it holds the
+/// topic's shard, or the log is not sharded, or another node forwarded it
+/// here); else the answer of the node that holds the shard, or 503 naming the
+/// shard when no live node does.
+pub async fn forward(
+    shared: &Shared,
+    topic: &str,
+    uri: &axum::http::Uri,
+    headers: &axum::http::HeaderMap,
+) -> Option<axum::response::Response> {
+    let directory = shared.directory.get()?;
+    let shard = streamsight_core::record::shard_of(topic, directory.shards());
+    if headers.contains_key(FORWARDED) {
+        return None;
+    }
+    let unavailable = |why: String| {
+        crate::intake::error_response(axum::http::StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable", &why)
+    };
+    match directory.owners().into_iter().nth(shard as usize).flatten() {
+        None => Some(unavailable(format!(
+            "shard {shard} (topic {topic:?}) is held by no live node; try again shortly"
+        ))),
+        Some(Owner::Local) => None,
+        Some(Owner::Peer { node, api }) => {
+            let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+            let mut request = client().get(format!("{api}{path}")).header(FORWARDED, "1");
+            if let Some(auth) = headers.get(axum::http::header::AUTHORIZATION) {
+                request = request.header(axum::http::header::AUTHORIZATION, auth.clone());
+            }
+            let answered = async {
+                let mut response = request.send().await.map_err(|e| e.without_url().to_string())?;
+                let status = response.status();
+                let mut body = Vec::new();
+                while let Some(chunk) = response.chunk().await.map_err(|e| e.without_url().to_string())? {
+                    if body.len() + chunk.len() > MAX_PART_BYTES {
+                        return Err(format!("answered more than {MAX_PART_BYTES} bytes"));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok::<_, String>((status, body))
+            };
+            Some(match answered.await {
+                Ok((status, body)) => {
+                    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+                }
+                Err(e) => unavailable(format!(
+                    "shard {shard} (topic {topic:?}) is held by {node}, which did not answer: {e}"
+                )),
+            })
+        }
+    }
 }
 
 /// This node's part of another's query: rows of the shards asked for that it
@@ -110,6 +166,20 @@ pub fn in_shards(shared: &Shared, shards: Option<&BTreeSet<u32>>, topic: &str) -
         }
         _ => true,
     }
+}
+
+/// A path segment as a URL carries it: unreserved bytes as they are, the rest
+/// percent-encoded (a group may be named anything).
+pub fn segment(name: &str) -> String {
+    use std::fmt::Write;
+    name.bytes().fold(String::with_capacity(name.len()), |mut out, b| {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+        out
+    })
 }
 
 /// `shards=1,4,7` of a query: the shards a peer asks this node to answer for.
@@ -260,4 +330,23 @@ where
     // Whatever was not answered for, however it went missing.
     coverage.missing = (0..coverage.count).filter(|s| !covered.contains(s)).collect();
     (rows, coverage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_lists_are_checked() {
+        assert_eq!(parse_shards("0,3,5", 6).unwrap(), BTreeSet::from([0, 3, 5]));
+        assert!(parse_shards("6", 6).is_err());
+        assert!(parse_shards("x", 6).is_err());
+        assert!(parse_shards("", 6).unwrap().is_empty());
+    }
+
+    #[test]
+    fn segments_are_percent_encoded() {
+        assert_eq!(segment("billing-v2.eu_1~"), "billing-v2.eu_1~");
+        assert_eq!(segment("a/b c?é"), "a%2Fb%20c%3F%C3%A9");
+    }
 }

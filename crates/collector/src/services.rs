@@ -47,7 +47,7 @@ impl Deref for EngineView<'_> {
 }
 
 /// One group's health at one housekeeping tick.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct GroupSample {
     pub at_ms: i64,
     pub status: Status,
@@ -60,10 +60,11 @@ pub struct GroupSample {
 }
 
 /// One group's health now, with its worst partition and why, in words.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct GroupSummary {
+    /// The engine's id, where this node's engine holds the group whole.
     #[serde(skip)]
-    pub id: GroupId,
+    pub id: Option<GroupId>,
     pub cluster: String,
     pub group: String,
     pub status: Status,
@@ -88,14 +89,41 @@ pub struct Summaries {
 }
 
 fn summarize(engine: &Engine, gid: GroupId, now: Millis) -> GroupSummary {
+    let mut fold = streamsight_core::GroupFold::default();
+    for &gp in engine.group_members(gid) {
+        fold.add(gp, engine.evaluate(gp, now));
+    }
+    summary_of(engine, gid, fold.finish(), now)
+}
+
+/// The summary of the group's partitions whose topic `keep` keeps; None when
+/// it keeps none.
+fn summarize_where(engine: &Engine, gid: GroupId, now: Millis, keep: &dyn Fn(&str) -> bool) -> Option<GroupSummary> {
+    let mut fold = streamsight_core::GroupFold::default();
+    for &gp in engine.group_members(gid) {
+        if keep(engine.names(gp).topic) {
+            fold.add(gp, engine.evaluate(gp, now));
+        }
+    }
+    (fold.partitions > 0).then(|| GroupSummary {
+        id: None,
+        ..summary_of(engine, gid, fold.finish(), now)
+    })
+}
+
+fn summary_of(
+    engine: &Engine,
+    gid: GroupId,
+    g: streamsight_core::GroupFold<streamsight_core::GroupPartitionId>,
+    now: Millis,
+) -> GroupSummary {
     let (cluster, group) = engine.group_name(gid);
-    let g = engine.evaluate_group(gid, now);
     let worst = g
         .worst
         .as_ref()
         .map(|(gp, r)| (engine.names(*gp), engine.reason(*gp, r, now)));
     GroupSummary {
-        id: gid,
+        id: Some(gid),
         cluster: cluster.to_owned(),
         group: group.to_owned(),
         status: g.status,
@@ -111,6 +139,35 @@ fn summarize(engine: &Engine, gid: GroupId, now: Millis) -> GroupSummary {
         producer_failing: g.producer_failing,
         worst_topic: worst.as_ref().map(|(n, _)| n.topic.to_owned()),
         worst_partition: worst.map(|(n, _)| n.partition),
+    }
+}
+
+impl GroupSummary {
+    /// One group's summary from the summaries of its parts (each node's of
+    /// its shards): sums, the worst, and the worst part's reason.
+    pub fn merge(parts: Vec<GroupSummary>) -> Option<GroupSummary> {
+        let key = |g: &GroupSummary| (g.status, g.max_lag_seconds.unwrap_or(f64::INFINITY));
+        let mut parts = parts.into_iter();
+        let mut merged = parts.next()?;
+        merged.id = None;
+        for p in parts {
+            let worse = key(&p) > key(&merged);
+            merged.partitions += p.partitions;
+            merged.total_lag = merged.total_lag.saturating_add(p.total_lag);
+            merged.complete &= p.complete;
+            merged.producer_failing |= p.producer_failing;
+            if p.max_lag_seconds > merged.max_lag_seconds {
+                merged.max_lag_seconds = p.max_lag_seconds;
+                merged.lag_seconds_lower_bound = p.lag_seconds_lower_bound;
+            }
+            if worse {
+                merged.status = p.status;
+                merged.reason = p.reason;
+                merged.worst_topic = p.worst_topic;
+                merged.worst_partition = p.worst_partition;
+            }
+        }
+        Some(merged)
     }
 }
 
@@ -245,6 +302,15 @@ impl LagService {
         }
     }
 
+    /// Every group's summary of its partitions in `keep`'s topics, computed
+    /// now (a node answering for some of the shards it holds).
+    pub fn summaries_where(&self, now: Millis, keep: &dyn Fn(&str) -> bool) -> Vec<GroupSummary> {
+        self.each_group(|engine, gid| summarize_where(engine, gid, now, keep))
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     fn summarize(&self, now: Millis) -> Arc<Summaries> {
         let groups: Vec<GroupSummary> = self.each_group(|engine, gid| summarize(engine, gid, now));
         let s = Arc::new(Summaries { at: now, groups });
@@ -274,7 +340,8 @@ impl LagService {
         };
         let mut history = lock(&self.history);
         for g in &summaries.groups {
-            let ring = history.entry(g.id).or_default();
+            let Some(id) = g.id else { continue };
+            let ring = history.entry(id).or_default();
             if ring.len() >= self.samples_kept {
                 ring.pop_front();
             }
@@ -490,5 +557,46 @@ impl AuditService {
 
     pub fn events(&self) -> Vec<(Millis, streamsight_core::AuditEvent)> {
         lock(&self.events).iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(status: Status, partitions: usize, lag: i64, seconds: Option<f64>, topic: &str) -> GroupSummary {
+        GroupSummary {
+            id: None,
+            cluster: "c".into(),
+            group: "g".into(),
+            status,
+            reason: format!("{topic} is why"),
+            partitions,
+            total_lag: lag,
+            complete: true,
+            max_lag_seconds: seconds,
+            lag_seconds_lower_bound: false,
+            producer_failing: false,
+            worst_topic: Some(topic.into()),
+            worst_partition: Some(0),
+        }
+    }
+
+    #[test]
+    fn a_group_held_in_parts_sums_and_takes_the_worst_part_reason() {
+        let merged = GroupSummary::merge(vec![
+            part(Status::Ok, 2, 10, Some(5.0), "a"),
+            part(Status::Warn, 3, 100, Some(50.0), "b"),
+            GroupSummary {
+                complete: false,
+                ..part(Status::Ok, 1, 0, None, "c")
+            },
+        ])
+        .unwrap();
+        assert_eq!((merged.partitions, merged.total_lag), (6, 110));
+        assert_eq!((merged.status, merged.reason.as_str()), (Status::Warn, "b is why"));
+        assert_eq!(merged.max_lag_seconds, Some(50.0));
+        assert!(!merged.complete, "a part with unknown lag leaves the sum incomplete");
+        assert!(GroupSummary::merge(Vec::new()).is_none());
     }
 }

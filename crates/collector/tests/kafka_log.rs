@@ -355,6 +355,29 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     }
     let (_, partitions) = get(&client, &nodes[2], "/api/v1/partitions").await;
     assert_eq!(partitions["partitions"].as_array().unwrap().len(), topics.len());
+    // The dashboard's reads: the overview folds the group from every shard's
+    // part, the group page lists all its partitions, and a topic's page is
+    // answered by whichever node holds it.
+    // (Each node's summaries are up to one refresh interval old.)
+    let overview = eventually(30, "the overview of every shard", async || {
+        let (_, overview) = get(&client, &nodes[0], "/api/v1/overview").await;
+        (overview["groups"]["rows"][0]["partitions"] == 12).then_some(overview)
+    })
+    .await;
+    let row = &overview["groups"]["rows"][0];
+    assert_eq!(overview["total_groups"], 1, "{overview}");
+    assert_eq!(row["total_lag"].as_i64(), Some(12 * 601), "{overview}");
+    assert_eq!(overview["shards"]["missing"], serde_json::json!([]));
+    let (_, detail) = get(&client, &nodes[1], "/api/v1/groups/prod/billing").await;
+    assert_eq!(detail["partitions"].as_array().unwrap().len(), 12, "{detail}");
+    for topic in &topics {
+        let (code, page) = get(&client, &nodes[0], &format!("/api/v1/topics/prod/{topic}")).await;
+        assert_eq!(
+            (code, page["partitions"].as_array().map(Vec::len)),
+            (200, Some(1)),
+            "{topic}: {page}"
+        );
+    }
     // A group across shards is folded from all of them.
     let (_, groups) = get(&client, &nodes[1], "/api/v1/groups").await;
     let billing = &groups["groups"][0];

@@ -32,6 +32,8 @@ pub(super) struct OverviewQuery {
     sort: Option<String>,
     page: Option<usize>,
     per_page: Option<usize>,
+    /// Another node of a sharded log asks for these shards' part.
+    shards: Option<String>,
 }
 
 fn bad_query(e: &impl std::fmt::Display) -> Response {
@@ -40,18 +42,107 @@ fn bad_query(e: &impl std::fmt::Display) -> Response {
 
 pub(super) async fn overview(
     State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
     query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Query(query) = match query {
         Ok(q) => q,
         Err(e) => return bad_query(&e.body_text()),
     };
+    if shared.sharded() {
+        return sharded_overview(shared, query, &headers).await;
+    }
     crate::server::off_worker(shared, move |shared| {
-        match overview_json(shared, &query, clock::now()) {
+        let now = clock::now();
+        let refresh_ms = super::refresh_ms(&shared.config);
+        let summaries = shared.lag.summaries(now, refresh_ms);
+        let (producers, data_loss) = shard_incidents(shared, now, None);
+        let incidents = incidents(shared, now, producers, data_loss);
+        match overview_json(
+            shared,
+            &query,
+            now,
+            summaries.groups.iter().collect(),
+            summaries.at,
+            incidents,
+        ) {
             Ok(v) => axum::Json(v).into_response(),
             Err(e) => bad_query(&e),
         }
     })
+    .await
+}
+
+/// What the overview needs of one part of a sharded log.
+#[derive(Debug, serde::Serialize, Deserialize)]
+#[serde(tag = "row", rename_all = "snake_case")]
+enum OverviewRow {
+    Group(GroupSummary),
+    ProducersFailing(Value),
+    DataLoss(Value),
+}
+
+fn overview_rows(shared: &Shared, now: Millis, shards: Option<&std::collections::BTreeSet<u32>>) -> Vec<OverviewRow> {
+    // This node's cached summaries are of every shard it holds: used when
+    // those are the shards asked for.
+    let held = shared.directory.get().map(|d| d.held());
+    let groups: Vec<GroupSummary> = if shards.is_none() || shards == held.as_ref() {
+        shared
+            .lag
+            .summaries(now, super::refresh_ms(&shared.config))
+            .groups
+            .clone()
+    } else {
+        shared
+            .lag
+            .summaries_where(now, &|topic| crate::fanout::in_shards(shared, shards, topic))
+    };
+    let (producers, data_loss) = shard_incidents(shared, now, shards);
+    groups
+        .into_iter()
+        .map(OverviewRow::Group)
+        .chain(producers.into_iter().map(OverviewRow::ProducersFailing))
+        .chain(data_loss.into_iter().map(OverviewRow::DataLoss))
+        .collect()
+}
+
+/// The overview of every shard: groups folded from their parts, the shards'
+/// incidents gathered, this node's own (its DLQ monitors, probes, pollers).
+async fn sharded_overview(shared: Arc<Shared>, query: OverviewQuery, headers: &axum::http::HeaderMap) -> Response {
+    let now = clock::now();
+    let local = move |s: &Shared, shards: Option<&std::collections::BTreeSet<u32>>| overview_rows(s, now, shards);
+    let peer_query = String::new();
+    let build_shared = shared.clone();
+    crate::fanout::answer(
+        shared,
+        "/api/v1/overview",
+        query.shards.clone(),
+        Some(peer_query),
+        headers,
+        local,
+        move |rows, coverage| {
+            let mut parts: BTreeMap<(String, String), Vec<GroupSummary>> = BTreeMap::new();
+            let (mut producers, mut data_loss) = (Vec::new(), Vec::new());
+            for row in rows {
+                match row {
+                    OverviewRow::Group(g) => parts.entry((g.cluster.clone(), g.group.clone())).or_default().push(g),
+                    OverviewRow::ProducersFailing(p) => producers.push(p),
+                    OverviewRow::DataLoss(d) => data_loss.push(d),
+                }
+            }
+            let groups: Vec<GroupSummary> = parts.into_values().filter_map(GroupSummary::merge).collect();
+            producers.truncate(MAX_INCIDENTS);
+            data_loss.truncate(MAX_INCIDENTS);
+            let incidents = incidents(&build_shared, now, producers, data_loss);
+            match overview_json(&build_shared, &query, now, groups.iter().collect(), now, incidents) {
+                Ok(mut v) => {
+                    v["shards"] = json!(coverage);
+                    axum::Json(v).into_response()
+                }
+                Err(e) => bad_query(&e),
+            }
+        },
+    )
     .await
 }
 
@@ -88,21 +179,28 @@ fn order(sort: &str) -> Result<Order, String> {
     })
 }
 
-pub(crate) fn overview_json(shared: &Shared, query: &OverviewQuery, now: Millis) -> Result<Value, String> {
+/// The overview's page of `groups`, with the incidents.
+fn overview_json(
+    shared: &Shared,
+    query: &OverviewQuery,
+    now: Millis,
+    groups: Vec<&GroupSummary>,
+    summarized_at: Millis,
+    incidents: Value,
+) -> Result<Value, String> {
     let refresh_ms = super::refresh_ms(&shared.config);
-    let summaries = shared.lag.summaries(now, refresh_ms);
     let keep = query.status.as_deref().map(statuses).transpose()?;
     let q = query.q.as_deref().unwrap_or("").to_lowercase();
     let cmp = order(query.sort.as_deref().unwrap_or("status"))?;
     let per_page = query.per_page.unwrap_or(50).clamp(1, MAX_PER_PAGE);
 
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for g in &summaries.groups {
+    for g in &groups {
         *counts.entry(g.status.as_str()).or_default() += 1;
     }
-    let mut rows: Vec<&GroupSummary> = summaries
-        .groups
-        .iter()
+    let total_groups = groups.len();
+    let mut rows: Vec<&GroupSummary> = groups
+        .into_iter()
         .filter(|g| keep.as_ref().is_none_or(|k| k.contains(&g.status)))
         .filter(|g| q.is_empty() || g.group.to_lowercase().contains(&q) || g.cluster.to_lowercase().contains(&q))
         .collect();
@@ -126,37 +224,45 @@ pub(crate) fn overview_json(shared: &Shared, query: &OverviewQuery, now: Millis)
 
     Ok(json!({
         "now_ms": now.0,
-        "summarized_at_ms": summaries.at.0,
+        "summarized_at_ms": summarized_at.0,
         "refresh_ms": refresh_ms,
         "counts": counts,
-        "total_groups": summaries.groups.len(),
-        "incidents": incidents(shared, now),
+        "total_groups": total_groups,
+        "incidents": incidents,
         "groups": { "total": total, "page": page, "pages": pages, "per_page": per_page, "rows": page_rows },
     }))
 }
 
+/// The incidents a shard holds: producers failing on its topics, messages
+/// missing from them.
+fn shard_incidents(
+    shared: &Shared,
+    now: Millis,
+    shards: Option<&std::collections::BTreeSet<u32>>,
+) -> (Vec<Value>, Vec<Value>) {
+    let failing_ms = shared.lag.engine().producer_failing_window_ms();
+    let d = shared.deliveries.view();
+    let producers: Vec<Value> = d
+        .failures
+        .since(Millis(now.0.saturating_sub(failing_ms)))
+        .filter(|((_, topic), _)| crate::fanout::in_shards(shared, shards, topic))
+        .take(MAX_INCIDENTS)
+        .map(|((cluster, topic), f)| json!({ "cluster": cluster, "topic": topic, "failures": f }))
+        .collect();
+    let data_loss: Vec<Value> = d
+        .ledger
+        .totals()
+        .iter()
+        .filter(|((_, _, t), totals)| totals.missing.total() > 0 && crate::fanout::in_shards(shared, shards, t))
+        .take(MAX_INCIDENTS)
+        .map(|((c, g, t), totals)| json!({ "cluster": c, "group": g, "topic": t, "totals": totals }))
+        .collect();
+    (producers, data_loss)
+}
+
 /// What is wrong besides group health: failing producers, lost messages, DLQs
 /// filling, probes down, clusters the poller cannot reach.
-fn incidents(shared: &Shared, now: Millis) -> Value {
-    let failing_ms = shared.lag.engine().producer_failing_window_ms();
-    let (producers, data_loss) = {
-        let d = shared.deliveries.view();
-        let producers: Vec<Value> = d
-            .failures
-            .since(Millis(now.0.saturating_sub(failing_ms)))
-            .take(MAX_INCIDENTS)
-            .map(|((cluster, topic), f)| json!({ "cluster": cluster, "topic": topic, "failures": f }))
-            .collect();
-        let data_loss: Vec<Value> = d
-            .ledger
-            .totals()
-            .iter()
-            .filter(|(_, t)| t.missing.total() > 0)
-            .take(MAX_INCIDENTS)
-            .map(|((c, g, t), totals)| json!({ "cluster": c, "group": g, "topic": t, "totals": totals }))
-            .collect();
-        (producers, data_loss)
-    };
+fn incidents(shared: &Shared, now: Millis, producers: Vec<Value>, data_loss: Vec<Value>) -> Value {
     let dlq: Vec<Value> = shared
         .dlq
         .view()
@@ -228,7 +334,12 @@ fn incidents(shared: &Shared, now: Millis) -> Value {
 pub(super) async fn topic(
     State(shared): State<Arc<Shared>>,
     Path((cluster, topic)): Path<(String, String)>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
 ) -> Response {
+    if let Some(answered) = crate::fanout::forward(&shared, &topic, &uri, &headers).await {
+        return answered;
+    }
     crate::server::off_worker(shared, move |shared| {
         match topic_json(shared, &cluster, &topic, clock::now()) {
             Some(v) => axum::Json(v).into_response(),

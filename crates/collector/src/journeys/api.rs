@@ -46,6 +46,8 @@ struct AtOffset {
 /// The journeys of the message at an offset (several when several traces touched it).
 async fn by_offset(
     State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
     query: Result<Query<AtOffset>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let Ok(Query(q)) = query else {
@@ -55,6 +57,10 @@ async fn by_offset(
             "give topic, partition and offset (and cluster, optionally)",
         );
     };
+    // The offset's spans are in its topic's shard.
+    if let Some(answered) = crate::fanout::forward(&shared, &q.topic, &uri, &headers).await {
+        return answered;
+    }
     crate::server::off_worker(shared, move |shared| {
         let ids = shared
             .journeys
