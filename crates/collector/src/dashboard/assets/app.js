@@ -611,6 +611,7 @@ const alertsPage = {
       : r.below !== null ? `below ${r.below}` : `above ${r.above ?? 0}${r.statuses.length ? ` (${r.statuses.join(', ')})` : ''}`);
     return [
       h('h1', {}, 'Alerts'),
+      d.evaluated === false ? h('div', { class: 'banner bad', role: 'status' }, 'Rules are not evaluated on a sharded log yet: no alert here does not mean all is well. Watch the overview, or run one collector (or a replicated log) for alerting.') : null,
       h('p', {}, 'A series with no value for its rule\'s window is "no data", never ok; it resolves only when data says so.'),
       table(`Alerts (${d.alerts.length})`, [['State'], ['Rule'], ['Labels'], ['Summary'], ['Since'], ['Value', 'num'], ['']],
         d.alerts.map((a) => [badge(a.state), a.rule, h('code', {}, labels(a.labels)), [a.summary, a.silenced ? h('span', { class: 'muted' }, ' (silenced)') : ''],
@@ -687,6 +688,15 @@ const ROUTES = [
   [/^\/clusters$/, clusters],
 ];
 
+// On a sharded log an answer names the shards nobody answered for: the page
+// says it is partial rather than showing less as if it were all.
+function partial(d) {
+  const missing = d && d.shards && d.shards.missing;
+  if (!missing || !missing.length) return null;
+  return h('div', { class: 'banner bad', role: 'status', id: 'partial' },
+    `Partial: ${missing.length} of ${d.shards.count} shards (${missing.join(', ')}) are held by no node that answered; what they hold is missing from this page until another node takes them over.`);
+}
+
 async function refresh(page, args) {
   clearTimeout(live.timer);
   try {
@@ -697,7 +707,7 @@ async function refresh(page, args) {
     const y = window.scrollY;
     for (const c of live.charts) c.destroy();
     live.charts = [];
-    main.replaceChildren(...[page.render(data)].flat(Infinity).filter(Boolean));
+    main.replaceChildren(...[partial(data), page.render(data)].flat(Infinity).filter(Boolean));
     window.scrollTo(0, y);
     if (focused) {
       const again = [...main.querySelectorAll('[href],[id]')].find((el) => el.getAttribute('href') === focused || el.id === focused);

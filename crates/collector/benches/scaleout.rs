@@ -1,0 +1,263 @@
+//! A sharded log in Kafka (tansu on loopback, its SQLite engine): how long a
+//! node takes to take a shard over as a function of the shard's records, and
+//! what a query costs when it fans out to three nodes against one node that
+//! holds everything.
+//!
+//! `cargo bench -p streamsight-collector --bench scaleout`; figures in
+//! BENCHMARKS.md. Skipped when tansu is not installed (`scripts/test` installs it).
+
+#![allow(clippy::unwrap_used)] // a bench that cannot set up should fail loudly
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use streamsight_collector::ServeConfig;
+use streamsight_collector::state::Shared;
+use streamsight_core::{EngineConfig, Millis, Observation, PartitionRef, Record};
+use streamsight_store::{Followed, KafkaStore, KafkaUrl, Store};
+use streamsight_testkit::{Tansu, free_port};
+
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn broker(name: &str) -> Option<(Tansu, std::path::PathBuf)> {
+    if streamsight_testkit::tansu_installed().is_none() {
+        eprintln!("{name}: skipped, tansu is not installed (scripts/test installs it)");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("streamsight-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Some((Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]), dir))
+}
+
+/// `n` records of one shard's traffic: end offsets and commits of 100
+/// partitions of one topic, 10 groups, a commit per group-partition at a time.
+fn traffic(n: usize, at: i64) -> Vec<Record> {
+    (0..n)
+        .map(|i| {
+            let partition = PartitionRef {
+                cluster: "bench",
+                topic: "orders",
+                partition: (i % 100) as i32,
+            };
+            let step = (i / 100) as i64;
+            let observation = if i % 11 == 0 {
+                Observation::EndOffset {
+                    partition,
+                    offset: 1_000 + step * 10,
+                    source: streamsight_core::EndOffsetSource::Broker,
+                }
+            } else {
+                Observation::Committed {
+                    group: ["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8", "g9"][i % 10],
+                    partition,
+                    offset: 500 + step * 10,
+                }
+            };
+            Record::Observation {
+                at: Millis(at + step),
+                observation: observation.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// Joins the shards' group as a new node and applies the shard from its
+/// start: (time from joining to the shard being assigned, time from then to
+/// caught up, records applied).
+fn take_over(url: &KafkaUrl) -> (Duration, Duration, usize) {
+    let shared = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+    let mut store = KafkaStore::open(url.clone()).unwrap();
+    store.scan(Millis(i64::MIN), &mut |_| {}).unwrap();
+    let joined = Instant::now();
+    let mut follow = store.follow().unwrap();
+    let mut gained = None;
+    let mut applied = 0;
+    loop {
+        match follow.next(Duration::from_millis(100)).unwrap() {
+            Some(Followed::Gained(shards)) if !shards.is_empty() => gained = Some(Instant::now()),
+            Some(Followed::Records(records)) => {
+                applied += records.len();
+                shared.apply_owned(records);
+            }
+            Some(Followed::CaughtUp(_)) => {
+                let gained = gained.unwrap();
+                return (gained - joined, gained.elapsed(), applied);
+            }
+            _ => assert!(joined.elapsed() < Duration::from_secs(120), "no takeover"),
+        }
+    }
+}
+
+fn takeover(c: &mut Criterion) {
+    let Some((_broker, dir)) = broker("takeover") else {
+        return;
+    };
+    let mut group = c.benchmark_group("takeover");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(1));
+    group.measurement_time(Duration::from_secs(1));
+    for n in [10_000, 100_000, 1_000_000] {
+        let url = KafkaUrl::parse(&format!(
+            "kafka://{}/takeover-{n}?partitions=1&mode=sharded&timeout_ms=30000",
+            _broker.bootstrap
+        ))
+        .unwrap();
+        let mut store = KafkaStore::open(url.clone()).unwrap();
+        let records = traffic(n, now_ms() - 3_600_000);
+        for batch in records.chunks(5_000) {
+            store.append(batch).unwrap();
+        }
+        drop(store);
+        group.throughput(criterion::Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("records", n), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let (join, replay, applied) = take_over(&url);
+                    assert_eq!(applied, n);
+                    eprintln!("takeover/{n}: assigned {join:?} after joining, caught up {replay:?} later");
+                    total += replay;
+                }
+                total
+            });
+        });
+    }
+    group.finish();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+struct Node {
+    running: streamsight_collector::Running,
+}
+
+async fn node(storage: &str) -> Node {
+    let config = ServeConfig {
+        storage: storage.to_owned(),
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        ..ServeConfig::ephemeral()
+    };
+    Node {
+        running: streamsight_collector::serve(config, EngineConfig::default())
+            .await
+            .unwrap(),
+    }
+}
+
+/// 2,000 group-partitions: 20 topics of 10 partitions, 10 groups each.
+fn estate(at: i64) -> Vec<Record> {
+    let mut out = Vec::new();
+    for t in 0..20 {
+        let topic = format!("topic-{t}");
+        for p in 0..10 {
+            let partition = PartitionRef {
+                cluster: "bench",
+                topic: &topic,
+                partition: p,
+            };
+            out.push(Record::Observation {
+                at: Millis(at),
+                observation: Observation::EndOffset {
+                    partition,
+                    offset: 1_000,
+                    source: streamsight_core::EndOffsetSource::Broker,
+                }
+                .to_owned(),
+            });
+            for g in 0..10 {
+                let group = format!("group-{g}");
+                out.push(Record::Observation {
+                    at: Millis(at),
+                    observation: Observation::Committed {
+                        group: &group,
+                        partition,
+                        offset: 900,
+                    }
+                    .to_owned(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn fanout(c: &mut Criterion) {
+    let Some((_broker, dir)) = broker("fanout") else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let log = format!(
+        "kafka://{}/fanout-log?partitions=12&mode=sharded&timeout_ms=10000",
+        _broker.bootstrap
+    );
+    let (sharded, single) = runtime.block_on(async {
+        let nodes = [node(&log).await, node(&log).await, node(&log).await];
+        let single = node("memory://").await;
+        (nodes, single)
+    });
+    // The same records in the log (read by the three) and in one node.
+    let records = estate(now_ms() - 60_000);
+    let mut store = KafkaStore::open(KafkaUrl::parse(&log).unwrap()).unwrap();
+    store.append(&records).unwrap();
+    single.running.shared.apply(&records);
+    let client = reqwest::Client::new();
+    let get = |api: std::net::SocketAddr, path: &'static str| {
+        let client = client.clone();
+        async move {
+            let body: serde_json::Value = client
+                .get(format!("http://{api}{path}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body
+        }
+    };
+    // Until every shard is held and every row is in.
+    runtime.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let lag = get(sharded[0].running.api_addr, "/api/v1/lag").await;
+            let complete = lag["shards"]["missing"].as_array().is_some_and(Vec::is_empty);
+            if complete && lag["rows"].as_array().map_or(0, Vec::len) == 2_000 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the three nodes never answered in full: {}",
+                lag["shards"]
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let mut group = c.benchmark_group("fanout");
+    group.sample_size(20);
+    for path in ["/api/v1/lag", "/api/v1/groups", "/api/v1/overview"] {
+        for (name, api) in [
+            ("three_nodes", sharded[0].running.api_addr),
+            ("one_node", single.running.api_addr),
+        ] {
+            group.bench_function(BenchmarkId::new(name, path), |b| {
+                b.iter(|| runtime.block_on(get(api, path)));
+            });
+        }
+    }
+    group.finish();
+    runtime.block_on(async {
+        for node in sharded {
+            node.running.shutdown().await;
+        }
+        single.running.shutdown().await;
+    });
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+criterion_group!(benches, takeover, fanout);
+criterion_main!(benches);
