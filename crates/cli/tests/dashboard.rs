@@ -444,3 +444,83 @@ async fn a_journey_page_shows_the_path_and_where_it_stopped() {
     );
     assert_eq!(b.eval("return document.querySelectorAll('main img').length").await, 0);
 }
+
+/// A sharded log whose node was killed: until the survivor takes its shards
+/// over, the overview says it is partial and names the shards; then it is
+/// whole again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
+    use streamsight_testkit::{Tansu, free_port};
+    if streamsight_testkit::tansu_installed().is_none() {
+        panic!("tansu is not installed: scripts/test installs it");
+    }
+    let dir = std::env::temp_dir().join(format!("streamsight-dashboard-shards-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!("kafka://{}/dashboard-log?partitions=4&mode=sharded", broker.bootstrap);
+    let toml = "[serve]\nhistory_interval = \"1s\"\n";
+    let (_a, intake, api) = support::serve_with("dashboard-shards", toml, &log);
+    let (mut b, _, _) = support::serve_with("dashboard-shards", toml, &log);
+    let http = reqwest::Client::new();
+    let now = dsm::now_ms();
+    let topics: Vec<String> = (0..8).map(|i| format!("t{i}")).collect();
+    let points = topics
+        .iter()
+        .flat_map(|t| [dsm::produce(t, 0, 1_000), dsm::commit("billing", t, 0, 400)])
+        .collect();
+    dsm::post(&http, &intake, &dsm::payload("checkout", vec![(now - 30_000, points)])).await;
+    // Both nodes hold shards: the one killed has some to lose.
+    wait_for(
+        &http,
+        &format!("{api}/api/v1/nodes"),
+        "both nodes holding shards",
+        |v| {
+            let owners = v["owners"].as_array().cloned().unwrap_or_default();
+            let holders: std::collections::BTreeSet<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
+            owners.len() == 4 && owners.iter().all(|o| o["node"].is_string()) && holders.len() == 2
+        },
+    )
+    .await;
+    wait_for(&http, &format!("{api}/api/v1/lag"), "every row from both", |v| {
+        v["shards"]["missing"] == serde_json::json!([]) && v["rows"].as_array().is_some_and(|r| r.len() == 8)
+    })
+    .await;
+
+    b.0.kill().unwrap();
+    b.0.wait().unwrap();
+    let browser = Browser::start(1400, 900).await;
+    browser.open(&format!("{api}/")).await;
+    browser
+        .wait_until(
+            "the partial banner",
+            "return document.getElementById('partial') !== null",
+        )
+        .await;
+    browser.check_page("sharded-partial").await;
+    let banner = browser.text("#partial").await;
+    assert!(
+        banner.starts_with("Partial:") && banner.contains("of 4 shards"),
+        "{banner}"
+    );
+    // What is known of the group is shown as a lower bound, never as all.
+    let lag = browser
+        .eval("return document.querySelectorAll('tbody tr')[0].cells[4].innerText")
+        .await;
+    assert!(lag.as_str().is_some_and(|l| l.starts_with('≥')), "{lag}");
+    // The survivor takes the killed node's shards over: the page is whole
+    // again, with every partition of the group.
+    browser
+        .wait_until(
+            "the survivor to hold every shard",
+            "return document.getElementById('partial') === null && document.body.innerText.includes('billing')",
+        )
+        .await;
+    browser.check_page("sharded-whole").await;
+    let row = browser
+        .eval("return [...document.querySelectorAll('tbody tr')[0].cells].map(c => c.innerText)")
+        .await;
+    assert_eq!((row[4].as_str(), row[6].as_str()), (Some("4,808"), Some("8")), "{row}");
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,6 +16,22 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use streamsight_core::{GroupFold, LagRow, Millis, PartitionReport};
 
+/// A query string as `T`, or 400 `bad_query` saying what is wrong: the one
+/// place a malformed query becomes an answer.
+#[derive(Debug)]
+pub(crate) struct ApiQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Response> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(q)) => Ok(ApiQuery(q)),
+            Err(e) => Err(error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text())),
+        }
+    }
+}
+
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { axum::Json(json!({ "status": "ok" })) }))
@@ -134,12 +150,8 @@ async fn lag(
     State(shared): State<Arc<Shared>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    filter: Result<Query<LagFilter>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(filter): ApiQuery<LagFilter>,
 ) -> Response {
-    let Query(filter) = match filter {
-        Ok(f) => f,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-    };
     let now = clock::now();
     let asked = filter.shards.clone();
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &filter, shards);
@@ -225,7 +237,14 @@ async fn groups(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     let now = clock::now();
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &LagFilter::default(), shards);
     fanout::answer(shared, "/api/v1/lag", None, None, &headers, local, |rows, coverage| {
-        with_coverage(json!({ "groups": fold_groups(rows) }), coverage)
+        let mut groups = fold_groups(rows);
+        // A missing shard may hold more of any group: every sum is a lower bound.
+        if coverage.as_ref().is_some_and(|c| !c.missing.is_empty()) {
+            for g in &mut groups {
+                g.complete = false;
+            }
+        }
+        with_coverage(json!({ "groups": groups }), coverage)
     })
     .await
 }
@@ -355,12 +374,8 @@ async fn group(
     Path((cluster, group)): Path<(String, String)>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    range: Result<Query<Range>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(range): ApiQuery<Range>,
 ) -> Response {
-    let Query(range) = match range {
-        Ok(r) => r,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-    };
     let now = clock::now();
     let from = range.from_ms.unwrap_or(i64::MIN);
     let path = format!(
@@ -463,12 +478,8 @@ fn partition_rows(shared: &Shared, now: Millis, shards: Option<&BTreeSet<u32>>) 
 async fn partitions(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
-    query: Result<Query<ShardsOnly>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query): ApiQuery<ShardsOnly>,
 ) -> Response {
-    let Query(query) = match query {
-        Ok(q) => q,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-    };
     let now = clock::now();
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| partition_rows(s, now, shards);
     fanout::answer(
@@ -526,12 +537,8 @@ async fn pathways(
     State(shared): State<Arc<Shared>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    window: Result<Query<Window>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(window): ApiQuery<Window>,
 ) -> Response {
-    let Query(window) = match window {
-        Ok(w) => w,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-    };
     let now = clock::now();
     let span = window
         .window_seconds
@@ -724,12 +731,8 @@ async fn deliveries(
     State(shared): State<Arc<Shared>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    filter: Result<Query<LagFilter>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(filter): ApiQuery<LagFilter>,
 ) -> Response {
-    let Query(filter) = match filter {
-        Ok(f) => f,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text()),
-    };
     let asked = filter.shards.clone();
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| delivery_rows(s, &filter, shards);
     fanout::answer(

@@ -81,11 +81,13 @@ pub struct GroupSummary {
     pub worst_partition: Option<i32>,
 }
 
-/// Every group's summary at one time, shared by every reader until it is too old.
+/// Every group's summary at one time, shared by every reader until it is too
+/// old or what the engine holds changes (see [`LagService::invalidate`]).
 #[derive(Debug, Default)]
 pub struct Summaries {
     pub at: Millis,
     pub groups: Vec<GroupSummary>,
+    generation: u64,
 }
 
 fn summarize(engine: &Engine, gid: GroupId, now: Millis) -> GroupSummary {
@@ -192,6 +194,9 @@ pub struct LagService {
     summaries: Mutex<Arc<Summaries>>,
     /// Held while summarizing, so that readers arriving together share one pass.
     summarizing: Mutex<()>,
+    /// Bumped when the engine holds other shards: summaries made before are
+    /// not reused, however young.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl LagService {
@@ -203,7 +208,15 @@ impl LagService {
             samples_kept: samples_kept.max(1),
             summaries: Mutex::new(Arc::default()),
             summarizing: Mutex::new(()),
+            generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Summaries made until now are not reused: a shard was caught up with
+    /// or forgotten, and a summary of what was held before would read as
+    /// complete.
+    pub(crate) fn invalidate(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     pub fn engine(&self) -> EngineView<'_> {
@@ -254,7 +267,10 @@ impl LagService {
     /// many readers ask: a dashboard's refresh costs one pass over the estate
     /// per interval, not one per viewer.
     pub fn summaries(&self, now: Millis, max_age_ms: i64) -> Arc<Summaries> {
-        let fresh = |s: &Arc<Summaries>| s.at.0 > 0 && now.since(s.at) < max_age_ms && s.at <= now;
+        let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
+        let fresh = |s: &Arc<Summaries>| {
+            s.at.0 > 0 && now.since(s.at) < max_age_ms && s.at <= now && s.generation == generation
+        };
         let cached = lock(&self.summaries).clone();
         if fresh(&cached) {
             return cached;
@@ -312,8 +328,14 @@ impl LagService {
     }
 
     fn summarize(&self, now: Millis) -> Arc<Summaries> {
+        // Read first: a change during the walk leaves this summary stale.
+        let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
         let groups: Vec<GroupSummary> = self.each_group(|engine, gid| summarize(engine, gid, now));
-        let s = Arc::new(Summaries { at: now, groups });
+        let s = Arc::new(Summaries {
+            at: now,
+            groups,
+            generation,
+        });
         *lock(&self.summaries) = s.clone();
         s
     }
@@ -329,7 +351,7 @@ impl LagService {
         }
         lock(&self.events).clear();
         lock(&self.history).clear();
-        *lock(&self.summaries) = Arc::default();
+        self.invalidate();
     }
 
     /// Records each group's lag now, for its recent history.

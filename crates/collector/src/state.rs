@@ -357,9 +357,12 @@ fn follow_shards(follow: &mut dyn Follow, shared: &Shared, stop: &AtomicBool) {
         match next {
             Ok(Some(Followed::Records(records))) => shared.apply_owned(records),
             Ok(Some(Followed::Gained(_)) | None) => {}
-            Ok(Some(Followed::CaughtUp(shard))) => held(&|h| {
-                h.insert(shard);
-            }),
+            Ok(Some(Followed::CaughtUp(shard))) => {
+                held(&|h| {
+                    h.insert(shard);
+                });
+                shared.lag.invalidate();
+            }
             Ok(Some(Followed::Reset { .. })) => {
                 // Nothing is answered for until it is rebuilt.
                 held(&|h| h.clear());

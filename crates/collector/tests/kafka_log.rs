@@ -20,40 +20,7 @@ fn now_ns() -> u64 {
 
 /// A produce at `produced` and a commit at `committed` on orders/0, one bucket.
 fn payload(start_ns: u64, produced: i64, committed: i64) -> Vec<u8> {
-    let backlog = |tags: &[&str], value| Backlog {
-        tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-        value,
-    };
-    encode(&Payload {
-        service: "checkout".into(),
-        stats: vec![Bucket {
-            start: start_ns,
-            duration: 10_000_000_000,
-            stats: vec![],
-            backlogs: vec![
-                backlog(
-                    &[
-                        "type:kafka_produce",
-                        "topic:orders",
-                        "partition:0",
-                        "kafka_cluster_id:prod",
-                    ],
-                    produced,
-                ),
-                backlog(
-                    &[
-                        "type:kafka_commit",
-                        "consumer_group:billing",
-                        "topic:orders",
-                        "partition:0",
-                        "kafka_cluster_id:prod",
-                    ],
-                    committed,
-                ),
-            ],
-        }],
-        ..Default::default()
-    })
+    payload_of_topics(start_ns, &["orders".to_owned()], produced, committed)
 }
 
 async fn start(log: &str) -> Running {
@@ -228,9 +195,9 @@ async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Produces at 1,000 and a commit of group `billing` at `committed` on
-/// partition 0 of each of `topics`.
-fn payload_of_topics(start_ns: u64, topics: &[String], committed: i64) -> Vec<u8> {
+/// A produce at `produced` and a commit of group `billing` at `committed` on
+/// partition 0 of each of `topics`, one bucket.
+fn payload_of_topics(start_ns: u64, topics: &[String], produced: i64, committed: i64) -> Vec<u8> {
     let backlogs = topics.iter().flat_map(|topic| {
         let tags = |more: &[&str]| {
             let mut tags: Vec<String> = more.iter().map(|t| (*t).to_owned()).collect();
@@ -244,7 +211,7 @@ fn payload_of_topics(start_ns: u64, topics: &[String], committed: i64) -> Vec<u8
         [
             Backlog {
                 tags: tags(&["type:kafka_produce"]),
-                value: 1_000,
+                value: produced,
             },
             Backlog {
                 tags: tags(&["type:kafka_commit", "consumer_group:billing"]),
@@ -319,7 +286,7 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     // Intake spread over the nodes: each accepts some topics.
     for (i, chunk) in topics.chunks(4).enumerate() {
         assert_eq!(
-            post(&client, &nodes[i], payload_of_topics(start_ns, chunk, 400)).await,
+            post(&client, &nodes[i], payload_of_topics(start_ns, chunk, 1_000, 400)).await,
             202
         );
     }
@@ -399,7 +366,12 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     );
     // And what is accepted after is read through any node.
     assert_eq!(
-        post(&client, &b, payload_of_topics(start_ns + 5_000_000_000, &topics, 900)).await,
+        post(
+            &client,
+            &b,
+            payload_of_topics(start_ns + 5_000_000_000, &topics, 1_000, 900)
+        )
+        .await,
         202
     );
     eventually(30, "the new commits on the other node", async || {

@@ -168,10 +168,8 @@ pub struct KafkaStore {
     url: KafkaUrl,
     /// This store's name in [`NODE_HEADER`]: unique per process and opening.
     node: String,
-    /// The scan's consumer, at the end of the log: where following starts.
-    tail: Option<BaseConsumer>,
-    /// What the last scan kept: following a shard keeps the same.
-    since: Millis,
+    /// Where following starts once a scan has read the log to its end.
+    tail: Option<Box<dyn Follow>>,
     producer: ThreadedProducer<Acks>,
     /// The log topic's partition count, as the brokers report it.
     partitions: u32,
@@ -288,7 +286,6 @@ impl KafkaStore {
             url,
             node: node_name(),
             tail: None,
-            since: Millis(i64::MIN),
             partitions: 0,
             buffer: Vec::new(),
         };
@@ -373,26 +370,20 @@ impl Store for KafkaStore {
             (self.url.topic.clone(), (0..self.partitions).collect())
         };
         let (scanned, consumer) = scan_partitions(&self.url, &topic, &partitions, since, each)?;
-        self.tail = Some(consumer);
-        self.since = since;
+        // Joined here, where failing to is an error the caller sees.
+        self.tail = Some(if self.url.sharded {
+            Box::new(crate::shards::ShardFollow::join(&self.url, consumer, since)?)
+        } else {
+            Box::new(KafkaFollow {
+                consumer,
+                node: self.node.clone(),
+            })
+        });
         Ok(scanned)
     }
 
     fn follow(&mut self) -> Option<Box<dyn Follow>> {
-        let consumer = self.tail.take()?;
-        if self.url.sharded {
-            return match crate::shards::ShardFollow::join(&self.url, consumer, self.since) {
-                Ok(follow) => Some(Box::new(follow)),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot join the shards' group");
-                    None
-                }
-            };
-        }
-        Some(Box::new(KafkaFollow {
-            consumer,
-            node: self.node.clone(),
-        }))
+        self.tail.take()
     }
 
     fn delete_before(&mut self, _before: Millis) -> Result<u64, StoreError> {

@@ -131,10 +131,15 @@ impl ShardFollow {
             if assigned {
                 let mut gained = Vec::new();
                 for p in partitions {
+                    // Where the shard's replay ends; unknown (the brokers did not
+                    // say in time), it ends at the shard's EOF instead.
                     let (low, high) = self
                         .group
                         .fetch_watermarks(&self.url.topic, p, self.url.timeout)
-                        .map_err(kafka)?;
+                        .unwrap_or_else(|e| {
+                            tracing::warn!(shard = p, error = %e, "no end offset for a gained shard: caught up at its end");
+                            (0, i64::MAX)
+                        });
                     self.held.insert(
                         p,
                         Held {
@@ -144,7 +149,7 @@ impl ShardFollow {
                     );
                     gained.push(p as u32);
                 }
-                tracing::info!(shards = ?gained, "shards gained");
+                tracing::info!(shards = ?gained, pid = std::process::id(), "shards gained");
                 self.pending.push_back(Followed::Gained(gained.clone()));
                 for p in gained {
                     if self.held[&(p as i32)].caught_up {
@@ -155,7 +160,7 @@ impl ShardFollow {
                 for p in &partitions {
                     self.held.remove(p);
                 }
-                tracing::info!(shards = ?partitions, kept = self.held.len(), "shards lost: rebuilding from the others");
+                tracing::info!(shards = ?partitions, kept = self.held.len(), pid = std::process::id(), "shards lost: rebuilding from the others");
                 self.pending.push_back(Followed::Reset {
                     lost: partitions.iter().map(|p| *p as u32).collect(),
                 });

@@ -6,7 +6,7 @@ use crate::clock;
 use crate::intake::error_response;
 use crate::services::GroupSummary;
 use crate::state::Shared;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -43,12 +43,8 @@ fn bad_query(e: &impl std::fmt::Display) -> Response {
 pub(super) async fn overview(
     State(shared): State<Arc<Shared>>,
     headers: axum::http::HeaderMap,
-    query: Result<Query<OverviewQuery>, axum::extract::rejection::QueryRejection>,
+    crate::api::ApiQuery(query): crate::api::ApiQuery<OverviewQuery>,
 ) -> Response {
-    let Query(query) = match query {
-        Ok(q) => q,
-        Err(e) => return bad_query(&e.body_text()),
-    };
     if shared.sharded() {
         return sharded_overview(shared, query, &headers).await;
     }
@@ -130,7 +126,13 @@ async fn sharded_overview(shared: Arc<Shared>, query: OverviewQuery, headers: &a
                     OverviewRow::DataLoss(d) => data_loss.push(d),
                 }
             }
-            let groups: Vec<GroupSummary> = parts.into_values().filter_map(GroupSummary::merge).collect();
+            let mut groups: Vec<GroupSummary> = parts.into_values().filter_map(GroupSummary::merge).collect();
+            // A missing shard may hold more of any group: every sum is a lower bound.
+            if coverage.as_ref().is_some_and(|c| !c.missing.is_empty()) {
+                for g in &mut groups {
+                    g.complete = false;
+                }
+            }
             producers.truncate(MAX_INCIDENTS);
             data_loss.truncate(MAX_INCIDENTS);
             let incidents = incidents(&build_shared, now, producers, data_loss);
