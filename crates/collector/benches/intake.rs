@@ -231,6 +231,9 @@ fn http_bench(c: &mut Criterion) {
         // The log in a Kafka topic (tansu on loopback, its SQLite engine), when
         // tansu is installed: what kafka:// costs a node against sqlite://.
         ("kafka", "kafka://".to_owned(), true, None),
+        // The same log sharded: appends are not applied by the node that
+        // makes them (its follower applies its own shards' records).
+        ("kafka_sharded", "kafka://?mode=sharded".to_owned(), true, None),
         // The same with API keys: every request carries one.
         (
             "sqlite_fsync_authenticated",
@@ -244,7 +247,7 @@ fn http_bench(c: &mut Criterion) {
             continue;
         }
         let mut _broker = None;
-        let storage = if storage == "kafka://" {
+        let storage = if let Some(query) = storage.strip_prefix("kafka://") {
             if streamsight_testkit::tansu_installed().is_none() {
                 eprintln!("http/kafka: skipped, tansu is not installed (scripts/test installs it)");
                 continue;
@@ -253,7 +256,8 @@ fn http_bench(c: &mut Criterion) {
             // `BENCH_TANSU_STORAGE=memory://tansu/` takes the broker's disk out.
             let engine = std::env::var("BENCH_TANSU_STORAGE").unwrap_or_else(|_| "sqlite://tansu.db".into());
             let broker = streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), &engine, &dir, &[]);
-            let url = format!("kafka://{}/streamsight-log?partitions=12", broker.bootstrap);
+            let query = query.strip_prefix('?').map_or(String::new(), |q| format!("&{q}"));
+            let url = format!("kafka://{}/streamsight-log?partitions=12{query}", broker.bootstrap);
             _broker = Some(broker);
             url
         } else {

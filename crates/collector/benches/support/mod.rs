@@ -11,7 +11,14 @@ pub(crate) fn collector_cpu_seconds() -> f64 {
             continue;
         };
         let name = head.split_once('(').map_or("", |(_, n)| n);
-        let ours = ["collector", "streamsight-wri", "rdk:", "producer pollin"];
+        let ours = [
+            "collector",
+            "streamsight-wri",
+            "streamsight-sha",
+            "streamsight-dir",
+            "rdk:",
+            "producer pollin",
+        ];
         if !ours.iter().any(|prefix| name.starts_with(prefix)) {
             continue;
         }
