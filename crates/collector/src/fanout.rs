@@ -70,10 +70,30 @@ where
     if let Some(asked) = asked {
         return part(shared, &asked, local).await;
     }
-    let auth = headers.get(axum::http::header::AUTHORIZATION);
-    let (rows, coverage) = gather(&shared, peer_path, query.as_deref().unwrap_or(""), auth, local).await;
+    let (rows, coverage) = gather(
+        &shared,
+        peer_path,
+        query.as_deref().unwrap_or(""),
+        &credentials(headers),
+        local,
+    )
+    .await;
     let coverage = shared.sharded().then_some(coverage);
     build(rows, coverage)
+}
+
+/// What a node passes on of its caller's request: its key, and the tenant a
+/// trusted gateway named (the other nodes must trust this one as a gateway).
+type Credentials = Vec<(axum::http::HeaderName, HeaderValue)>;
+
+fn credentials(headers: &axum::http::HeaderMap) -> Credentials {
+    [
+        axum::http::header::AUTHORIZATION,
+        axum::http::HeaderName::from_static("x-scope-orgid"),
+    ]
+    .into_iter()
+    .filter_map(|name| headers.get(&name).map(|v| (name, v.clone())))
+    .collect()
 }
 
 /// Marks a request one node forwarded to another: answered where it lands.
@@ -105,8 +125,8 @@ pub async fn forward(
         Some(Owner::Peer { node, api }) => {
             let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
             let mut request = client().get(format!("{api}{path}")).header(FORWARDED, "1");
-            if let Some(auth) = headers.get(axum::http::header::AUTHORIZATION) {
-                request = request.header(axum::http::header::AUTHORIZATION, auth.clone());
+            for (name, value) in credentials(headers) {
+                request = request.header(name, value);
             }
             let answered = async {
                 let mut response = request.send().await.map_err(|e| e.without_url().to_string())?;
@@ -210,11 +230,11 @@ fn client() -> &'static reqwest::Client {
 async fn fetch<T: DeserializeOwned>(
     api: &str,
     path_and_query: &str,
-    authorization: Option<&HeaderValue>,
+    credentials: Credentials,
 ) -> Result<Part<T>, String> {
     let mut request = client().get(format!("{api}{path_and_query}"));
-    if let Some(auth) = authorization {
-        request = request.header(axum::http::header::AUTHORIZATION, auth.clone());
+    for (name, value) in credentials {
+        request = request.header(name, value);
     }
     let mut response = request.send().await.map_err(|e| e.without_url().to_string())?;
     if !response.status().is_success() {
@@ -237,7 +257,7 @@ pub async fn gather<T, F>(
     shared: &Arc<Shared>,
     path: &str,
     query: &str,
-    authorization: Option<&HeaderValue>,
+    credentials: &Credentials,
     local: F,
 ) -> (Vec<T>, Coverage)
 where
@@ -282,9 +302,9 @@ where
         let list: Vec<String> = shards.iter().map(u32::to_string).collect();
         let sep = if query.is_empty() { "" } else { "&" };
         let path_and_query = format!("{path}?{query}{sep}shards={}", list.join(","));
-        let authorization = authorization.cloned();
+        let credentials = credentials.clone();
         asks.spawn(async move {
-            let part = fetch::<T>(&api, &path_and_query, authorization.as_ref()).await;
+            let part = fetch::<T>(&api, &path_and_query, credentials).await;
             (node, shards, part)
         });
     }
