@@ -6,6 +6,7 @@
 //! never healthy is used: `stale` reads as WARN, data loss as ERR. An unknown lag
 //! is `null`, never 0.
 
+use crate::api::ApiQuery;
 use crate::clock;
 use crate::state::Shared;
 use axum::Router;
@@ -37,8 +38,23 @@ fn request(uri: &Uri, headers: &HeaderMap) -> Value {
 }
 
 fn ok(message: &str, uri: &Uri, headers: &HeaderMap, key: &str, value: Value) -> Response {
+    covered(message, uri, headers, key, value, None)
+}
+
+/// The same, saying which shards it covers on a sharded log (under `streamsight`).
+fn covered(
+    message: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+    key: &str,
+    value: Value,
+    coverage: Option<crate::fanout::Coverage>,
+) -> Response {
     let mut body = json!({ "error": false, "message": message, "request": request(uri, headers) });
     body[key] = value;
+    if let Some(coverage) = coverage {
+        body["streamsight"] = json!({ "shards": coverage });
+    }
     axum::Json(body).into_response()
 }
 
@@ -56,11 +72,36 @@ fn cluster_names(shared: &Shared) -> BTreeSet<String> {
     names
 }
 
-async fn clusters(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        let names: Vec<_> = cluster_names(shared).into_iter().collect();
-        ok("cluster list returned", &uri, &headers, "clusters", json!(names))
-    })
+async fn clusters(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<Shards>,
+) -> Response {
+    // Clusters are named by records of every shard: each node names those of
+    // its own (and the configured ones).
+    let local = |s: &Shared, _: Option<&BTreeSet<u32>>| cluster_names(s).into_iter().collect::<Vec<_>>();
+    let path = uri.path().to_owned();
+    let headers_for_build = headers.clone();
+    crate::fanout::answer(
+        shared,
+        &path,
+        q.shards,
+        None,
+        &headers,
+        local,
+        move |names, coverage| {
+            let names: BTreeSet<String> = names.into_iter().collect();
+            covered(
+                "cluster list returned",
+                &uri,
+                &headers_for_build,
+                "clusters",
+                json!(names),
+                coverage,
+            )
+        },
+    )
     .await
 }
 
@@ -99,31 +140,75 @@ async fn cluster(
     .await
 }
 
+/// Groups of `cluster` with partitions in `shards`, and those the poller
+/// lists with no committed offsets yet (still groups).
+fn group_names(shared: &Shared, cluster: &str, shards: Option<&BTreeSet<u32>>) -> Vec<String> {
+    let mut groups: BTreeSet<String> = {
+        let engine = shared.lag.engine();
+        engine
+            .groups()
+            .filter(|&g| engine.group_name(g).0 == cluster)
+            .filter(|&g| {
+                engine
+                    .group_members(g)
+                    .iter()
+                    .any(|&gp| crate::fanout::in_shards(shared, shards, engine.names(gp).topic))
+            })
+            .map(|g| engine.group_name(g).1.to_owned())
+            .collect()
+    };
+    if let Some(snap) = shared.clusters.snapshot(cluster) {
+        groups.extend(snap.groups.iter().filter(|g| g.exists()).map(|g| g.name.clone()));
+    }
+    groups.into_iter().collect()
+}
+
 async fn consumers(
     State(shared): State<Arc<Shared>>,
     Path(cluster): Path<String>,
     uri: Uri,
     headers: HeaderMap,
+    ApiQuery(q): ApiQuery<Shards>,
 ) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        if !cluster_names(shared).contains(&cluster) {
-            return not_found("cluster not found", &uri, &headers);
-        }
-        let mut groups: BTreeSet<String> = {
-            let engine = shared.lag.engine();
-            engine
-                .groups()
-                .map(|g| engine.group_name(g))
-                .filter(|(c, _)| *c == cluster)
-                .map(|(_, g)| g.to_owned())
-                .collect()
-        };
-        // Groups with no committed offsets yet are still groups.
-        if let Some(snap) = shared.clusters.snapshot(&cluster) {
-            groups.extend(snap.groups.iter().filter(|g| g.exists()).map(|g| g.name.clone()));
-        }
-        ok("consumer list returned", &uri, &headers, "consumers", json!(groups))
-    })
+    let known = {
+        let shared = shared.clone();
+        let cluster = cluster.clone();
+        tokio::task::spawn_blocking(move || cluster_names(&shared).contains(&cluster))
+            .await
+            .unwrap_or(false)
+    };
+    // A cluster another node knows of is one this node may not: asked for its
+    // part, a node answers what it has.
+    if !known && q.shards.is_none() && !shared.sharded() {
+        return not_found("cluster not found", &uri, &headers);
+    }
+    let c = cluster.clone();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| group_names(s, &c, shards);
+    let path = uri.path().to_owned();
+    let headers_for_build = headers.clone();
+    crate::fanout::answer(
+        shared,
+        &path,
+        q.shards,
+        None,
+        &headers,
+        local,
+        move |names, coverage| {
+            let complete = coverage.as_ref().is_none_or(|c| c.missing.is_empty());
+            if names.is_empty() && !known && complete {
+                return not_found("cluster not found", &uri, &headers_for_build);
+            }
+            let names: BTreeSet<String> = names.into_iter().collect();
+            covered(
+                "consumer list returned",
+                &uri,
+                &headers_for_build,
+                "consumers",
+                json!(names),
+                coverage,
+            )
+        },
+    )
     .await
 }
 
@@ -203,11 +288,29 @@ fn partition_json(shared: &Shared, engine: &Engine, gp: GroupPartitionId, now: M
     (value, r.status, r.lag_messages)
 }
 
-fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool) -> Option<Value> {
+/// The group's partitions of `shards` (all when None), in Burrow's shape.
+fn group_partitions(shared: &Shared, cluster: &str, group: &str, shards: Option<&BTreeSet<u32>>) -> Vec<Value> {
     let now = clock::now();
-    let state = group_state(shared, cluster, group);
     let engine = shared.lag.engine();
     let Some(gid) = engine.find_group(cluster, group) else {
+        return Vec::new();
+    };
+    engine
+        .group_members(gid)
+        .iter()
+        .filter(|&&gp| crate::fanout::in_shards(shared, shards, engine.names(gp).topic))
+        .map(|&gp| partition_json(shared, &engine, gp, now).0)
+        .collect()
+}
+
+fn status_of(partition: &Value) -> Status {
+    serde_json::from_value(partition["streamsight"]["status"].clone()).unwrap_or(Status::Stale)
+}
+
+/// A group's status from its partitions, however many nodes they came from.
+fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool, partitions: Vec<Value>) -> Option<Value> {
+    let state = group_state(shared, cluster, group);
+    if partitions.is_empty() {
         // A group the brokers list but with nothing committed: known, lag unknown.
         let (state, members) = state?;
         return Some(json!({
@@ -215,37 +318,42 @@ fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool) -> 
             "partitions": [], "partition_count": 0, "maxlag": null, "totallag": 0,
             "streamsight": { "status": Status::Stale, "state": state, "members": members },
         }));
-    };
-    let g = engine.evaluate_group(gid, now);
-    let mut partitions = Vec::new();
-    let mut maxlag: Option<(i64, Value)> = None;
-    let mut complete = 0.0;
-    let members = engine.group_members(gid);
-    for &gp in members {
-        let (value, status, lag) = partition_json(shared, &engine, gp, now);
-        complete += value["complete"].as_f64().unwrap_or(0.0);
-        if let Some(lag) = lag
-            && maxlag.as_ref().is_none_or(|(m, _)| lag > *m)
-        {
-            maxlag = Some((lag, value.clone()));
-        }
-        if all || status != Status::Ok {
-            partitions.push(value);
+    }
+    let count = partitions.len();
+    let mut status = Status::Ok;
+    let (mut total, mut lag_complete, mut complete) = (0i64, true, 0.0);
+    let mut maxlag: Option<(i64, &Value)> = None;
+    for p in &partitions {
+        status = status.max(status_of(p));
+        complete += p["complete"].as_f64().unwrap_or(0.0);
+        match p["current_lag"].as_i64() {
+            Some(lag) => {
+                total = total.saturating_add(lag);
+                if maxlag.is_none_or(|(m, _)| lag > m) {
+                    maxlag = Some((lag, p));
+                }
+            }
+            None => lag_complete = false,
         }
     }
-    let max_lag_seconds = g.max_lag.and_then(|(gp, _)| engine.evaluate(gp, now).lag_seconds);
+    let max_lag_seconds = maxlag.and_then(|(_, p)| p["streamsight"]["lag_seconds"].as_f64());
+    let maxlag = maxlag.map(|(_, p)| p.clone());
+    let shown: Vec<&Value> = partitions
+        .iter()
+        .filter(|p| all || status_of(p) != Status::Ok)
+        .collect();
     Some(json!({
         "cluster": cluster,
         "group": group,
-        "status": group_status(g.status),
-        "complete": if members.is_empty() { 0.0 } else { complete / members.len() as f64 },
-        "partitions": partitions,
-        "partition_count": g.partitions,
-        "maxlag": maxlag.map(|(_, v)| v),
-        "totallag": g.total_lag,
+        "status": group_status(status),
+        "complete": complete / count as f64,
+        "partitions": shown,
+        "partition_count": count,
+        "maxlag": maxlag,
+        "totallag": total,
         "streamsight": {
-            "status": g.status,
-            "lag_complete": g.complete,
+            "status": status,
+            "lag_complete": lag_complete,
             "max_lag_seconds": max_lag_seconds,
             "state": state.as_ref().and_then(|s| s.0.clone()),
             "members": state.map(|s| s.1),
@@ -258,11 +366,9 @@ async fn status(
     Path((cluster, group)): Path<(String, String)>,
     uri: Uri,
     headers: HeaderMap,
+    ApiQuery(q): ApiQuery<Shards>,
 ) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        status_response(shared, &cluster, &group, false, &uri, &headers)
-    })
-    .await
+    status_response(shared, cluster, group, false, uri, headers, q.shards).await
 }
 
 async fn lag(
@@ -270,19 +376,92 @@ async fn lag(
     Path((cluster, group)): Path<(String, String)>,
     uri: Uri,
     headers: HeaderMap,
+    ApiQuery(q): ApiQuery<Shards>,
 ) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        status_response(shared, &cluster, &group, true, &uri, &headers)
-    })
+    status_response(shared, cluster, group, true, uri, headers, q.shards).await
+}
+
+/// `/status` lists the partitions that are not OK, `/lag` all of them; on a
+/// sharded log the group's partitions are gathered from every shard.
+async fn status_response(
+    shared: Arc<Shared>,
+    cluster: String,
+    group: String,
+    all: bool,
+    uri: Uri,
+    headers: HeaderMap,
+    asked: Option<String>,
+) -> Response {
+    let (c, g) = (cluster.clone(), group.clone());
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| group_partitions(s, &c, &g, shards);
+    let build_shared = shared.clone();
+    let path = uri.path().to_owned();
+    let headers_for_build = headers.clone();
+    crate::fanout::answer(
+        shared,
+        &path,
+        asked,
+        None,
+        &headers,
+        local,
+        move |partitions, coverage| {
+            let complete = coverage.as_ref().is_none_or(|c| c.missing.is_empty());
+            match group_status_json(&build_shared, &cluster, &group, all, partitions) {
+                Some(mut s) => {
+                    if let Some(coverage) = coverage {
+                        s["streamsight"]["shards"] = json!(coverage);
+                    }
+                    ok("consumer status returned", &uri, &headers_for_build, "status", s)
+                }
+                None if complete => not_found("cluster or consumer not found", &uri, &headers_for_build),
+                None => crate::intake::error_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shard_unavailable",
+                    "the group is in no shard that answered, and some shards did not",
+                ),
+            }
+        },
+    )
     .await
 }
 
-/// `/status` lists the partitions that are not OK, `/lag` all of them.
-fn status_response(shared: &Shared, cluster: &str, group: &str, all: bool, uri: &Uri, headers: &HeaderMap) -> Response {
-    match group_status_json(shared, cluster, group, all) {
-        Some(s) => ok("consumer status returned", uri, headers, "status", s),
-        None => not_found("cluster or consumer not found", uri, headers),
-    }
+/// Only `shards=` (another node of a sharded log asking for its part).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Shards {
+    shards: Option<String>,
+}
+
+/// The group's partitions of `shards` as Burrow's consumer detail lists them:
+/// (topic, partition, entry).
+fn consumer_entries(
+    shared: &Shared,
+    cluster: &str,
+    group: &str,
+    shards: Option<&BTreeSet<u32>>,
+) -> Vec<(String, i32, Value)> {
+    let now = clock::now();
+    let engine = shared.lag.engine();
+    let Some(gid) = engine.find_group(cluster, group) else {
+        return Vec::new();
+    };
+    engine
+        .group_members(gid)
+        .iter()
+        .filter(|&&gp| crate::fanout::in_shards(shared, shards, engine.names(gp).topic))
+        .map(|&gp| {
+            let n = engine.names(gp);
+            let r = engine.evaluate(gp, now);
+            let (owner, client_id) = owner(shared, n.cluster, n.group, n.topic, n.partition);
+            let entry = json!({
+                "offsets": engine.commits(gp).map(offset_json).collect::<Vec<_>>(),
+                "owner": owner,
+                "client_id": client_id,
+                "current-lag": r.lag_messages,
+            });
+            (n.topic.to_owned(), n.partition, entry)
+        })
+        .collect()
 }
 
 async fn consumer(
@@ -290,42 +469,46 @@ async fn consumer(
     Path((cluster, group)): Path<(String, String)>,
     uri: Uri,
     headers: HeaderMap,
+    ApiQuery(q): ApiQuery<Shards>,
 ) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        let now = clock::now();
-        let engine = shared.lag.engine();
-        let Some(gid) = engine.find_group(&cluster, &group) else {
-            return not_found("cluster or consumer not found", &uri, &headers);
-        };
-        let mut topics = serde_json::Map::new();
-        for &gp in engine.group_members(gid) {
-            let n = engine.names(gp);
-            let r = engine.evaluate(gp, now);
-            let (owner, client_id) = owner(shared, n.cluster, n.group, n.topic, n.partition);
-            let list = topics.entry(n.topic.to_owned()).or_insert_with(|| json!([]));
-            let Some(list) = list.as_array_mut() else { continue };
-            // Burrow's lists are indexed by partition. The engine refuses ids at or
-            // above `max_partitions_per_topic`, so the gaps a list may need are
-            // bounded by configuration, never by an id a client sent.
-            let index = usize::try_from(n.partition).unwrap_or(0);
-            if list.len() <= index {
-                list.resize(index + 1, Value::Null);
+    let (c, g) = (cluster.clone(), group.clone());
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| consumer_entries(s, &c, &g, shards);
+    let path = uri.path().to_owned();
+    let headers_for_build = headers.clone();
+    crate::fanout::answer(
+        shared,
+        &path,
+        q.shards,
+        None,
+        &headers,
+        local,
+        move |entries, coverage| {
+            if entries.is_empty() && coverage.as_ref().is_none_or(|c| c.missing.is_empty()) {
+                return not_found("cluster or consumer not found", &uri, &headers_for_build);
             }
-            list[index] = json!({
-                "offsets": engine.commits(gp).map(offset_json).collect::<Vec<_>>(),
-                "owner": owner,
-                "client_id": client_id,
-                "current-lag": r.lag_messages,
-            });
-        }
-        ok(
-            "consumer detail returned",
-            &uri,
-            &headers,
-            "topics",
-            Value::Object(topics),
-        )
-    })
+            let mut topics = serde_json::Map::new();
+            for (topic, partition, entry) in entries {
+                let list = topics.entry(topic).or_insert_with(|| json!([]));
+                let Some(list) = list.as_array_mut() else { continue };
+                // Burrow's lists are indexed by partition. The engine refuses ids at or
+                // above `max_partitions_per_topic`, so the gaps a list may need are
+                // bounded by configuration, never by an id a client sent.
+                let index = usize::try_from(partition).unwrap_or(0);
+                if list.len() <= index {
+                    list.resize(index + 1, Value::Null);
+                }
+                list[index] = entry;
+            }
+            covered(
+                "consumer detail returned",
+                &uri,
+                &headers_for_build,
+                "topics",
+                Value::Object(topics),
+                coverage,
+            )
+        },
+    )
     .await
 }
 
@@ -352,14 +535,41 @@ async fn topics(
     Path(cluster): Path<String>,
     uri: Uri,
     headers: HeaderMap,
+    ApiQuery(q): ApiQuery<Shards>,
 ) -> Response {
-    crate::server::off_worker(shared, move |shared| {
-        if !cluster_names(shared).contains(&cluster) {
-            return not_found("cluster not found", &uri, &headers);
-        }
-        let names: Vec<String> = topic_offsets(&shared.lag.engine(), &cluster).into_keys().collect();
-        ok("topic list returned", &uri, &headers, "topics", json!(names))
-    })
+    let c = cluster.clone();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| -> Vec<String> {
+        topic_offsets(&s.lag.engine(), &c)
+            .into_keys()
+            .filter(|t| crate::fanout::in_shards(s, shards, t))
+            .collect()
+    };
+    let path = uri.path().to_owned();
+    let headers_for_build = headers.clone();
+    let build_shared = shared.clone();
+    crate::fanout::answer(
+        shared,
+        &path,
+        q.shards,
+        None,
+        &headers,
+        local,
+        move |names, coverage| {
+            let complete = coverage.as_ref().is_none_or(|c| c.missing.is_empty());
+            if names.is_empty() && complete && !cluster_names(&build_shared).contains(&cluster) {
+                return not_found("cluster not found", &uri, &headers_for_build);
+            }
+            let names: BTreeSet<String> = names.into_iter().collect();
+            covered(
+                "topic list returned",
+                &uri,
+                &headers_for_build,
+                "topics",
+                json!(names),
+                coverage,
+            )
+        },
+    )
     .await
 }
 
@@ -369,6 +579,9 @@ async fn topic(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(answered) = crate::fanout::forward(&shared, &topic, &uri, &headers).await {
+        return answered;
+    }
     crate::server::off_worker(shared, move |shared| {
         match topic_offsets(&shared.lag.engine(), &cluster).remove(&topic) {
             Some(offsets) => ok("topic offsets returned", &uri, &headers, "offsets", json!(offsets)),

@@ -337,12 +337,39 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     assert_eq!(overview["shards"]["missing"], serde_json::json!([]));
     let (_, detail) = get(&client, &nodes[1], "/api/v1/groups/prod/billing").await;
     assert_eq!(detail["partitions"].as_array().unwrap().len(), 12, "{detail}");
+    // Burrow's API too: a group's status and lag, its detail, the lists.
+    let (_, lag) = get(&client, &nodes[2], "/v3/kafka/prod/consumer/billing/lag").await;
+    let status = &lag["status"];
+    assert_eq!(
+        (status["partition_count"].as_u64(), status["totallag"].as_i64()),
+        (Some(12), Some(12 * 601)),
+        "{lag}"
+    );
+    assert_eq!(
+        status["streamsight"]["shards"]["missing"],
+        serde_json::json!([]),
+        "{lag}"
+    );
+    let (_, detail) = get(&client, &nodes[2], "/v3/kafka/prod/consumer/billing").await;
+    assert_eq!(detail["topics"].as_object().map(|t| t.len()), Some(12), "{detail}");
+    let (_, consumers) = get(&client, &nodes[1], "/v3/kafka/prod/consumer").await;
+    assert_eq!(consumers["consumers"], serde_json::json!(["billing"]), "{consumers}");
+    let (_, listed) = get(&client, &nodes[1], "/v3/kafka/prod/topic").await;
+    assert_eq!(listed["topics"].as_array().map(Vec::len), Some(12), "{listed}");
+    let (_, clusters) = get(&client, &nodes[0], "/v3/kafka").await;
+    assert_eq!(clusters["clusters"], serde_json::json!(["prod"]), "{clusters}");
     for topic in &topics {
         let (code, page) = get(&client, &nodes[0], &format!("/api/v1/topics/prod/{topic}")).await;
         assert_eq!(
             (code, page["partitions"].as_array().map(Vec::len)),
             (200, Some(1)),
             "{topic}: {page}"
+        );
+        let (code, offsets) = get(&client, &nodes[1], &format!("/v3/kafka/prod/topic/{topic}")).await;
+        assert_eq!(
+            (code, &offsets["offsets"]),
+            (200, &serde_json::json!([1_001])),
+            "{topic}: {offsets}"
         );
     }
     // A group across shards is folded from all of them.
