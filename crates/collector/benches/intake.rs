@@ -257,7 +257,8 @@ fn http_bench(c: &mut Criterion) {
             let engine = std::env::var("BENCH_TANSU_STORAGE").unwrap_or_else(|_| "sqlite://tansu.db".into());
             let broker = streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), &engine, &dir, &[]);
             let query = query.strip_prefix('?').map_or(String::new(), |q| format!("&{q}"));
-            let url = format!("kafka://{}/streamsight-log?partitions=12{query}", broker.bootstrap);
+            // A log of its own: another configuration's records are not replayed here.
+            let url = format!("kafka://{}/log-{name}?partitions=12{query}", broker.bootstrap);
             _broker = Some(broker);
             url
         } else {

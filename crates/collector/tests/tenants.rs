@@ -17,7 +17,7 @@ use streamsight_wire::dsm::sketch::Mapping;
 /// filled with names both tenants use.
 fn endpoints() -> Vec<String> {
     let sources = [
-        include_str!("../src/api.rs"),
+        include_str!("../src/api/mod.rs"),
         include_str!("../src/burrow.rs"),
         include_str!("../src/alerts/api.rs"),
         include_str!("../src/dashboard/mod.rs"),

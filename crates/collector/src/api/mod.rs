@@ -1,0 +1,290 @@
+//! The HTTP API: `/api/v1/...` JSON, `/metrics`, `/healthz`, `/readyz`.
+
+mod estate;
+mod groups;
+
+use crate::fanout;
+use crate::intake::error_response;
+use crate::state::Shared;
+use crate::{clock, metrics};
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// A query string as `T`, or 400 `bad_query` saying what is wrong: the one
+/// place a malformed query becomes an answer.
+#[derive(Debug)]
+pub(crate) struct ApiQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Response> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(q)) => Ok(ApiQuery(q)),
+            Err(e) => Err(error_response(StatusCode::BAD_REQUEST, "bad_query", &e.body_text())),
+        }
+    }
+}
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { axum::Json(json!({ "status": "ok" })) }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(prometheus))
+        .route("/api/v1/lag", get(groups::lag))
+        .route("/api/v1/groups", get(groups::groups))
+        .route("/api/v1/groups/{cluster}/{group}", get(groups::group))
+        .route("/api/v1/partitions", get(estate::partitions))
+        .route("/api/v1/pathways", get(estate::pathways))
+        .route("/api/v1/rejections", get(rejections))
+        .route("/api/v1/intake", get(intake))
+        .route("/api/v1/events", get(events))
+        .route("/api/v1/clusters", get(clusters))
+        .route("/api/v1/deliveries", get(estate::deliveries))
+        .route("/api/v1/probes", get(probes))
+        .route("/api/v1/dlq", get(dlq))
+        .route("/api/v1/audit", get(audit))
+        .route("/api/v1/nodes", get(nodes))
+        .merge(crate::alerts::api::routes())
+        .merge(crate::journeys::api::routes())
+        .merge(crate::burrow::routes())
+        .merge(crate::dashboard::routes())
+        .fallback(|| async { error_response(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
+        .with_state(shared)
+}
+
+/// The nodes of a sharded log: this one, the others, and who holds each shard.
+async fn nodes(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(directory) = shared.directory.get() else {
+        return axum::Json(json!({ "sharded": false })).into_response();
+    };
+    let owners: Vec<serde_json::Value> = directory
+        .owners()
+        .into_iter()
+        .enumerate()
+        .map(|(shard, owner)| match owner {
+            Some(streamsight_store::directory::Owner::Local) => json!({ "shard": shard, "node": directory.node() }),
+            Some(streamsight_store::directory::Owner::Peer { node, .. }) => json!({ "shard": shard, "node": node }),
+            None => json!({ "shard": shard, "node": null }),
+        })
+        .collect();
+    axum::Json(json!({
+        "sharded": true,
+        "node": directory.node(),
+        "shards": directory.shards(),
+        "held": directory.held(),
+        "peers": directory.peers(),
+        "owners": owners,
+    }))
+    .into_response()
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    if !shared.ready.load(Ordering::Acquire) {
+        error_response(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "replaying stored data")
+    } else if shared.storage_failing.load(Ordering::Acquire) {
+        error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_unavailable",
+            "the last append to storage failed: intake answers 503 until one succeeds",
+        )
+    } else {
+        axum::Json(json!({ "status": "ready" })).into_response()
+    }
+}
+
+async fn prometheus(State(shared): State<Arc<Shared>>) -> Response {
+    crate::server::off_worker(shared, move |shared| {
+        let body = metrics::render(shared, clock::now());
+        (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            body,
+        )
+            .into_response()
+    })
+    .await
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LagFilter {
+    pub(super) cluster: Option<String>,
+    pub(super) group: Option<String>,
+    pub(super) topic: Option<String>,
+    /// Another node of a sharded log asks for these shards' rows (see [`fanout`]).
+    pub(super) shards: Option<String>,
+}
+
+impl LagFilter {
+    pub(super) fn keeps(&self, cluster: &str, group: &str, topic: &str) -> bool {
+        let wants = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        wants(&self.cluster, cluster) && wants(&self.group, group) && wants(&self.topic, topic)
+    }
+}
+
+/// The answer, with which shards it covers on a sharded log.
+pub(super) fn with_coverage(mut body: serde_json::Value, coverage: Option<fanout::Coverage>) -> Response {
+    if let Some(coverage) = coverage {
+        body["shards"] = json!(coverage);
+    }
+    axum::Json(body).into_response()
+}
+
+/// Only `shards=` (another node of a sharded log asking for its part).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ShardsOnly {
+    pub(super) shards: Option<String>,
+}
+
+async fn rejections(State(shared): State<Arc<Shared>>) -> Response {
+    let engine = shared.lag.engine();
+    let rejected = &engine.stats().rejected;
+    let by_reason: serde_json::Map<String, serde_json::Value> = rejected
+        .iter()
+        .map(|(r, n)| (r.as_str().to_owned(), json!(n)))
+        .collect();
+    axum::Json(json!({ "total": rejected.total(), "by_reason": by_reason })).into_response()
+}
+
+async fn intake(State(shared): State<Arc<Shared>>) -> Response {
+    let stats = engine_stats(&shared);
+    axum::Json(json!({ "intake": shared.telemetry.snapshot(), "engine": stats })).into_response()
+}
+
+fn engine_stats(shared: &Shared) -> serde_json::Value {
+    let engine = shared.lag.engine();
+    let s = engine.stats();
+    let m = engine.memory();
+    json!({
+        "accepted": s.accepted,
+        "redundant": s.redundant,
+        "rejected": s.rejected.total(),
+        "resets": s.resets,
+        "partitions": m.partitions,
+        "group_partitions": m.group_partitions,
+        "partition_bytes": m.partition_bytes,
+        "group_partition_bytes": m.group_partition_bytes,
+    })
+}
+
+async fn events(State(shared): State<Arc<Shared>>) -> Response {
+    let events: Vec<_> = shared.lag.events();
+    axum::Json(json!({ "events": events })).into_response()
+}
+
+/// Polled clusters: brokers, the last poll's errors, and each group's state
+/// and members as the brokers describe them.
+async fn clusters(State(shared): State<Arc<Shared>>) -> Response {
+    let clusters: serde_json::Map<String, serde_json::Value> = shared
+        .clusters
+        .view()
+        .iter()
+        .map(|(name, v)| {
+            let last = v.last.as_ref().map(|s| {
+                let groups: Vec<_> = s
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        json!({
+                            "group": g.name,
+                            "state": g.state,
+                            "protocol_type": g.protocol_type,
+                            "members": g.members,
+                            "committed_partitions": g.offsets.len(),
+                            "error": g.error,
+                        })
+                    })
+                    .collect();
+                json!({
+                    "at_ms": s.at.0,
+                    "metadata_ok": s.metadata_ok,
+                    "groups_listed": s.groups_listed,
+                    "brokers": s.brokers,
+                    "topics": s.topics.len(),
+                    "partitions": s.partition_count(),
+                    "requests": s.requests,
+                    "errors": s.errors,
+                    "groups": groups,
+                })
+            });
+            (name.clone(), json!({ "poller": v, "last_poll": last }))
+        })
+        .collect();
+    axum::Json(json!({ "clusters": clusters })).into_response()
+}
+
+/// End-to-end probes: per partition of each probe topic.
+async fn probes(State(shared): State<Arc<Shared>>) -> Response {
+    let probes: Vec<_> = shared
+        .probes
+        .view()
+        .iter()
+        .map(|p| {
+            json!({
+                "cluster": p.config.name,
+                "topic": p.config.topic,
+                "sla_ms": crate::time_ms(p.config.sla),
+                "last_error": p.last_error(),
+                "report": p.report(),
+            })
+        })
+        .collect();
+    axum::Json(json!({ "probes": probes })).into_response()
+}
+
+/// Dead-letter queues: velocity, totals, reasons and recent records per DLQ topic.
+async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
+    let template = &shared.config.trace_url;
+    let clusters: Vec<_> = shared
+        .dlq
+        .view()
+        .iter()
+        .map(|m| {
+            let mut topics = json!(m.report());
+            // Each recent record links to its journey, and to its trace where a
+            // trace UI is configured.
+            for r in topics
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t["recent"].as_array_mut())
+                .flatten()
+            {
+                if let Some(id) = r["provenance"]["trace_id"].as_str()
+                    && streamsight_wire::dlq::is_trace_id(id)
+                {
+                    let id = id.to_owned();
+                    r["journey_url"] = json!(format!("/journeys/{id}"));
+                    if !template.is_empty() {
+                        r["trace_url"] = json!(template.replace("{trace_id}", &id));
+                    }
+                }
+            }
+            json!({ "cluster": m.config.name, "topics": topics })
+        })
+        .collect();
+    axum::Json(json!({ "clusters": clusters })).into_response()
+}
+
+/// Administrative actions of the caller's tenant: for admin keys only (open,
+/// like everything, while no key exists).
+async fn audit(State(shared): State<Arc<Shared>>, caller: Option<axum::Extension<crate::auth::Caller>>) -> Response {
+    if let Some(refused) = crate::auth::unless_admin(caller.as_deref(), "the audit log") {
+        return refused;
+    }
+    let events: Vec<serde_json::Value> = shared
+        .audit
+        .events()
+        .into_iter()
+        .map(|(at, event)| json!({ "at_ms": at.0, "event": event }))
+        .collect();
+    axum::Json(json!({ "events": events })).into_response()
+}
