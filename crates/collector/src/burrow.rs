@@ -81,25 +81,15 @@ async fn clusters(
     // Clusters are named by records of every shard: each node names those of
     // its own (and the configured ones).
     let local = |s: &Shared, _: Option<&BTreeSet<u32>>| cluster_names(s).into_iter().collect::<Vec<_>>();
-    let path = uri.path().to_owned();
-    let headers_for_build = headers.clone();
-    crate::fanout::answer(
+    gathered(
         shared,
-        &path,
+        uri,
+        headers,
         q.shards,
-        None,
-        &headers,
         local,
-        move |names, coverage| {
+        move |names, coverage, uri, caller| {
             let names: BTreeSet<String> = names.into_iter().collect();
-            covered(
-                "cluster list returned",
-                &uri,
-                &headers_for_build,
-                "clusters",
-                json!(names),
-                coverage,
-            )
+            covered("cluster list returned", uri, caller, "clusters", json!(names), coverage)
         },
     )
     .await
@@ -184,25 +174,22 @@ async fn consumers(
     }
     let c = cluster.clone();
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| group_names(s, &c, shards);
-    let path = uri.path().to_owned();
-    let headers_for_build = headers.clone();
-    crate::fanout::answer(
+    gathered(
         shared,
-        &path,
+        uri,
+        headers,
         q.shards,
-        None,
-        &headers,
         local,
-        move |names, coverage| {
+        move |names, coverage, uri, caller| {
             let complete = coverage.as_ref().is_none_or(|c| c.missing.is_empty());
             if names.is_empty() && !known && complete {
-                return not_found("cluster not found", &uri, &headers_for_build);
+                return not_found("cluster not found", uri, caller);
             }
             let names: BTreeSet<String> = names.into_iter().collect();
             covered(
                 "consumer list returned",
-                &uri,
-                &headers_for_build,
+                uri,
+                caller,
                 "consumers",
                 json!(names),
                 coverage,
@@ -395,25 +382,22 @@ async fn status_response(
     let (c, g) = (cluster.clone(), group.clone());
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| group_partitions(s, &c, &g, shards);
     let build_shared = shared.clone();
-    let path = uri.path().to_owned();
-    let headers_for_build = headers.clone();
-    crate::fanout::answer(
+    gathered(
         shared,
-        &path,
+        uri,
+        headers,
         asked,
-        None,
-        &headers,
         local,
-        move |partitions, coverage| {
+        move |partitions, coverage, uri, caller| {
             let complete = coverage.as_ref().is_none_or(|c| c.missing.is_empty());
             match group_status_json(&build_shared, &cluster, &group, all, partitions) {
                 Some(mut s) => {
                     if let Some(coverage) = coverage {
                         s["streamsight"]["shards"] = json!(coverage);
                     }
-                    ok("consumer status returned", &uri, &headers_for_build, "status", s)
+                    ok("consumer status returned", uri, caller, "status", s)
                 }
-                None if complete => not_found("cluster or consumer not found", &uri, &headers_for_build),
+                None if complete => not_found("cluster or consumer not found", uri, caller),
                 None => crate::intake::error_response(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "shard_unavailable",
@@ -422,6 +406,29 @@ async fn status_response(
             }
         },
     )
+    .await
+}
+
+/// A read of every shard: `local` answers for this node's, `build` puts the
+/// rows together with the coverage and the request (Burrow echoes it).
+async fn gathered<T, F, B>(
+    shared: Arc<Shared>,
+    uri: Uri,
+    headers: HeaderMap,
+    asked: Option<String>,
+    local: F,
+    build: B,
+) -> Response
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    F: FnOnce(&Shared, Option<&BTreeSet<u32>>) -> Vec<T> + Send + 'static,
+    B: FnOnce(Vec<T>, Option<crate::fanout::Coverage>, &Uri, &HeaderMap) -> Response,
+{
+    let path = uri.path().to_owned();
+    let caller = headers.clone();
+    crate::fanout::answer(shared, &path, asked, None, &caller, local, move |rows, coverage| {
+        build(rows, coverage, &uri, &headers)
+    })
     .await
 }
 
@@ -473,18 +480,15 @@ async fn consumer(
 ) -> Response {
     let (c, g) = (cluster.clone(), group.clone());
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| consumer_entries(s, &c, &g, shards);
-    let path = uri.path().to_owned();
-    let headers_for_build = headers.clone();
-    crate::fanout::answer(
+    gathered(
         shared,
-        &path,
+        uri,
+        headers,
         q.shards,
-        None,
-        &headers,
         local,
-        move |entries, coverage| {
+        move |entries, coverage, uri, caller| {
             if entries.is_empty() && coverage.as_ref().is_none_or(|c| c.missing.is_empty()) {
-                return not_found("cluster or consumer not found", &uri, &headers_for_build);
+                return not_found("cluster or consumer not found", uri, caller);
             }
             let mut topics = serde_json::Map::new();
             for (topic, partition, entry) in entries {
@@ -501,8 +505,8 @@ async fn consumer(
             }
             covered(
                 "consumer detail returned",
-                &uri,
-                &headers_for_build,
+                uri,
+                caller,
                 "topics",
                 Value::Object(topics),
                 coverage,
@@ -544,30 +548,20 @@ async fn topics(
             .filter(|t| crate::fanout::in_shards(s, shards, t))
             .collect()
     };
-    let path = uri.path().to_owned();
-    let headers_for_build = headers.clone();
     let build_shared = shared.clone();
-    crate::fanout::answer(
+    gathered(
         shared,
-        &path,
+        uri,
+        headers,
         q.shards,
-        None,
-        &headers,
         local,
-        move |names, coverage| {
+        move |names, coverage, uri, caller| {
             let complete = coverage.as_ref().is_none_or(|c| c.missing.is_empty());
             if names.is_empty() && complete && !cluster_names(&build_shared).contains(&cluster) {
-                return not_found("cluster not found", &uri, &headers_for_build);
+                return not_found("cluster not found", uri, caller);
             }
             let names: BTreeSet<String> = names.into_iter().collect();
-            covered(
-                "topic list returned",
-                &uri,
-                &headers_for_build,
-                "topics",
-                json!(names),
-                coverage,
-            )
+            covered("topic list returned", uri, caller, "topics", json!(names), coverage)
         },
     )
     .await
