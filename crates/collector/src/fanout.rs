@@ -100,9 +100,9 @@ fn credentials(headers: &axum::http::HeaderMap) -> Credentials {
 const FORWARDED: &str = "streamsight-forwarded";
 
 /// For a read about one topic: None when this node answers it (it holds the
-/// topic's shard, or the log is not sharded, or another node forwarded it
-/// here); else the answer of the node that holds the shard, or 503 naming the
-/// shard when no live node does.
+/// topic's shard, or the log is not sharded); else the answer of the node that
+/// holds the shard, or 503 naming the shard when no live node does (or it
+/// moved while forwarded).
 pub async fn forward(
     shared: &Shared,
     topic: &str,
@@ -111,17 +111,19 @@ pub async fn forward(
 ) -> Option<axum::response::Response> {
     let directory = shared.directory.get()?;
     let shard = streamsight_core::record::shard_of(topic, directory.shards());
-    if headers.contains_key(FORWARDED) {
-        return None;
-    }
     let unavailable = |why: String| {
         crate::intake::error_response(axum::http::StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable", &why)
     };
     match directory.owners().into_iter().nth(shard as usize).flatten() {
+        Some(Owner::Local) => None,
+        // Forwarded once only: a node that no longer holds the shard says so
+        // rather than answering from nothing.
+        _ if headers.contains_key(FORWARDED) => Some(unavailable(format!(
+            "shard {shard} (topic {topic:?}) moved while the request was forwarded; try again shortly"
+        ))),
         None => Some(unavailable(format!(
             "shard {shard} (topic {topic:?}) is held by no live node; try again shortly"
         ))),
-        Some(Owner::Local) => None,
         Some(Owner::Peer { node, api }) => {
             let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
             let mut request = client().get(format!("{api}{path}")).header(FORWARDED, "1");
