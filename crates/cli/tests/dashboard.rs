@@ -487,9 +487,16 @@ async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
     })
     .await;
 
+    // Rules do not run on a sharded log: the Alerts page says so rather than
+    // showing an empty list as all clear.
+    let browser = Browser::start(1400, 900).await;
+    browser.open(&format!("{api}/alerts")).await;
+    browser.check_page("sharded-alerts").await;
+    let note = browser.text("#not-evaluated").await;
+    assert!(note.starts_with("Rules are not evaluated on a sharded log"), "{note}");
+
     b.0.kill().unwrap();
     b.0.wait().unwrap();
-    let browser = Browser::start(1400, 900).await;
     browser.open(&format!("{api}/")).await;
     browser
         .wait_until(
