@@ -38,16 +38,8 @@ pub async fn send(
     Ok(text)
 }
 
-/// `s` as one path segment: every byte but RFC 3986's unreserved ones
-/// percent-encoded, so that a name with `/`, `?` or `#` stays one segment.
-pub fn segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
+/// A path segment as a URL carries it (the collector's own encoding).
+pub use streamsight_collector::fanout::segment;
 
 /// The same, parsed as JSON.
 pub async fn get_json(url: &str, path: &str) -> Result<serde_json::Value, String> {

@@ -126,23 +126,12 @@ pub async fn forward(
         ))),
         Some(Owner::Peer { node, api }) => {
             let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-            let mut request = client().get(format!("{api}{path}")).header(FORWARDED, "1");
-            for (name, value) in credentials(headers) {
-                request = request.header(name, value);
-            }
-            let answered = async {
-                let mut response = request.send().await.map_err(|e| e.without_url().to_string())?;
-                let status = response.status();
-                let mut body = Vec::new();
-                while let Some(chunk) = response.chunk().await.map_err(|e| e.without_url().to_string())? {
-                    if body.len() + chunk.len() > MAX_PART_BYTES {
-                        return Err(format!("answered more than {MAX_PART_BYTES} bytes"));
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                Ok::<_, String>((status, body))
-            };
-            Some(match answered.await {
+            let mut credentials = credentials(headers);
+            credentials.push((
+                axum::http::HeaderName::from_static(FORWARDED),
+                HeaderValue::from_static("1"),
+            ));
+            Some(match get(&api, path, credentials).await {
                 Ok((status, body)) => {
                     (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
                 }
@@ -190,8 +179,9 @@ pub fn in_shards(shared: &Shared, shards: Option<&BTreeSet<u32>>, topic: &str) -
     }
 }
 
-/// A path segment as a URL carries it: unreserved bytes as they are, the rest
-/// percent-encoded (a group may be named anything).
+/// `name` as one path segment: every byte but RFC 3986's unreserved ones
+/// percent-encoded, so that a name with `/`, `?` or `#` stays one segment
+/// (a group may be named anything). The CLI's client uses it too.
 pub fn segment(name: &str) -> String {
     use std::fmt::Write;
     name.bytes().fold(String::with_capacity(name.len()), |mut out, b| {
@@ -228,26 +218,33 @@ fn client() -> &'static reqwest::Client {
     })
 }
 
-/// Reads a peer's part, refusing one over [`MAX_PART_BYTES`] as it arrives.
-async fn fetch<T: DeserializeOwned>(
-    api: &str,
-    path_and_query: &str,
-    credentials: Credentials,
-) -> Result<Part<T>, String> {
+/// GETs `path_and_query` of the node at `api` with `headers`: its status and
+/// body, refused once the body is over [`MAX_PART_BYTES`] as it arrives.
+async fn get(api: &str, path_and_query: &str, headers: Credentials) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
     let mut request = client().get(format!("{api}{path_and_query}"));
-    for (name, value) in credentials {
+    for (name, value) in headers {
         request = request.header(name, value);
     }
     let mut response = request.send().await.map_err(|e| e.without_url().to_string())?;
-    if !response.status().is_success() {
-        return Err(format!("answered {}", response.status()));
-    }
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| e.without_url().to_string())? {
         if body.len() + chunk.len() > MAX_PART_BYTES {
             return Err(format!("answered more than {MAX_PART_BYTES} bytes"));
         }
         body.extend_from_slice(&chunk);
+    }
+    Ok((response.status(), body))
+}
+
+/// A peer's part of a gathered read.
+async fn fetch<T: DeserializeOwned>(
+    api: &str,
+    path_and_query: &str,
+    credentials: Credentials,
+) -> Result<Part<T>, String> {
+    let (status, body) = get(api, path_and_query, credentials).await?;
+    if !status.is_success() {
+        return Err(format!("answered {status}"));
     }
     serde_json::from_slice(&body).map_err(|e| format!("answered something else: {e}"))
 }
