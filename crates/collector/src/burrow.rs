@@ -279,14 +279,12 @@ fn partition_json(shared: &Shared, engine: &Engine, gp: GroupPartitionId, now: M
 fn group_partitions(shared: &Shared, cluster: &str, group: &str, shards: Option<&BTreeSet<u32>>) -> Vec<Value> {
     let now = clock::now();
     let engine = shared.lag.engine();
-    let Some(gid) = engine.find_group(cluster, group) else {
+    let Some((_, members)) = crate::fanout::group_in_shards(shared, &engine, cluster, group, shards) else {
         return Vec::new();
     };
-    engine
-        .group_members(gid)
-        .iter()
-        .filter(|&&gp| crate::fanout::in_shards(shared, shards, engine.names(gp).topic))
-        .map(|&gp| partition_json(shared, &engine, gp, now).0)
+    members
+        .into_iter()
+        .map(|gp| partition_json(shared, &engine, gp, now).0)
         .collect()
 }
 
@@ -449,14 +447,12 @@ fn consumer_entries(
 ) -> Vec<(String, i32, Value)> {
     let now = clock::now();
     let engine = shared.lag.engine();
-    let Some(gid) = engine.find_group(cluster, group) else {
+    let Some((_, members)) = crate::fanout::group_in_shards(shared, &engine, cluster, group, shards) else {
         return Vec::new();
     };
-    engine
-        .group_members(gid)
-        .iter()
-        .filter(|&&gp| crate::fanout::in_shards(shared, shards, engine.names(gp).topic))
-        .map(|&gp| {
+    members
+        .into_iter()
+        .map(|gp| {
             let n = engine.names(gp);
             let r = engine.evaluate(gp, now);
             let (owner, client_id) = owner(shared, n.cluster, n.group, n.topic, n.partition);

@@ -179,6 +179,25 @@ pub fn in_shards(shared: &Shared, shards: Option<&BTreeSet<u32>>, topic: &str) -
     }
 }
 
+/// The group's partitions whose topics are in `shards` (all when None), with
+/// its id; None when the engine does not know the group.
+pub fn group_in_shards(
+    shared: &Shared,
+    engine: &streamsight_core::Engine,
+    cluster: &str,
+    group: &str,
+    shards: Option<&BTreeSet<u32>>,
+) -> Option<(streamsight_core::GroupId, Vec<streamsight_core::GroupPartitionId>)> {
+    let gid = engine.find_group(cluster, group)?;
+    let members = engine
+        .group_members(gid)
+        .iter()
+        .copied()
+        .filter(|&gp| in_shards(shared, shards, engine.names(gp).topic))
+        .collect();
+    Some((gid, members))
+}
+
 /// `name` as one path segment: every byte but RFC 3986's unreserved ones
 /// percent-encoded, so that a name with `/`, `?` or `#` stays one segment
 /// (a group may be named anything). The CLI's client uses it too.

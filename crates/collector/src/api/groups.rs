@@ -166,14 +166,12 @@ fn group_detail_rows(
 ) -> Vec<GroupDetailRow> {
     let snapshots = shared.clusters.snapshots();
     let engine = shared.lag.engine();
-    let Some(gid) = engine.find_group(cluster, group) else {
+    let Some((gid, members)) = fanout::group_in_shards(shared, &engine, cluster, group, shards) else {
         return Vec::new();
     };
-    let mut rows: Vec<GroupDetailRow> = engine
-        .group_members(gid)
-        .iter()
-        .filter(|&&gp| fanout::in_shards(shared, shards, engine.names(gp).topic))
-        .map(|&gp| {
+    let mut rows: Vec<GroupDetailRow> = members
+        .into_iter()
+        .map(|gp| {
             let n = engine.names(gp);
             let lag = engine.evaluate(gp, now);
             GroupDetailRow::Partition {
