@@ -6,7 +6,7 @@
 //! within a second or so, as NTP keeps them) is a node gone.
 
 use crate::StoreError;
-use crate::kafka::{KafkaUrl, ensure_topic_with};
+use crate::kafka::{KafkaUrl, ensure_topic_with, kafka, lock};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -79,10 +79,6 @@ struct Inner {
     changed: AtomicBool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -105,7 +101,6 @@ impl Directory {
         let node = crate::kafka::node_name();
         let topic = url.nodes_topic();
         ensure_topic_with(url, &topic, 1, &[("cleanup.policy", "compact")])?;
-        let kafka = |e: rdkafka::error::KafkaError| StoreError::Kafka(e.to_string());
         let producer: BaseProducer = url.client().set("message.timeout.ms", "5000").create().map_err(kafka)?;
         let consumer: BaseConsumer = url
             .client()

@@ -156,7 +156,7 @@ impl ProducerContext for Acks {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -274,7 +274,7 @@ pub fn ensure_topic_with(
     }
 }
 
-fn kafka(e: KafkaError) -> StoreError {
+pub(crate) fn kafka(e: KafkaError) -> StoreError {
     StoreError::Kafka(e.to_string())
 }
 

@@ -5,6 +5,7 @@
 //! node dies, the group's session timeout hands the partition to another. No
 //! home-made election, and no messages: only the assignment is used.
 
+use crate::kafka::kafka;
 use crate::{KafkaUrl, StoreError};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Message};
@@ -65,10 +66,8 @@ impl PollerLeases {
             .set("session.timeout.ms", SESSION_TIMEOUT_MS)
             .set("heartbeat.interval.ms", "1000")
             .create_with_context(LeaseContext(owned.clone()))
-            .map_err(|e| StoreError::Kafka(e.to_string()))?;
-        consumer
-            .subscribe(&[&topic])
-            .map_err(|e| StoreError::Kafka(e.to_string()))?;
+            .map_err(kafka)?;
+        consumer.subscribe(&[&topic]).map_err(kafka)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();

@@ -7,7 +7,7 @@
 //! node. A node applies what it reads here, its own appends included, and
 //! nothing else: what it appends to a shard it does not hold is another's.
 
-use crate::kafka::{KafkaUrl, decode};
+use crate::kafka::{KafkaUrl, decode, kafka, lock};
 use crate::{Follow, Followed, StoreError};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
@@ -40,11 +40,7 @@ impl ConsumerContext for ShardContext {
                 return;
             }
         };
-        self.0
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(change);
+        lock(&self.0.0).push(change);
     }
 }
 
@@ -83,8 +79,11 @@ impl std::fmt::Debug for ShardFollow {
     }
 }
 
-fn kafka(e: KafkaError) -> StoreError {
-    StoreError::Kafka(e.to_string())
+/// The records of a log message at or after `since`.
+fn fresh(m: &rdkafka::message::BorrowedMessage<'_>, since: Millis) -> Vec<Record> {
+    let mut records = decode(m);
+    records.retain(|r| r.at() >= since);
+    records
 }
 
 impl ShardFollow {
@@ -117,16 +116,10 @@ impl ShardFollow {
         })
     }
 
-    fn records(&self, m: &rdkafka::message::BorrowedMessage<'_>) -> Vec<Record> {
-        let mut records = decode(m);
-        records.retain(|r| r.at() >= self.since);
-        records
-    }
-
     /// Turns what the rebalance callbacks said into events; whether shards were lost.
     fn rebalanced(&mut self) -> Result<bool, StoreError> {
         let mut lost_any = false;
-        let changes = std::mem::take(&mut *self.changes.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let changes = std::mem::take(&mut *lock(&self.changes.0));
         for (assigned, partitions) in changes {
             if assigned {
                 let mut gained = Vec::new();
@@ -248,9 +241,7 @@ impl ShardFollow {
                             if m.offset() + 1 >= *end {
                                 rebuild.ends.remove(&p);
                             }
-                            let mut records = decode(&m);
-                            records.retain(|r| r.at() >= self.since);
-                            return Ok(Some(Followed::Records(records)));
+                            return Ok(Some(Followed::Records(fresh(&m, self.since))));
                         }
                         _ => {
                             rebuild.ends.remove(&p);
@@ -272,7 +263,7 @@ impl Follow for ShardFollow {
         }
         // Every node needs the global records; they are few.
         match self.global.poll(Duration::ZERO) {
-            Some(Ok(m)) => return Ok(Some(Followed::Records(self.records(&m)))),
+            Some(Ok(m)) => return Ok(Some(Followed::Records(fresh(&m, self.since)))),
             Some(Err(KafkaError::PartitionEOF(_))) | None => {}
             Some(Err(e)) => return Err(kafka(e)),
         }
@@ -280,7 +271,7 @@ impl Follow for ShardFollow {
             None => None,
             Some(Err(KafkaError::PartitionEOF(p))) => Some((p, None)),
             Some(Err(e)) => return Err(kafka(e)),
-            Some(Ok(m)) => Some((m.partition(), Some((m.offset(), self.records(&m))))),
+            Some(Ok(m)) => Some((m.partition(), Some((m.offset(), fresh(&m, self.since))))),
         };
         // A message polled with a loss is either of a lost shard or counted in
         // the rebuild's range (the consumer's position is past it).
