@@ -265,12 +265,7 @@ pub(super) async fn group(
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| group_detail_rows(s, &c, &g, from, now, shards);
     let refresh_ms = crate::dashboard::refresh_ms(&shared.config);
     let interval_ms = crate::time_ms(shared.config.history_interval);
-    let query = query.map(|q| {
-        q.split('&')
-            .filter(|p| !p.starts_with("shards="))
-            .collect::<Vec<_>>()
-            .join("&")
-    });
+    // A query with `shards=` is answered here, never passed on: as it came.
     fanout::answer(shared, &path, range.shards, query, &headers, local, |rows, coverage| {
         let mut fold = GroupFold::default();
         let (mut partitions, mut samples) = (Vec::new(), Vec::new());

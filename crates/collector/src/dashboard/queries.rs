@@ -107,13 +107,12 @@ fn overview_rows(shared: &Shared, now: Millis, shards: Option<&std::collections:
 async fn sharded_overview(shared: Arc<Shared>, query: OverviewQuery, headers: &axum::http::HeaderMap) -> Response {
     let now = clock::now();
     let local = move |s: &Shared, shards: Option<&std::collections::BTreeSet<u32>>| overview_rows(s, now, shards);
-    let peer_query = String::new();
     let build_shared = shared.clone();
     crate::fanout::answer(
         shared,
         "/api/v1/overview",
         query.shards.clone(),
-        Some(peer_query),
+        None,
         headers,
         local,
         move |rows, coverage| {
