@@ -7,6 +7,7 @@
 use fantoccini::wd::{Capabilities, WebDriverCompatibleCommand};
 use fantoccini::{Client, ClientBuilder};
 use serde_json::{Value, json};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,7 +24,13 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Ends chromedriver and the Chromium it started: they share a process
+    /// group of their own. Killing the driver alone left every browser running
+    /// (and refreshing its page) for as long as the machine was up.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -57,6 +64,7 @@ impl Browser {
             .expect("no chromium binary");
         let port = super::free_port();
         let driver = Command::new(CHROMEDRIVER)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
