@@ -249,6 +249,12 @@ impl Deliveries {
         }
     }
 
+    /// Keeps the newest problem windows within their bound.
+    pub fn trim_events(&mut self) {
+        let over = self.events.len().saturating_sub(EVENTS_KEPT);
+        self.events.drain(..over);
+    }
+
     /// Reconciles what is due; problem windows become events.
     pub fn reconcile(&mut self, now: Millis, engine: &Engine) -> Vec<WindowReport> {
         let done = self.ledger.reconcile(now, |c, g, t, p| committed(engine, c, g, t, p));

@@ -151,6 +151,17 @@ impl Pathways {
     }
 
     /// Forgets buckets that started before `before_ms`.
+    /// The buckets about the topics `keeps` accepts (or about none), as the
+    /// records that make them again.
+    pub fn export(&self, keeps: &dyn Fn(Option<&str>) -> bool) -> Vec<streamsight_core::Record> {
+        let kept = self.buckets.values().filter(|p| keeps(p.topic()));
+        kept.map(|p| streamsight_core::Record::Pathway {
+            at: streamsight_core::Millis(p.bucket_start_ms),
+            point: Box::new(p.clone()),
+        })
+        .collect()
+    }
+
     pub fn prune(&mut self, before_ms: i64) {
         let kept = self.buckets.split_off(&(before_ms, 0));
         for p in std::mem::replace(&mut self.buckets, kept).into_values() {

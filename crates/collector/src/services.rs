@@ -340,17 +340,30 @@ impl LagService {
         s
     }
 
-    /// Forgets everything: the log's shards are about to be applied again.
-    /// Group ids are the engine's, so the groups' history goes with it.
-    pub(crate) fn reset(&self) {
+    /// Forgets the topics of shards no longer held; the groups' history
+    /// follows them to their new ids.
+    pub(crate) fn retain(&self, shards: &streamsight_core::shard::Shards) {
         let mut engine = self.engine.lock();
-        let config = engine.config().clone();
-        // The configuration was valid when the engine was made from it.
-        if let Ok(fresh) = Engine::new(config) {
-            *engine = fresh;
+        let mut history = lock(&self.history);
+        let named: Vec<((String, String), VecDeque<GroupSample>)> = history
+            .drain()
+            .map(|(gid, samples)| {
+                let (cluster, group) = engine.group_name(gid);
+                ((cluster.to_owned(), group.to_owned()), samples)
+            })
+            .collect();
+        engine.retain(&|topic| shards.keeps_topic(topic));
+        for ((cluster, group), samples) in named {
+            if let Some(gid) = engine.find_group(&cluster, &group) {
+                history.insert(gid, samples);
+            }
         }
-        lock(&self.events).clear();
-        lock(&self.history).clear();
+        self.invalidate();
+    }
+
+    /// Takes in a shard's engine state (this node holds it now).
+    pub(crate) fn import(&self, shard: streamsight_core::engine::EngineShard) {
+        self.engine.lock().import(shard);
         self.invalidate();
     }
 
@@ -405,9 +418,21 @@ impl PathwayService {
         lock(&self.pathways).prune(before_ms);
     }
 
-    pub(crate) fn reset(&self) {
+    /// The points held of the shards, as records.
+    pub(crate) fn export(&self, shards: &streamsight_core::shard::Shards) -> Vec<Record> {
+        lock(&self.pathways).export(&|topic| shards.keeps(topic))
+    }
+
+    /// Forgets the points of shards no longer held.
+    pub(crate) fn retain(&self, shards: &streamsight_core::shard::Shards) {
         let mut pathways = lock(&self.pathways);
+        let kept = pathways.export(&|topic| shards.keeps(topic));
         *pathways = Pathways::new(pathways.limits());
+        for r in kept {
+            if let Record::Pathway { point, .. } = r {
+                pathways.add(*point);
+            }
+        }
     }
 
     pub(crate) fn new(limits: crate::pathways::PathwayLimits) -> Self {
@@ -456,6 +481,33 @@ impl DeliveryService {
 
     pub(crate) fn reset(&self) {
         *lock(&self.deliveries) = Deliveries::new();
+    }
+
+    /// The ledger, failures and problem windows of the shards' topics.
+    pub(crate) fn export(&self, shards: &streamsight_core::shard::Shards) -> streamsight_core::shard::DeliveryShard {
+        let d = lock(&self.deliveries);
+        let keep = |topic: &str| shards.keeps_topic(topic);
+        streamsight_core::shard::DeliveryShard {
+            ledger: d.ledger.export(&keep),
+            failures: d.failures.export(&keep),
+            events: d.events.iter().filter(|e| keep(&e.topic)).cloned().collect(),
+        }
+    }
+
+    /// Takes in what [`DeliveryService::export`] handed over.
+    pub(crate) fn import(&self, shard: streamsight_core::shard::DeliveryShard) {
+        let mut d = lock(&self.deliveries);
+        d.ledger.import(shard.ledger);
+        d.failures.import(shard.failures);
+        d.events.extend(shard.events);
+        d.trim_events();
+    }
+
+    /// Forgets the shards no longer held.
+    pub(crate) fn retain(&self, shards: &streamsight_core::shard::Shards) {
+        let kept = self.export(shards);
+        self.reset();
+        self.import(kept);
     }
 
     /// Reconciles the windows that are due.

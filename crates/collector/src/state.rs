@@ -12,6 +12,7 @@ use crate::services::{DeliveryService, DlqService, LagService, PathwayService, P
 use crate::telemetry::IntakeTelemetry;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
+use streamsight_core::shard::{ShardState, Shards};
 use streamsight_core::{Engine, EngineConfig, Millis, Record};
 use streamsight_store::{Follow, Followed, Store, StoreError};
 use tokio::sync::oneshot;
@@ -39,6 +40,8 @@ pub struct Shared {
     /// On a sharded log: which shards this node holds, who holds the others
     /// and where they answer (see `docs/scale-out.md`).
     pub directory: std::sync::OnceLock<Arc<streamsight_store::directory::Directory>>,
+    /// On a sharded log: what its shards' snapshots did.
+    pub snapshots: std::sync::OnceLock<Arc<streamsight_store::snapshots::SnapshotCounts>>,
 }
 
 impl Shared {
@@ -72,6 +75,7 @@ impl Shared {
             ready: AtomicBool::new(false),
             storage_failing: AtomicBool::new(false),
             directory: std::sync::OnceLock::new(),
+            snapshots: std::sync::OnceLock::new(),
             config,
         })
     }
@@ -104,14 +108,34 @@ impl Shared {
         self.journeys.take(records);
     }
 
-    /// Forgets what was built from the log's shards (this node lost some; those
-    /// it keeps are applied again from their start). Alerts and audit come
-    /// from the global log and stay.
-    pub(crate) fn reset_shards(&self) {
-        self.lag.reset();
-        self.pathways.reset();
-        self.deliveries.reset();
-        self.journeys.reset();
+    /// What this node built from `shards`: a snapshot of them.
+    pub(crate) fn export_shards(&self, shards: &Shards) -> ShardState {
+        let engine = self.lag.engine().export(&|topic| shards.keeps_topic(topic));
+        let mut records = self.pathways.export(shards);
+        records.extend(self.journeys.export(shards));
+        ShardState {
+            engine,
+            deliveries: self.deliveries.export(shards),
+            records,
+        }
+    }
+
+    /// Takes in a snapshot of shards this node holds from now on.
+    pub(crate) fn import_shards(&self, state: ShardState) {
+        self.lag.import(state.engine);
+        self.deliveries.import(state.deliveries);
+        self.pathways.apply(&state.records);
+        self.journeys.take(state.records);
+    }
+
+    /// Forgets what was built from shards other than `shards` (another node
+    /// holds them now); what was built from these stays as it is. Alerts and
+    /// audit come from the global log and stay.
+    pub(crate) fn retain_shards(&self, shards: &Shards) {
+        self.lag.retain(shards);
+        self.pathways.retain(shards);
+        self.deliveries.retain(shards);
+        self.journeys.retain(shards);
     }
 
     fn apply_borrowed(&self, records: &[Record]) {
@@ -210,7 +234,7 @@ impl Writer {
         let queued = Arc::new(AtomicUsize::new(0));
         let max_queued = shared.config.limits.max_queued_records;
         // On a sharded log a node applies what it reads of its shards, on a
-        // thread of its own (a rebuild may take a while; appends go on), and
+        // thread of its own (taking a shard over may take a while; appends go on), and
         // never what it appends: that may be another node's shard.
         let (follow, follower) = match store.follow() {
             Some(follow) if follow.includes_own() => (None, Some(Follower::start(follow, shared.clone())?)),
@@ -320,6 +344,9 @@ struct Follower {
 
 impl Follower {
     fn start(mut follow: Box<dyn Follow>, shared: Arc<Shared>) -> Result<Self, WriterError> {
+        if let Some(counts) = follow.snapshot_counts() {
+            let _ = shared.snapshots.set(counts);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
@@ -357,18 +384,22 @@ fn follow_shards(follow: &mut dyn Follow, shared: &Shared, stop: &AtomicBool) {
         match next {
             Ok(Some(Followed::Records(records))) => shared.apply_owned(records),
             Ok(Some(Followed::Gained(_)) | None) => {}
+            Ok(Some(Followed::Restored { state, .. })) => shared.import_shards(*state),
             Ok(Some(Followed::CaughtUp(shard))) => {
                 held(&|h| {
                     h.insert(shard);
                 });
                 shared.lag.invalidate();
             }
-            Ok(Some(Followed::Reset { .. })) => {
-                // Nothing is answered for until it is rebuilt.
-                held(&|h| h.clear());
-                shared.reset_shards();
+            Ok(Some(Followed::Lost { lost, kept })) => {
+                held(&|h| h.retain(|s| !lost.contains(s)));
+                shared.retain_shards(&kept);
             }
             Err(_) => std::thread::sleep(FOLLOW_EVERY),
+        }
+        for shard in follow.due() {
+            let state = shared.export_shards(&shard);
+            follow.save(&shard, state);
         }
     }
 }

@@ -411,3 +411,122 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A counter a node exports on `/metrics`.
+async fn counter(client: &reqwest::Client, node: &Running, name: &str) -> u64 {
+    let metrics = client
+        .get(format!("http://{}/metrics", node.api_addr))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = metrics.lines().find(|l| l.split(' ').next() == Some(name));
+    line.and_then(|l| l.split(' ').nth(1)?.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_taking_shards_over_starts_from_their_snapshots() {
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-kafka-snapshots-{}-{}",
+        std::process::id(),
+        now_ns()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/snap-log?partitions=4&timeout_ms=3000&mode=sharded&snapshot_ms=200",
+        broker.bootstrap
+    );
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 600_000_000_000;
+    let topics: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
+    let shards: std::collections::BTreeSet<u32> = topics
+        .iter()
+        .map(|t| streamsight_core::record::shard_of(t, 4))
+        .collect();
+    let first = start(&log).await;
+    ready(&client, &first).await;
+    // A history: 20 rounds, one log message per shard each.
+    let rounds = 20;
+    for round in 0..rounds {
+        let body = payload_of_topics(
+            start_ns + round * 10_000_000_000,
+            &topics,
+            1_000 + round as i64 * 10,
+            400,
+        );
+        assert_eq!(post(&client, &first, body).await, 202);
+    }
+    let lag = 1_000 + (rounds as i64 - 1) * 10 + 1 - 400;
+    let mut want: Vec<(String, i64)> = topics.iter().map(|t| (t.clone(), lag)).collect();
+    want.sort();
+    assert_eq!(complete_rows(&client, &first, topics.len()).await, want);
+    eventually(30, "a snapshot of every shard", async || {
+        (counter(&client, &first, "streamsight_shard_snapshots_written_total").await >= shards.len() as u64)
+            .then_some(())
+    })
+    .await;
+    // Lag seconds rise with the clock; everything else must stay as it is.
+    let without_seconds = |mut rows: Value| {
+        let seconds: Vec<f64> = rows
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .map(|r| {
+                r.as_object_mut()
+                    .unwrap()
+                    .remove("lag_seconds")
+                    .unwrap()
+                    .as_f64()
+                    .unwrap()
+            })
+            .collect();
+        (rows, seconds)
+    };
+    let (before, seconds_before) =
+        without_seconds(get(&client, &first, "/api/v1/lag?group=billing").await.1["rows"].clone());
+
+    // A second node takes some shards over from their snapshots; the first
+    // keeps the others as it built them.
+    let second = start(&log).await;
+    ready(&client, &second).await;
+    eventually(60, "the shards shared", async || {
+        let (_, nodes) = get(&client, &second, "/api/v1/nodes").await;
+        let owners = nodes["owners"].as_array()?;
+        let holders: std::collections::BTreeSet<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
+        (owners.len() == 4 && owners.iter().all(|o| o["node"].is_string()) && holders.len() == 2).then_some(())
+    })
+    .await;
+    for node in [&first, &second] {
+        assert_eq!(complete_rows(&client, node, topics.len()).await, want);
+    }
+    // The first leaves: the second takes the rest over from their snapshots.
+    first.shutdown().await;
+    assert_eq!(complete_rows(&client, &second, topics.len()).await, want);
+    let (after, seconds_after) =
+        without_seconds(get(&client, &second, "/api/v1/lag?group=billing").await.1["rows"].clone());
+    assert_eq!(
+        after, before,
+        "the same answers from the snapshots as from the node that made them"
+    );
+    assert!(
+        seconds_after.iter().zip(&seconds_before).all(|(a, b)| a >= b),
+        "{seconds_before:?} → {seconds_after:?}"
+    );
+    let restored = counter(&client, &second, "streamsight_shard_snapshots_restored_total").await;
+    let replayed = counter(&client, &second, "streamsight_shard_replayed_messages_total").await;
+    eprintln!(
+        "restored {restored} shards, replayed {replayed} of {} messages",
+        rounds as usize * shards.len()
+    );
+    assert_eq!(restored, shards.len() as u64, "every shard taken in from its snapshot");
+    assert!(
+        replayed <= shards.len() as u64,
+        "replayed {replayed} messages: the snapshots were not used"
+    );
+    second.shutdown().await;
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

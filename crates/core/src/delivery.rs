@@ -228,10 +228,19 @@ pub struct WindowReport {
     pub skipped_ranges: Vec<(i64, i64)>,
     pub expired_ranges: Vec<(i64, i64)>,
     pub trace_ids: Vec<String>,
-    /// `caught_up` or `grace`.
-    pub closed_by: &'static str,
+    pub closed_by: ClosedBy,
     #[serde(rename = "reconciled_at_ms")]
     pub reconciled_at: Millis,
+}
+
+/// Why a window was reconciled.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClosedBy {
+    /// The group caught up past it and the settle time passed.
+    CaughtUp,
+    /// Its grace time passed first.
+    Grace,
 }
 
 type GroupPartition = (String, String, String, i32);
@@ -258,7 +267,7 @@ pub struct Ledger {
 }
 
 /// Cumulative counts per (cluster, group, topic), for counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     pub sent: u64,
     pub received: u64,
@@ -305,7 +314,73 @@ fn keep_sample(ids: &mut Vec<String>, id: Option<&str>) {
     }
 }
 
+/// The ledger's accounting of some topics (see [`Ledger::export`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LedgerShard {
+    produced: Vec<((PartitionKey, i64), Produced)>,
+    consumed: Vec<((GroupPartition, i64), Consumed)>,
+    groups: Vec<((String, String), std::collections::BTreeSet<String>)>,
+    skipped: Vec<(GroupPartition, Vec<(i64, i64)>)>,
+    expired: Vec<(GroupPartition, Vec<(i64, i64)>)>,
+    reports: Vec<(GroupPartition, Vec<WindowReport>)>,
+    done: Vec<(GroupPartition, i64)>,
+    totals: Vec<((String, String, String), Totals)>,
+}
+
+/// The entries of `map` whose key `topic_of` names a topic `keep` accepts.
+fn kept<K: Clone, V: Clone>(
+    map: &BTreeMap<K, V>,
+    topic_of: impl Fn(&K) -> &str,
+    keep: &dyn Fn(&str) -> bool,
+) -> Vec<(K, V)> {
+    map.iter()
+        .filter(|(k, _)| keep(topic_of(k)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 impl Ledger {
+    /// The accounting of the topics `keep` accepts: what a node taking over
+    /// their shard needs to go on reconciling them.
+    pub fn export(&self, keep: &dyn Fn(&str) -> bool) -> LedgerShard {
+        LedgerShard {
+            produced: kept(&self.produced, |k| &k.0.topic, keep),
+            consumed: kept(&self.consumed, |k| &k.0.2, keep),
+            groups: kept(&self.groups, |k| &k.1, keep),
+            skipped: kept(&self.skipped, |k| &k.2, keep),
+            expired: kept(&self.expired, |k| &k.2, keep),
+            reports: kept(&self.reports, |k| &k.2, keep),
+            done: self.done.iter().filter(|k| keep(&k.0.2)).cloned().collect(),
+            totals: kept(&self.totals, |k| &k.2, keep),
+        }
+    }
+
+    /// Takes in an exported accounting, within this ledger's limits (what is
+    /// over them is counted, as new counts would be).
+    pub fn import(&mut self, shard: LedgerShard) {
+        for (key, groups) in shard.groups {
+            for group in groups {
+                self.instrumented(&key.0, &group, &key.1);
+            }
+        }
+        let max = self.params.max_open_windows;
+        for (key, p) in shard.produced {
+            if let Some(open) = open_window(&mut self.produced, key, max, &mut self.limited) {
+                *open = p;
+            }
+        }
+        for (key, c) in shard.consumed {
+            if let Some(open) = open_window(&mut self.consumed, key, max, &mut self.limited) {
+                *open = c;
+            }
+        }
+        self.skipped.extend(shard.skipped);
+        self.expired.extend(shard.expired);
+        self.reports.extend(shard.reports);
+        self.done.extend(shard.done);
+        self.totals.extend(shard.totals);
+    }
+
     pub fn new(params: LedgerParams) -> Self {
         Self {
             params,
@@ -464,9 +539,9 @@ impl Ledger {
                     (Some(_), None) => true,
                 };
                 let closed_by = if caught_up && now.0 >= end.saturating_add(self.params.settle_ms) {
-                    "caught_up"
+                    ClosedBy::CaughtUp
                 } else if now.0 >= end.saturating_add(self.params.grace_ms) {
-                    "grace"
+                    ClosedBy::Grace
                 } else {
                     continue;
                 };
@@ -502,7 +577,7 @@ impl Ledger {
         window: i64,
         produced: &Produced,
         consumed: &Consumed,
-        closed_by: &'static str,
+        closed_by: ClosedBy,
         now: Millis,
     ) -> WindowReport {
         let id = gp(&key.cluster, group, &key.topic, key.partition.unwrap_or(-1));
@@ -642,7 +717,7 @@ mod tests {
         );
         assert_eq!(r.skipped_ranges, vec![(10, 19)]);
         assert_eq!(r.trace_ids, vec!["abc".to_owned()]);
-        assert_eq!(r.closed_by, "caught_up");
+        assert_eq!(r.closed_by, ClosedBy::CaughtUp);
         // Once only.
         assert!(
             l.reconcile(Millis(W + 10 * WINDOW_MS), |_, _, _, _| Some(100))
@@ -662,7 +737,7 @@ mod tests {
         let end = W + WINDOW_MS;
         assert!(l.reconcile(Millis(end + 100_000), |_, _, _, _| Some(4)).is_empty());
         let r = l.reconcile(Millis(end + 300_000), |_, _, _, _| Some(4));
-        assert_eq!((r[0].missing.unexplained, r[0].closed_by), (6, "grace"));
+        assert_eq!((r[0].missing.unexplained, r[0].closed_by), (6, ClosedBy::Grace));
     }
 
     #[test]

@@ -4,13 +4,13 @@
 //! `max_errors` distinct error names per topic (the rest are counted as "other").
 
 use crate::time::Millis;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Longest error name kept; longer names are cut (at a character boundary).
 pub const MAX_ERROR_BYTES: usize = 64;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TopicFailures {
     pub total: u64,
     pub by_error: BTreeMap<String, u64>,
@@ -42,6 +42,23 @@ impl Default for SendFailures {
 }
 
 impl SendFailures {
+    /// The failures of the topics `keep` accepts, by (cluster, topic).
+    pub fn export(&self, keep: &dyn Fn(&str) -> bool) -> Vec<((String, String), TopicFailures)> {
+        let kept = self.topics.iter().filter(|((_, topic), _)| keep(topic));
+        kept.map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Takes in exported failures, within `max_topics`.
+    pub fn import(&mut self, topics: Vec<((String, String), TopicFailures)>) {
+        for (key, failures) in topics {
+            if !self.topics.contains_key(&key) && self.topics.len() >= self.max_topics {
+                self.refused = self.refused.saturating_add(1);
+                continue;
+            }
+            self.topics.insert(key, failures);
+        }
+    }
+
     pub fn new(max_topics: usize, max_errors: usize) -> Self {
         Self {
             topics: BTreeMap::new(),

@@ -19,6 +19,7 @@ pub mod model;
 pub mod pathway;
 pub mod probe;
 pub mod record;
+pub mod shard;
 pub mod sketch;
 pub mod time;
 pub mod window;

@@ -26,6 +26,11 @@ impl PathwayPoint {
             .find_map(|t| t.strip_prefix(key)?.strip_prefix(':'))
     }
 
+    /// The topic of the edge the point is about, if any.
+    pub fn topic(&self) -> Option<&str> {
+        self.tag("topic")
+    }
+
     /// Checkpoints counted in this bucket.
     pub fn count(&self) -> f64 {
         self.pathway_latency.count().max(self.edge_latency.count())

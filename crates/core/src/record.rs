@@ -127,7 +127,7 @@ impl Record {
                 O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } => Some(topic),
                 O::GroupDeleted { .. } => None,
             },
-            Record::Pathway { point, .. } => point.edge_tags.iter().find_map(|t| t.strip_prefix("topic:")),
+            Record::Pathway { point, .. } => point.topic(),
             Record::Delivery { fact, .. } => Some(fact.topic()),
             Record::Span { span, .. } => span.messaging.as_ref().map(|m| m.topic.as_str()),
             Record::Rejected { .. } | Record::Audit { .. } | Record::Alert { .. } | Record::Log { .. } => None,

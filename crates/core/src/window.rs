@@ -17,7 +17,7 @@ pub struct Commit {
     pub lag: u32,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct CommitWindow {
     offsets: [i64; WINDOW],
     times: [i64; WINDOW],

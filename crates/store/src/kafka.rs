@@ -10,8 +10,10 @@
 //!
 //! Query parameters: `partitions` (when the topic is created; 12 by default),
 //! `replication` (1), `timeout_ms` (10,000: how long an append or a scan may wait
-//! for the brokers before failing); any other `key=value` is a librdkafka
-//! property (security settings, for one).
+//! for the brokers before failing), `mode` (`replicated`, `sharded`), on a
+//! sharded log `snapshot_ms` (60,000; 0: no snapshots) and `max_snapshot_bytes`
+//! (1 GiB); any other `key=value` is a librdkafka property (security
+//! settings, for one).
 
 use crate::codec;
 use crate::{Follow, Scanned, Store, StoreError};
@@ -46,6 +48,12 @@ pub struct KafkaUrl {
     /// assigned it (see `shards`); `mode=replicated` (the default): every node
     /// holds everything.
     pub sharded: bool,
+    /// On a sharded log, how often a shard's holder snapshots it
+    /// (`snapshot_ms`, 60,000 by default; 0: never).
+    pub snapshot_every: Option<Duration>,
+    /// A snapshot larger than this (`max_snapshot_bytes`, 1 GiB) is not read:
+    /// the shard is read from its start instead.
+    pub max_snapshot_bytes: u64,
     pub properties: BTreeMap<String, String>,
 }
 
@@ -68,6 +76,8 @@ impl KafkaUrl {
             replication: 1,
             timeout: Duration::from_secs(10),
             sharded: false,
+            snapshot_every: Some(Duration::from_secs(60)),
+            max_snapshot_bytes: 1 << 30,
             properties: BTreeMap::new(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -84,6 +94,11 @@ impl KafkaUrl {
                 "timeout_ms" => {
                     parsed.timeout = Duration::from_millis(value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?)
                 }
+                "snapshot_ms" => {
+                    let ms: u64 = value.parse().map_err(|_| bad())?;
+                    parsed.snapshot_every = (ms > 0).then(|| Duration::from_millis(ms));
+                }
+                "max_snapshot_bytes" => parsed.max_snapshot_bytes = value.parse().map_err(|_| bad())?,
                 "mode" => {
                     parsed.sharded = match value {
                         "sharded" => true,
@@ -372,7 +387,12 @@ impl Store for KafkaStore {
         let (scanned, consumer) = scan_partitions(&self.url, &topic, &partitions, since, each)?;
         // Joined here, where failing to is an error the caller sees.
         self.tail = Some(if self.url.sharded {
-            Box::new(crate::shards::ShardFollow::join(&self.url, consumer, since)?)
+            Box::new(crate::shards::ShardFollow::join(
+                &self.url,
+                consumer,
+                since,
+                self.partitions,
+            )?)
         } else {
             Box::new(KafkaFollow {
                 consumer,

@@ -11,12 +11,14 @@
 use std::path::PathBuf;
 use streamsight_core::Millis;
 pub use streamsight_core::Record;
+use streamsight_core::shard::{ShardState, Shards};
 
 pub mod codec;
 pub mod directory;
 pub mod kafka;
 pub mod leases;
 pub mod shards;
+pub mod snapshots;
 mod sqlite;
 
 pub use kafka::{KafkaFollow, KafkaStore, KafkaUrl};
@@ -79,18 +81,21 @@ pub trait Store: Send {
 }
 
 /// What following a shared log brings.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum Followed {
     /// Records to apply.
     Records(Vec<Record>),
-    /// Shards this node holds from now on: their records follow from their start.
+    /// Shards this node holds from now on: their snapshots (`Restored`) and
+    /// records follow.
     Gained(Vec<u32>),
     /// Everything shard `0` held when it was gained has been handed over.
     CaughtUp(u32),
-    /// Shards another node holds now. What was built from any shard must go:
-    /// the shards still held are handed over again from their start, as
-    /// `Records`, before anything new, and are `CaughtUp` again after.
-    Reset { lost: Vec<u32> },
+    /// Shards another node holds now: what was built from them must go, what
+    /// was built from `kept` stays.
+    Lost { lost: Vec<u32>, kept: Shards },
+    /// The state of a gained shard as of a snapshot: take it in; the shard's
+    /// records follow from where it was taken.
+    Restored { shard: u32, state: Box<ShardState> },
 }
 
 /// Records that other writers append to a shared log.
@@ -103,6 +108,20 @@ pub trait Follow: Send {
     /// what it appends); else they were applied when appended.
     fn includes_own(&self) -> bool {
         false
+    }
+
+    /// Shards (one each) whose state should be saved now: the caller builds
+    /// it from everything handed over so far and passes it to `save`.
+    fn due(&mut self) -> Vec<Shards> {
+        Vec::new()
+    }
+
+    /// Saves a shard's state (a snapshot, see `snapshots`).
+    fn save(&mut self, _shard: &Shards, _state: ShardState) {}
+
+    /// What snapshots did, where there are any.
+    fn snapshot_counts(&self) -> Option<std::sync::Arc<snapshots::SnapshotCounts>> {
+        None
     }
 }
 
@@ -485,6 +504,30 @@ mod tests {
             }
         }
         assert_eq!(streamsight_core::record::shard_of("orders", 1), 0);
+    }
+
+    #[test]
+    fn a_snapshot_survives_its_encoding() {
+        let mut engine = streamsight_core::Engine::new(streamsight_core::EngineConfig::default()).unwrap();
+        for r in every_kind() {
+            r.apply(&mut engine);
+        }
+        let mut ledger = streamsight_core::delivery::Ledger::new(Default::default());
+        ledger.consumed("c", "g", "t", 0, 10_000, 5, 1, 0, &["a1".into()]);
+        let state = ShardState {
+            engine: engine.export(&|_| true),
+            deliveries: streamsight_core::shard::DeliveryShard {
+                ledger: ledger.export(&|_| true),
+                ..Default::default()
+            },
+            records: every_kind(),
+        };
+        let bytes = snapshots::encode(&state).unwrap();
+        let back = snapshots::decode(&bytes).unwrap();
+        assert_eq!(back.records, state.records);
+        assert_eq!(format!("{:?}", back.engine), format!("{:?}", state.engine));
+        assert_eq!(format!("{:?}", back.deliveries), format!("{:?}", state.deliveries));
+        assert!(snapshots::decode(&bytes[..bytes.len() / 2]).is_err());
     }
 
     #[test]

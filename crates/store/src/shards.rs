@@ -1,13 +1,16 @@
 //! A sharded log (`mode=sharded`): each node holds only the log partitions
 //! (shards) Kafka's group protocol assigns it. Every node joins one consumer
 //! group over the log topic (`TOPIC-shards`, cooperative-sticky, so a rebalance
-//! moves only what must move); a shard it gains is read from its start, since
-//! the group never commits, and one it loses is forgotten by rebuilding from
-//! the shards it keeps. The global topic (alerts, audit) is read whole by every
-//! node. A node applies what it reads here, its own appends included, and
-//! nothing else: what it appends to a shard it does not hold is another's.
+//! moves only what must move); a shard it gains is taken in from its last
+//! snapshot (see `snapshots`) and read from there, or from its start when it
+//! has none, since the group never commits; one it loses is forgotten, and
+//! what it keeps stays as built. The holder of a shard snapshots it now and
+//! then. The global topic (alerts, audit) is read whole by every node. A node
+//! applies what it reads here, its own appends included, and nothing else:
+//! what it appends to a shard it does not hold is another's.
 
 use crate::kafka::{KafkaUrl, decode, kafka, lock};
+use crate::snapshots::{SnapshotCounts, SnapshotReader, SnapshotWriter};
 use crate::{Follow, Followed, StoreError};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
@@ -16,6 +19,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use streamsight_core::shard::{ShardState, Shards};
 use streamsight_core::{Millis, Record};
 
 /// How soon a dead node's shards are assigned to others.
@@ -44,18 +48,30 @@ impl ConsumerContext for ShardContext {
     }
 }
 
-/// A shard held: where its replay ends (the end offset when it was gained).
+/// A shard held.
 #[derive(Debug)]
 struct Held {
+    /// Where its catching up ends (the end offset when it was gained).
     end: i64,
     caught_up: bool,
+    /// Where its records are read from (its snapshot's offset, else 0):
+    /// earlier messages, fetched before the seek, are not its.
+    from: i64,
+    /// The offset after the last message handed over.
+    handed: i64,
+    /// `handed` when its last snapshot was offered.
+    saved: i64,
+    /// The snapshot slot to write next: not the one its manifest names.
+    slot: u8,
 }
 
-/// Shards read again from their start after a loss, up to where the group's
-/// consumer had read them.
-struct Rebuild {
-    consumer: BaseConsumer,
-    ends: BTreeMap<i32, i64>,
+/// How snapshots are written and read, when they are.
+#[derive(Debug)]
+struct Snapshotting {
+    writer: SnapshotWriter,
+    reader: SnapshotReader,
+    every: Duration,
+    last: Instant,
 }
 
 /// Follows a sharded log: the global topic, and the shards assigned to this node.
@@ -65,9 +81,12 @@ pub struct ShardFollow {
     group: BaseConsumer<ShardContext>,
     changes: Arc<Changes>,
     held: BTreeMap<i32, Held>,
-    rebuild: Option<Rebuild>,
-    pending: VecDeque<Followed>,
+    /// Events to hand over, with the shard position each one ends at.
+    pending: VecDeque<(Followed, Option<(i32, i64)>)>,
     since: Millis,
+    shards: u32,
+    snapshots: Option<Snapshotting>,
+    counts: Arc<SnapshotCounts>,
 }
 
 impl std::fmt::Debug for ShardFollow {
@@ -89,7 +108,7 @@ fn fresh(m: &rdkafka::message::BorrowedMessage<'_>, since: Millis) -> Vec<Record
 impl ShardFollow {
     /// Joins the shards' group; `global` is the global topic's consumer where
     /// its replay ended, and records older than `since` are not handed over.
-    pub fn join(url: &KafkaUrl, global: BaseConsumer, since: Millis) -> Result<Self, StoreError> {
+    pub fn join(url: &KafkaUrl, global: BaseConsumer, since: Millis, shards: u32) -> Result<Self, StoreError> {
         let changes = Arc::new(Changes::default());
         let group: BaseConsumer<ShardContext> = url
             .client()
@@ -104,28 +123,80 @@ impl ShardFollow {
             .create_with_context(ShardContext(changes.clone()))
             .map_err(kafka)?;
         group.subscribe(&[&url.topic]).map_err(kafka)?;
+        let counts = Arc::new(SnapshotCounts::default());
+        let snapshots = match url.snapshot_every {
+            Some(every) if crate::snapshots::ensure_topics(url, shards)? => Some(Snapshotting {
+                writer: SnapshotWriter::start(url, counts.clone())?,
+                reader: SnapshotReader::new(url, url.max_snapshot_bytes, counts.clone())?,
+                every,
+                last: Instant::now(),
+            }),
+            _ => None,
+        };
         Ok(Self {
             url: url.clone(),
             global,
             group,
             changes,
             held: BTreeMap::new(),
-            rebuild: None,
             pending: VecDeque::new(),
             since,
+            shards,
+            snapshots,
+            counts,
         })
     }
 
-    /// Turns what the rebalance callbacks said into events; whether shards were lost.
-    fn rebalanced(&mut self) -> Result<bool, StoreError> {
-        let mut lost_any = false;
+    fn push(&mut self, event: Followed) {
+        self.pending.push_back((event, None));
+    }
+
+    /// Takes gained shards in from their snapshots, those that have one;
+    /// where each one's records are read from.
+    fn restore(&mut self, gained: &[i32]) -> BTreeMap<i32, i64> {
+        let Some(snapshots) = self.snapshots.as_ref().filter(|_| !gained.is_empty()) else {
+            return BTreeMap::new();
+        };
+        let started = Instant::now();
+        let shards: Vec<u32> = gained.iter().map(|p| *p as u32).collect();
+        let found = match snapshots.reader.read(&shards) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(shards = ?shards, error = %e, "snapshots not read: the shards are read from their start");
+                return BTreeMap::new();
+            }
+        };
+        let mut from = BTreeMap::new();
+        for (shard, (manifest, state)) in found {
+            let p = shard as i32;
+            let seek = self
+                .group
+                .seek(&self.url.topic, p, Offset::Offset(manifest.offset), self.url.timeout);
+            if let Err(e) = seek {
+                tracing::warn!(shard, error = %e, "cannot read on from the snapshot: the shard is read from its start");
+                continue;
+            }
+            tracing::info!(shard, offset = manifest.offset, bytes = manifest.bytes, took = ?started.elapsed(), "shard taken in from its snapshot");
+            self.push(Followed::Restored {
+                shard,
+                state: Box::new(state),
+            });
+            if let Some(held) = self.held.get_mut(&p) {
+                held.slot = 1 - manifest.slot.min(1);
+            }
+            from.insert(p, manifest.offset);
+        }
+        from
+    }
+
+    /// Turns what the rebalance callbacks said into events.
+    fn rebalanced(&mut self) {
         let changes = std::mem::take(&mut *lock(&self.changes.0));
         for (assigned, partitions) in changes {
             if assigned {
-                let mut gained = Vec::new();
-                for p in partitions {
-                    // Where the shard's replay ends; unknown (the brokers did not
-                    // say in time), it ends at the shard's EOF instead.
+                for &p in &partitions {
+                    // Where the shard's catching up ends; unknown (the brokers
+                    // did not say in time), it ends at the shard's EOF instead.
                     let (low, high) = self
                         .group
                         .fetch_watermarks(&self.url.topic, p, self.url.timeout)
@@ -137,129 +208,62 @@ impl ShardFollow {
                         p,
                         Held {
                             end: high,
-                            caught_up: high <= low,
+                            caught_up: false,
+                            from: 0,
+                            handed: low,
+                            saved: low,
+                            slot: 0,
                         },
                     );
-                    gained.push(p as u32);
                 }
+                let gained: Vec<u32> = partitions.iter().map(|p| *p as u32).collect();
                 tracing::info!(shards = ?gained, pid = std::process::id(), "shards gained");
-                self.pending.push_back(Followed::Gained(gained.clone()));
-                for p in gained {
-                    if self.held[&(p as i32)].caught_up {
-                        self.pending.push_back(Followed::CaughtUp(p));
+                self.push(Followed::Gained(gained));
+                let restored = self.restore(&partitions);
+                for p in partitions {
+                    if let Some(held) = self.held.get_mut(&p) {
+                        held.from = restored.get(&p).copied().unwrap_or(0);
+                        held.handed = held.handed.max(held.from);
+                        held.saved = held.handed;
+                        held.caught_up = held.end <= held.handed;
+                        if held.caught_up {
+                            self.pending.push_back((Followed::CaughtUp(p as u32), None));
+                        }
                     }
                 }
             } else {
                 for p in &partitions {
                     self.held.remove(p);
                 }
-                tracing::info!(shards = ?partitions, kept = self.held.len(), pid = std::process::id(), "shards lost: rebuilding from the others");
-                self.pending.push_back(Followed::Reset {
+                tracing::info!(shards = ?partitions, kept = self.held.len(), pid = std::process::id(), "shards lost");
+                let kept = Shards {
+                    count: self.shards,
+                    held: self.held.keys().map(|p| *p as u32).collect(),
+                };
+                self.push(Followed::Lost {
                     lost: partitions.iter().map(|p| *p as u32).collect(),
+                    kept,
                 });
-                self.start_rebuild()?;
-                lost_any = true;
             }
         }
-        Ok(lost_any)
     }
 
-    /// Reads the shards still held from their start up to where the group's
-    /// consumer is, on a consumer of its own.
-    fn start_rebuild(&mut self) -> Result<(), StoreError> {
-        self.rebuild = None;
-        let mut positions = TopicPartitionList::new();
-        for p in self.held.keys() {
-            positions.add_partition(&self.url.topic, *p);
+    /// The next event, with the shard position it hands over.
+    fn pop(&mut self) -> Option<Followed> {
+        let (event, position) = self.pending.pop_front()?;
+        if let Some((p, next)) = position
+            && let Some(held) = self.held.get_mut(&p)
+        {
+            held.handed = held.handed.max(next);
         }
-        let positions = self.group.position().unwrap_or(positions);
-        let mut ends = BTreeMap::new();
-        let mut assignment = TopicPartitionList::new();
-        for e in positions.elements_for_topic(&self.url.topic) {
-            if let (true, Offset::Offset(end)) = (self.held.contains_key(&e.partition()), e.offset())
-                && end > 0
-            {
-                ends.insert(e.partition(), end);
-                assignment
-                    .add_partition_offset(&self.url.topic, e.partition(), Offset::Beginning)
-                    .map_err(kafka)?;
-            }
-        }
-        if ends.is_empty() {
-            self.rebuilt();
-            return Ok(());
-        }
-        let consumer: BaseConsumer = self
-            .url
-            .client()
-            .set("group.id", "streamsight-replay")
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "true")
-            .create()
-            .map_err(kafka)?;
-        consumer.assign(&assignment).map_err(kafka)?;
-        self.rebuild = Some(Rebuild { consumer, ends });
-        Ok(())
-    }
-
-    /// Once the shards kept are rebuilt, those that were caught up are again.
-    fn rebuilt(&mut self) {
-        let caught_up = self.held.iter().filter(|(_, h)| h.caught_up);
-        let events: Vec<Followed> = caught_up.map(|(p, _)| Followed::CaughtUp(*p as u32)).collect();
-        self.pending.extend(events);
-    }
-
-    /// The next records of a rebuild, if one is under way.
-    fn next_rebuilt(&mut self, wait: Duration) -> Result<Option<Followed>, StoreError> {
-        let Some(rebuild) = &mut self.rebuild else {
-            return Ok(None);
-        };
-        let deadline = Instant::now() + self.url.timeout;
-        loop {
-            if rebuild.ends.is_empty() {
-                self.rebuild = None;
-                self.rebuilt();
-                return Ok(self.pending.pop_front());
-            }
-            match rebuild.consumer.poll(wait.max(Duration::from_millis(10))) {
-                None if Instant::now() > deadline => {
-                    return Err(StoreError::Kafka(format!(
-                        "rebuilding shards {:?}: no progress for {:?}",
-                        rebuild.ends.keys().collect::<Vec<_>>(),
-                        self.url.timeout
-                    )));
-                }
-                None => {}
-                Some(Err(KafkaError::PartitionEOF(p))) => {
-                    rebuild.ends.remove(&p);
-                }
-                Some(Err(e)) => return Err(kafka(e)),
-                Some(Ok(m)) => {
-                    let p = m.partition();
-                    match rebuild.ends.get(&p) {
-                        Some(end) if m.offset() < *end => {
-                            if m.offset() + 1 >= *end {
-                                rebuild.ends.remove(&p);
-                            }
-                            return Ok(Some(Followed::Records(fresh(&m, self.since))));
-                        }
-                        _ => {
-                            rebuild.ends.remove(&p);
-                        }
-                    }
-                }
-            }
-        }
+        Some(event)
     }
 }
 
 impl Follow for ShardFollow {
     fn next(&mut self, wait: Duration) -> Result<Option<Followed>, StoreError> {
-        if let Some(event) = self.pending.pop_front() {
+        if let Some(event) = self.pop() {
             return Ok(Some(event));
-        }
-        if self.rebuild.is_some() {
-            return self.next_rebuilt(wait);
         }
         // Every node needs the global records; they are few.
         match self.global.poll(Duration::ZERO) {
@@ -273,11 +277,9 @@ impl Follow for ShardFollow {
             Some(Err(e)) => return Err(kafka(e)),
             Some(Ok(m)) => Some((m.partition(), Some((m.offset(), fresh(&m, self.since))))),
         };
-        // A message polled with a loss is either of a lost shard or counted in
-        // the rebuild's range (the consumer's position is past it).
-        if self.rebalanced()? {
-            return Ok(self.pending.pop_front());
-        }
+        // A message polled with a loss is of a lost shard, or one of a kept
+        // shard that is applied after what was built is trimmed to the kept.
+        self.rebalanced();
         match polled {
             None => {}
             Some((p, None)) => {
@@ -285,25 +287,63 @@ impl Follow for ShardFollow {
                     && !held.caught_up
                 {
                     held.caught_up = true;
-                    self.pending.push_back(Followed::CaughtUp(p as u32));
+                    self.pending.push_back((Followed::CaughtUp(p as u32), None));
                 }
             }
             Some((p, Some((offset, records)))) => {
-                // A message of a shard not held (lost in an earlier poll) is another's.
-                if let Some(held) = self.held.get_mut(&p) {
+                // A message of a shard not held (lost in an earlier poll) is
+                // another's; one before the snapshot was fetched before the seek.
+                if let Some(held) = self.held.get_mut(&p)
+                    && offset >= held.from
+                {
+                    if !held.caught_up {
+                        self.counts
+                            .replayed_messages
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     let caught_up = !held.caught_up && offset + 1 >= held.end;
                     held.caught_up |= caught_up;
-                    self.pending.push_back(Followed::Records(records));
+                    self.pending
+                        .push_back((Followed::Records(records), Some((p, offset + 1))));
                     if caught_up {
-                        self.pending.push_back(Followed::CaughtUp(p as u32));
+                        self.pending.push_back((Followed::CaughtUp(p as u32), None));
                     }
                 }
             }
         }
-        Ok(self.pending.pop_front())
+        Ok(self.pop())
     }
 
     fn includes_own(&self) -> bool {
         true
+    }
+
+    fn due(&mut self) -> Vec<Shards> {
+        let Some(snapshots) = &mut self.snapshots else {
+            return Vec::new();
+        };
+        if !self.pending.is_empty() || snapshots.last.elapsed() < snapshots.every {
+            return Vec::new();
+        }
+        snapshots.last = Instant::now();
+        let moved = self.held.iter().filter(|(_, h)| h.caught_up && h.handed > h.saved);
+        moved.map(|(p, _)| Shards::one(self.shards, *p as u32)).collect()
+    }
+
+    fn save(&mut self, shard: &Shards, state: ShardState) {
+        let (Some(snapshots), Some(&p)) = (&self.snapshots, shard.held.first()) else {
+            return;
+        };
+        let Some(held) = self.held.get_mut(&(p as i32)) else {
+            return;
+        };
+        if snapshots.writer.offer(p, held.handed, held.slot, state) {
+            held.saved = held.handed;
+            held.slot = 1 - held.slot;
+        }
+    }
+
+    fn snapshot_counts(&self) -> Option<Arc<SnapshotCounts>> {
+        self.snapshots.as_ref().map(|_| self.counts.clone())
     }
 }

@@ -69,7 +69,10 @@ pub fn serve(storage: &str) -> (Guard, String, String) {
                 "--storage",
                 storage,
             ])
-            .env("STREAMSIGHT_LOG", "warn"),
+            .env(
+                "STREAMSIGHT_LOG",
+                std::env::var("STREAMSIGHT_TEST_LOG").unwrap_or("warn".into()),
+            ),
         "streamsight serving",
     );
     (guard, field(&line, "intake"), field(&line, "api"))
@@ -112,7 +115,10 @@ pub fn serve_with_line(name: &str, toml: &str, storage: &str) -> (Guard, String)
             .args(["--otlp-listen", "127.0.0.1:0"])
             .args(["--storage", storage, "--config"])
             .arg(&config)
-            .env("STREAMSIGHT_LOG", "warn"),
+            .env(
+                "STREAMSIGHT_LOG",
+                std::env::var("STREAMSIGHT_TEST_LOG").unwrap_or("warn".into()),
+            ),
         "streamsight serving",
     );
     (guard, line)

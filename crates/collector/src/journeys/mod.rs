@@ -82,10 +82,22 @@ impl JourneyService {
         }
     }
 
-    /// Forgets every trace: the log's shards are about to be applied again.
+    /// Forgets every trace.
     pub(crate) fn reset(&self) {
         let mut index = lock(&self.index);
         *index = Journeys::new(index.limits());
+    }
+
+    /// The spans and lines held of the shards, as records.
+    pub(crate) fn export(&self, shards: &streamsight_core::shard::Shards) -> Vec<Record> {
+        lock(&self.index).export(&|topic| shards.keeps(topic))
+    }
+
+    /// Forgets the shards no longer held.
+    pub(crate) fn retain(&self, shards: &streamsight_core::shard::Shards) {
+        let kept = self.export(shards);
+        self.reset();
+        self.take(kept);
     }
 
     /// The spans and lines of records others still need (copied in).

@@ -53,6 +53,49 @@ fn render_shards(out: &mut String, shared: &Shared) {
         "Shards no live node says it holds: their series are on no node's /metrics.",
     );
     let _ = writeln!(out, "streamsight_shards_unowned {missing}");
+    if let Some(counts) = shared.snapshots.get() {
+        render_snapshots(out, counts);
+    }
+}
+
+fn render_snapshots(out: &mut String, c: &streamsight_store::snapshots::SnapshotCounts) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let counters = [
+        (
+            "streamsight_shard_snapshots_written_total",
+            "Snapshots of held shards written.",
+            &c.written,
+        ),
+        (
+            "streamsight_shard_snapshot_bytes_written_total",
+            "Bytes of snapshots written.",
+            &c.written_bytes,
+        ),
+        (
+            "streamsight_shard_snapshot_write_failures_total",
+            "Snapshots not written (the log refused or did not answer).",
+            &c.write_failures,
+        ),
+        (
+            "streamsight_shard_snapshots_restored_total",
+            "Gained shards taken in from their snapshot.",
+            &c.restored,
+        ),
+        (
+            "streamsight_shard_snapshot_restore_failures_total",
+            "Snapshots found but not usable: the shard was read from its start.",
+            &c.restore_failures,
+        ),
+        (
+            "streamsight_shard_replayed_messages_total",
+            "Log messages read to catch gained shards up (after their snapshot, if any).",
+            &c.replayed_messages,
+        ),
+    ];
+    for (name, help, value) in counters {
+        header(out, name, "counter", help);
+        let _ = writeln!(out, "{name} {}", value.load(Relaxed));
+    }
 }
 
 /// Everything, rendered at `now`.

@@ -20,11 +20,13 @@ mod ids;
 mod ingest;
 mod registry;
 mod report;
+mod shard;
 mod state;
 
 pub use ids::{GroupId, GroupPartitionId, PartitionId};
 use ids::{NameId, Names, TopicId, index_u32};
 pub use report::{EngineStats, GroupFold, GroupPartitionNames, GroupReport, Idle, MemoryUsage, PartitionReport};
+pub use shard::EngineShard;
 pub use state::PARTITION_FIXED_BYTES;
 use state::{ClusterUsage, GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, TopicState, Usage};
 

@@ -20,7 +20,7 @@ pub(super) struct TopicState {
 }
 
 /// A lower broker answer waiting for confirmation before it is believed.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct PendingReset {
     pub(super) seen: u32,
 }
@@ -72,7 +72,7 @@ pub(super) struct GroupPartitionState {
 }
 
 /// Records a group lost to retention on one partition. Rare, so kept aside.
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Copy, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct Loss {
     /// Offsets below this have been counted already.
     pub(super) counted_upto: i64,

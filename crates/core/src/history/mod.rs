@@ -26,7 +26,7 @@ pub use compaction::Compaction;
 use crate::time::Millis;
 
 /// One sighting of a partition's end offset.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Point {
     pub end: i64,
     pub at: Millis,
@@ -55,7 +55,7 @@ impl HistoryParams {
     pub const MIN_CAPACITY: usize = 8;
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct OffsetHistory {
     points: Vec<Point>,
     /// Under [`Compaction::ByError`], `errs[i]` bounds (in ms, [`UNBOUNDED`] meaning
@@ -72,7 +72,7 @@ pub struct OffsetHistory {
 
 /// A swinging door (the trend compression of process historians): the slopes
 /// still open to the newest segment.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Door {
     lo: f64,
     hi: f64,

@@ -241,6 +241,38 @@ impl Journeys {
         self.enforce();
     }
 
+    /// The spans and lines held of the topics `keeps` accepts (lines, and
+    /// spans about no topic, as about none), as records that taken in again
+    /// (in order, [`Journeys::add_span`]) make the same traces: each trace's
+    /// first at its first sighting and its last at its last. Sampling
+    /// decisions are not kept: they are made again, alike.
+    pub fn export(&self, keeps: &dyn Fn(Option<&str>) -> bool) -> Vec<crate::Record> {
+        let mut records = Vec::new();
+        for (_, id) in &self.order {
+            let Some(t) = self.traces.get(id) else { continue };
+            let spans = t
+                .spans
+                .iter()
+                .filter(|s| keeps(s.messaging.as_ref().map(|m| m.topic.as_str())));
+            let logs = t.logs.iter().filter(|_| keeps(None));
+            let start = records.len();
+            records.extend(spans.map(|s| crate::Record::Span {
+                at: t.first_seen,
+                span: Box::new(s.clone()),
+            }));
+            records.extend(logs.map(|l| crate::Record::Log {
+                at: t.first_seen,
+                line: Box::new(l.clone()),
+            }));
+            if records.len() > start
+                && let Some(crate::Record::Span { at, .. } | crate::Record::Log { at, .. }) = records.last_mut()
+            {
+                *at = t.last_seen;
+            }
+        }
+        records
+    }
+
     /// Keeps `id` whatever the sampling (a failed send, a dead letter).
     pub fn mark_notable(&mut self, id: TraceId) {
         let id = self.resolve(id);
