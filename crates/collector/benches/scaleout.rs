@@ -84,12 +84,38 @@ fn take_over(url: &KafkaUrl) -> (Duration, Duration, usize) {
                 applied += records.len();
                 shared.apply_owned(records);
             }
+            Some(Followed::Restored { state, .. }) => shared.import_shards(*state),
             Some(Followed::CaughtUp(_)) => {
                 let gained = gained.unwrap();
                 return (gained - joined, gained.elapsed(), applied);
             }
             _ => assert!(joined.elapsed() < Duration::from_secs(120), "no takeover"),
         }
+    }
+}
+
+/// Takes the shard over as a node would, then snapshots it; the snapshot's size.
+fn snapshot(url: &KafkaUrl) -> u64 {
+    let shared = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+    let mut store = KafkaStore::open(url.clone()).unwrap();
+    store.scan(Millis(i64::MIN), &mut |_| {}).unwrap();
+    let mut follow = store.follow().unwrap();
+    let counts = follow.snapshot_counts().unwrap();
+    let started = Instant::now();
+    loop {
+        match follow.next(Duration::from_millis(10)).unwrap() {
+            Some(Followed::Records(records)) => shared.apply_owned(records),
+            Some(Followed::Restored { state, .. }) => shared.import_shards(*state),
+            _ => {}
+        }
+        for shard in follow.due() {
+            follow.save(&shard, shared.export_shards(&shard));
+        }
+        let written = counts.written.load(std::sync::atomic::Ordering::Relaxed);
+        if written > 0 {
+            return counts.written_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "no snapshot");
     }
 }
 
@@ -102,12 +128,12 @@ fn takeover(c: &mut Criterion) {
     group.warm_up_time(Duration::from_millis(1));
     group.measurement_time(Duration::from_secs(1));
     for n in [10_000, 100_000, 1_000_000] {
-        let url = KafkaUrl::parse(&format!(
+        let log = format!(
             "kafka://{}/takeover-{n}?partitions=1&mode=sharded&timeout_ms=30000",
             _broker.bootstrap
-        ))
-        .unwrap();
-        let mut store = KafkaStore::open(url.clone()).unwrap();
+        );
+        let replayed = KafkaUrl::parse(&format!("{log}&snapshot_ms=0")).unwrap();
+        let mut store = KafkaStore::open(replayed.clone()).unwrap();
         let records = traffic(n, now_ms() - 3_600_000);
         for batch in records.chunks(5_000) {
             store.append(batch).unwrap();
@@ -118,10 +144,28 @@ fn takeover(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let (join, replay, applied) = take_over(&url);
+                    let (join, replay, applied) = take_over(&replayed);
                     assert_eq!(applied, n);
                     eprintln!("takeover/{n}: assigned {join:?} after joining, caught up {replay:?} later");
                     total += replay;
+                }
+                total
+            });
+        });
+        // The same shard with a snapshot of all of it: read, taken in, nothing replayed.
+        let snapshotted = KafkaUrl::parse(&format!("{log}&snapshot_ms=1")).unwrap();
+        let bytes = snapshot(&snapshotted);
+        eprintln!("takeover/{n}: snapshot of {bytes} bytes");
+        group.bench_function(BenchmarkId::new("from_snapshot", n), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let (join, restore, applied) = take_over(&snapshotted);
+                    assert_eq!(applied, 0, "records replayed after the snapshot");
+                    eprintln!(
+                        "takeover/{n}/from_snapshot: assigned {join:?} after joining, caught up {restore:?} later"
+                    );
+                    total += restore;
                 }
                 total
             });

@@ -109,7 +109,7 @@ impl Shared {
     }
 
     /// What this node built from `shards`: a snapshot of them.
-    pub(crate) fn export_shards(&self, shards: &Shards) -> ShardState {
+    pub fn export_shards(&self, shards: &Shards) -> ShardState {
         let engine = self.lag.engine().export(&|topic| shards.keeps_topic(topic));
         let mut records = self.pathways.export(shards);
         records.extend(self.journeys.export(shards));
@@ -121,7 +121,7 @@ impl Shared {
     }
 
     /// Takes in a snapshot of shards this node holds from now on.
-    pub(crate) fn import_shards(&self, state: ShardState) {
+    pub fn import_shards(&self, state: ShardState) {
         self.lag.import(state.engine);
         self.deliveries.import(state.deliveries);
         self.pathways.apply(&state.records);

@@ -63,6 +63,11 @@ struct Held {
     saved: i64,
     /// The snapshot slot to write next: not the one its manifest names.
     slot: u8,
+    /// Gained, its snapshot not looked up yet: its messages wait.
+    restoring: bool,
+    /// A message of it was fetched (and dropped) while restoring: it must
+    /// be fetched again.
+    refetch: bool,
 }
 
 /// How snapshots are written and read, when they are.
@@ -83,6 +88,8 @@ pub struct ShardFollow {
     held: BTreeMap<i32, Held>,
     /// Events to hand over, with the shard position each one ends at.
     pending: VecDeque<(Followed, Option<(i32, i64)>)>,
+    /// Shards gained whose snapshots are looked up once `Gained` is handed over.
+    restoring: Vec<i32>,
     since: Millis,
     shards: u32,
     snapshots: Option<Snapshotting>,
@@ -140,6 +147,7 @@ impl ShardFollow {
             changes,
             held: BTreeMap::new(),
             pending: VecDeque::new(),
+            restoring: Vec::new(),
             since,
             shards,
             snapshots,
@@ -213,24 +221,15 @@ impl ShardFollow {
                             handed: low,
                             saved: low,
                             slot: 0,
+                            restoring: true,
+                            refetch: false,
                         },
                     );
                 }
                 let gained: Vec<u32> = partitions.iter().map(|p| *p as u32).collect();
                 tracing::info!(shards = ?gained, pid = std::process::id(), "shards gained");
                 self.push(Followed::Gained(gained));
-                let restored = self.restore(&partitions);
-                for p in partitions {
-                    if let Some(held) = self.held.get_mut(&p) {
-                        held.from = restored.get(&p).copied().unwrap_or(0);
-                        held.handed = held.handed.max(held.from);
-                        held.saved = held.handed;
-                        held.caught_up = held.end <= held.handed;
-                        if held.caught_up {
-                            self.pending.push_back((Followed::CaughtUp(p as u32), None));
-                        }
-                    }
-                }
+                self.restoring.extend(partitions);
             } else {
                 for p in &partitions {
                     self.held.remove(p);
@@ -244,6 +243,33 @@ impl ShardFollow {
                     lost: partitions.iter().map(|p| *p as u32).collect(),
                     kept,
                 });
+            }
+        }
+    }
+
+    /// Takes the shards gained in from their snapshots; those without one
+    /// are read from their start.
+    fn finish_gains(&mut self) {
+        let gained: Vec<i32> = std::mem::take(&mut self.restoring)
+            .into_iter()
+            .filter(|p| self.held.contains_key(p))
+            .collect();
+        let restored = self.restore(&gained);
+        for p in gained {
+            let Some(held) = self.held.get_mut(&p) else { continue };
+            held.restoring = false;
+            held.from = restored.get(&p).copied().unwrap_or(0);
+            if held.refetch && !restored.contains_key(&p) {
+                let seek = self.group.seek(&self.url.topic, p, Offset::Beginning, self.url.timeout);
+                if let Err(e) = seek {
+                    tracing::error!(shard = p, error = %e, "cannot read a gained shard from its start: its first messages are missing");
+                }
+            }
+            held.handed = held.handed.max(held.from);
+            held.saved = held.handed;
+            held.caught_up = held.end <= held.handed;
+            if held.caught_up {
+                self.pending.push_back((Followed::CaughtUp(p as u32), None));
             }
         }
     }
@@ -265,6 +291,12 @@ impl Follow for ShardFollow {
         if let Some(event) = self.pop() {
             return Ok(Some(event));
         }
+        if !self.restoring.is_empty() {
+            self.finish_gains();
+            if let Some(event) = self.pop() {
+                return Ok(Some(event));
+            }
+        }
         // Every node needs the global records; they are few.
         match self.global.poll(Duration::ZERO) {
             Some(Ok(m)) => return Ok(Some(Followed::Records(fresh(&m, self.since)))),
@@ -285,6 +317,7 @@ impl Follow for ShardFollow {
             Some((p, None)) => {
                 if let Some(held) = self.held.get_mut(&p)
                     && !held.caught_up
+                    && !held.restoring
                 {
                     held.caught_up = true;
                     self.pending.push_back((Followed::CaughtUp(p as u32), None));
@@ -294,6 +327,10 @@ impl Follow for ShardFollow {
                 // A message of a shard not held (lost in an earlier poll) is
                 // another's; one before the snapshot was fetched before the seek.
                 if let Some(held) = self.held.get_mut(&p)
+                    && held.restoring
+                {
+                    held.refetch = true;
+                } else if let Some(held) = self.held.get_mut(&p)
                     && offset >= held.from
                 {
                     if !held.caught_up {
