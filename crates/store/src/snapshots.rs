@@ -20,7 +20,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -151,10 +151,25 @@ impl SnapshotReader {
 
     /// The latest manifest of each of `shards` that has one.
     fn manifests(&self, shards: &[u32]) -> Result<BTreeMap<u32, Manifest>, StoreError> {
-        let from: Vec<(u32, Offset)> = shards.iter().map(|s| (*s, Offset::Beginning)).collect();
-        self.assign(&manifests_topic(&self.url), &from)?;
-        let mut open: BTreeSet<u32> = shards.iter().copied().collect();
+        let topic = manifests_topic(&self.url);
+        // Read up to each partition's end as it is now: waiting for an EOF
+        // costs a broker's whole fetch wait on some brokers.
+        let mut open = BTreeMap::new();
+        for &shard in shards {
+            let (low, high) = self
+                .consumer
+                .fetch_watermarks(&topic, shard as i32, self.url.timeout)
+                .map_err(kafka)?;
+            if high > low {
+                open.insert(shard, high);
+            }
+        }
+        let from: Vec<(u32, Offset)> = open.keys().map(|s| (*s, Offset::Beginning)).collect();
         let mut latest = BTreeMap::new();
+        if from.is_empty() {
+            return Ok(latest);
+        }
+        self.assign(&topic, &from)?;
         let deadline = Instant::now() + self.url.timeout;
         while !open.is_empty() {
             match self.consumer.poll(Duration::from_millis(100)) {
@@ -168,6 +183,9 @@ impl SnapshotReader {
                         Some(manifest) => latest.insert(shard, manifest),
                         None => latest.remove(&shard),
                     };
+                    if open.get(&shard).is_some_and(|end| m.offset() + 1 >= *end) {
+                        open.remove(&shard);
+                    }
                 }
                 None if Instant::now() > deadline => {
                     return Err(StoreError::Kafka(format!(
