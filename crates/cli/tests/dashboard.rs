@@ -459,7 +459,10 @@ async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
     std::fs::create_dir_all(&dir).unwrap();
     let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
     let log = format!("kafka://{}/dashboard-log?partitions=4&mode=sharded", broker.bootstrap);
-    let toml = "[serve]\nhistory_interval = \"1s\"\n";
+    // Each node holds half of the group's lag (2,404 of 4,808): the rule
+    // fires only on the sum of both parts.
+    let toml = "[serve]\nhistory_interval = \"1s\"\n\n[serve.alerts]\ndefault_rules = false\n\n\
+                [[serve.alerts.rules]]\nname = \"billing_behind\"\nsignal = \"group_lag_messages\"\nabove = 3000\n";
     let (_a, intake, api) = support::serve_with("dashboard-shards", toml, &log);
     let (mut b, _, _) = support::serve_with("dashboard-shards", toml, &log);
     let http = reqwest::Client::new();
@@ -487,13 +490,36 @@ async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
     })
     .await;
 
-    // Rules do not run on a sharded log: the Alerts page says so rather than
-    // showing an empty list as all clear.
+    // One node evaluates the rules on every shard's signals: the group's lag
+    // is the sum of both nodes' parts, and the alert fires on either node.
+    let firing = |v: &serde_json::Value| {
+        v["alerts"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|x| x["rule"] == "billing_behind" && x["state"] == "firing" && x["value"] == 4808.0)
+        })
+    };
+    wait_for(
+        &http,
+        &format!("{api}/api/v1/alerts"),
+        "the rule firing on the whole group",
+        firing,
+    )
+    .await;
     let browser = Browser::start(1400, 900).await;
     browser.open(&format!("{api}/alerts")).await;
+    browser
+        .wait_until(
+            "the firing alert",
+            "return document.body.innerText.includes('billing_behind')",
+        )
+        .await;
     browser.check_page("sharded-alerts").await;
-    let note = browser.text("#not-evaluated").await;
-    assert!(note.starts_with("Rules are not evaluated on a sharded log"), "{note}");
+    assert_eq!(
+        browser
+            .eval("return document.getElementById('not-evaluated') === null")
+            .await,
+        true
+    );
 
     b.0.kill().unwrap();
     b.0.wait().unwrap();
@@ -524,6 +550,9 @@ async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
         )
         .await;
     browser.check_page("sharded-whole").await;
+    // What fired while a shard was missing was never resolved for want of it.
+    let alerts = get(&http, &format!("{api}/api/v1/alerts")).await;
+    assert!(firing(&alerts), "{alerts}");
     let row = browser
         .eval("return [...document.querySelectorAll('tbody tr')[0].cells].map(c => c.innerText)")
         .await;

@@ -128,6 +128,18 @@ impl Running {
     }
 }
 
+impl Drop for Running {
+    /// A collector dropped without `shutdown` still leaves the jobs it held
+    /// on a shared log to the other nodes: its services may outlive it.
+    fn drop(&mut self) {
+        for shared in self.tenants.values() {
+            if let Some(leases) = shared.leases.get() {
+                leases.leave();
+            }
+        }
+    }
+}
+
 /// Resolves once the collector is told to stop.
 async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
     while !*stop.borrow_and_update() {
@@ -313,16 +325,14 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
             let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
             shared.dlq.add(running);
         }
-        // On a shared log, one node at a time polls each cluster.
-        let leases = if shared.config.log_is_shared() && !shared.config.clusters.is_empty() {
-            Some(Arc::new(streamsight_store::leases::PollerLeases::join(
-                &shared.config.storage,
-            )?))
-        } else {
-            None
-        };
+        // On a shared log, one node at a time polls each cluster and
+        // evaluates the alert rules.
+        if shared.config.log_is_shared() {
+            let leases = streamsight_store::leases::Leases::join(&shared.config.storage)?;
+            let _ = shared.leases.set(Arc::new(leases));
+        }
         for cluster in shared.config.clusters.clone() {
-            let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster, leases.clone());
+            let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
             tasks.spawn(until_stopped(poller, stop_rx.clone()));
         }
         let housekeeping = housekeeping(shared.clone(), writer.clone(), retention_ms);

@@ -8,14 +8,10 @@ use std::sync::Arc;
 use std::time::Instant;
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
 
-/// Polls `config`'s cluster on its interval; with `leases`, only while this
-/// node holds the cluster's lease.
-pub(crate) async fn poll_forever(
-    shared: Arc<Shared>,
-    writer: Writer,
-    config: ClusterConfig,
-    leases: Option<Arc<streamsight_store::leases::PollerLeases>>,
-) {
+/// Polls `config`'s cluster on its interval; on a shared log, only while
+/// this node holds the cluster's lease.
+pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: ClusterConfig) {
+    let leases = shared.leases.get().cloned();
     let mut tracker = Tracker::new(&config.name, config.forget_after);
     seed(&shared, &mut tracker, &config.name);
     let mut leased = leases.is_none();

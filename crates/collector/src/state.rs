@@ -40,6 +40,9 @@ pub struct Shared {
     /// On a sharded log: which shards this node holds, who holds the others
     /// and where they answer (see `docs/scale-out.md`).
     pub directory: std::sync::OnceLock<Arc<streamsight_store::directory::Directory>>,
+    /// On a shared log: the jobs one node at a time does (a cluster's
+    /// poller, the alert rules) that this node holds.
+    pub leases: std::sync::OnceLock<Arc<streamsight_store::leases::Leases>>,
     /// On a sharded log: what its shards' snapshots did.
     pub snapshots: std::sync::OnceLock<Arc<streamsight_store::snapshots::SnapshotCounts>>,
 }
@@ -76,6 +79,7 @@ impl Shared {
             storage_failing: AtomicBool::new(false),
             directory: std::sync::OnceLock::new(),
             snapshots: std::sync::OnceLock::new(),
+            leases: std::sync::OnceLock::new(),
             config,
         })
     }

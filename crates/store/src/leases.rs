@@ -1,9 +1,11 @@
-//! One poller per cluster among collectors that share a log in Kafka: every
-//! node joins one consumer group over a small topic beside the log
-//! (`TOPIC-pollers`); a cluster is polled by the node Kafka's group protocol
-//! assigned its partition (FNV-1a of its name, as records are sharded). When that
-//! node dies, the group's session timeout hands the partition to another. No
-//! home-made election, and no messages: only the assignment is used.
+//! One node at a time for a job among collectors that share a log in Kafka
+//! (a cluster's poller, the alert rules): every node joins one consumer group
+//! over a small topic beside the log (`TOPIC-pollers`); a job is done by the
+//! node Kafka's group protocol assigned its partition (FNV-1a of its name, as
+//! records are sharded). When that node dies, the group's session timeout
+//! hands the partition to another. No home-made election, and no messages:
+//! only the assignment is used. During a rebalance two nodes may both hold a
+//! job for a moment, or none.
 
 use crate::kafka::kafka;
 use crate::{KafkaUrl, StoreError};
@@ -14,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Partitions of the leases topic: clusters are spread over at most this many
+/// Partitions of the leases topic: jobs are spread over at most this many
 /// nodes.
 const LEASES: u32 = 64;
-/// How soon a dead node's clusters are polled by another.
+/// How soon a dead node's jobs are taken by another.
 const SESSION_TIMEOUT_MS: &str = "6000";
 
 fn write<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
@@ -36,23 +38,23 @@ impl ConsumerContext for LeaseContext {
         match rebalance {
             Rebalance::Assign(tpl) => {
                 *write(&self.0.0) = tpl.elements().iter().map(|e| e.partition()).collect();
-                tracing::info!(leases = tpl.count(), "poller leases assigned");
+                tracing::info!(leases = tpl.count(), "leases assigned");
             }
             Rebalance::Revoke(_) => write(&self.0.0).clear(),
-            Rebalance::Error(e) => tracing::warn!(error = %e, "poller leases rebalance failed"),
+            Rebalance::Error(e) => tracing::warn!(error = %e, "leases rebalance failed"),
         }
     }
 }
 
-/// This node's share of the polled clusters; dropping it leaves the group.
+/// This node's share of the jobs; dropping it leaves the group.
 #[derive(Debug)]
-pub struct PollerLeases {
+pub struct Leases {
     owned: Arc<Owned>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl PollerLeases {
+impl Leases {
     /// Joins the group of the nodes sharing the log at `storage`.
     pub fn join(storage: &str) -> Result<Self, StoreError> {
         let url = KafkaUrl::parse(storage)?;
@@ -90,9 +92,14 @@ impl PollerLeases {
         })
     }
 
-    /// Whether this node polls `cluster` now.
-    pub fn owns(&self, cluster: &str) -> bool {
-        let lease = streamsight_core::record::shard_of(cluster, LEASES) as i32;
+    /// Leaves the group: the jobs go to the other nodes (also on drop).
+    pub fn leave(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Whether this node does `job` now.
+    pub fn owns(&self, job: &str) -> bool {
+        let lease = streamsight_core::record::shard_of(job, LEASES) as i32;
         self.owned
             .0
             .read()
@@ -101,7 +108,7 @@ impl PollerLeases {
     }
 }
 
-impl Drop for PollerLeases {
+impl Drop for Leases {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {

@@ -26,6 +26,7 @@ const MAX_BODY: usize = 64 * 1024;
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/api/v1/alerts", get(alerts))
+        .route(super::SERIES_PATH, get(series))
         .route("/api/v1/silences", get(silences).post(add_silence))
         .route("/api/v1/silences/{id}", axum::routing::delete(expire_silence))
         .route("/api/v1/rules", get(rules))
@@ -62,8 +63,10 @@ async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
     let now = clock::now();
     Json(json!({
         "now_ms": now.0,
-        // Rules do not run on a sharded log yet: no alert is not all clear.
-        "evaluated": !shared.sharded(),
+        // A round that could not evaluate (a shard of a sharded log did not
+        // answer): no alert is then not all clear.
+        "evaluated": shared.alerts.not_evaluated_because().is_none(),
+        "not_evaluated_because": shared.alerts.not_evaluated_because(),
         "alerts": shared.alerts.list(now),
         "rules": shared.alerts.rule_views(),
         "silences": shared.alerts.silences(now),
@@ -71,6 +74,32 @@ async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
         "group_signals": *shared.alerts.group_signals(),
     }))
     .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeriesQuery {
+    shards: String,
+}
+
+/// This node's part of every signal the rules read, for the node of a
+/// sharded log that evaluates them.
+async fn series(
+    State(shared): State<Arc<Shared>>,
+    query: Result<axum::extract::Query<SeriesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(axum::extract::Query(query)) = query else {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "bad_query",
+            "shards= (the shards asked for) is required",
+        );
+    };
+    let now = clock::now();
+    crate::fanout::part(shared, &query.shards, move |shared, _| {
+        shared.alerts.local_series(shared, now)
+    })
+    .await
 }
 
 async fn silences(State(shared): State<Arc<Shared>>) -> Response {

@@ -14,6 +14,7 @@ mod signals;
 use crate::services::lock;
 use crate::state::Shared;
 use notify::{Notification, Notifier};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use streamsight_core::alerts::rule::Rule;
 use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, SharedLabels, Silence, render};
@@ -58,6 +59,8 @@ pub struct AlertService {
     /// The derived signals of the last evaluation, for /metrics and the API.
     derived: Mutex<std::sync::Arc<Vec<derived::GroupSignals>>>,
     max_series: usize,
+    /// Why the last round did not evaluate the rules, if it did not.
+    skipped: Mutex<Option<String>>,
     /// Records that notifications were delivered, stored by the next round.
     delivered: std::sync::Arc<Mutex<Vec<Record>>>,
     /// When the state the log must keep (API rules, silences, alerts not ok)
@@ -125,6 +128,7 @@ impl AlertService {
             writer: Mutex::new(None),
             log_starts: Mutex::default(),
             derived: Mutex::default(),
+            skipped: Mutex::default(),
             previous: Mutex::default(),
             readings: Mutex::default(),
             max_series: config.max_series,
@@ -219,8 +223,45 @@ impl AlertService {
         }
     }
 
-    /// Evaluates every rule at `now`: the log records for what changed.
-    pub fn evaluate(&self, shared: &Shared, now: Millis) -> Vec<Record> {
+    /// This node's part of every signal the rules read: what a sharded log's
+    /// evaluating node merges with the others' (see [`signals::merge`]).
+    pub(crate) fn local_series(&self, shared: &Shared, now: Millis) -> Vec<signals::KeyedSeries> {
+        let derived = {
+            let mut starts = lock(&self.log_starts);
+            derived::compute(&shared.lag, &mut starts, now, self.max_series)
+        };
+        let rules = lock(&self.book).rules.clone();
+        let mut keyed: BTreeMap<signals::Key, &Rule> = BTreeMap::new();
+        for rule in rules.iter() {
+            keyed.entry(signals::key(rule)).or_insert(rule);
+        }
+        keyed
+            .into_iter()
+            .map(|((signal, statuses, aggregate), rule)| signals::KeyedSeries {
+                signal,
+                statuses,
+                aggregate,
+                series: signals::all(shared, rule, &derived, now),
+            })
+            .collect()
+    }
+
+    /// Says why the last round did not evaluate the rules (None: it did).
+    pub(crate) fn not_evaluated(&self, why: Option<String>) {
+        if let Some(why) = &why {
+            tracing::warn!(why, "alert rules not evaluated this round");
+        }
+        *lock(&self.skipped) = why;
+    }
+
+    pub fn not_evaluated_because(&self) -> Option<String> {
+        lock(&self.skipped).clone()
+    }
+
+    /// Evaluates every rule at `now`: the log records for what changed. On a
+    /// sharded log, `gathered` holds every signal's series merged from the
+    /// nodes holding each shard; else they are read from this node's services.
+    pub fn evaluate(&self, shared: &Shared, now: Millis, gathered: Option<&Gathered>) -> Vec<Record> {
         let derived = {
             let mut starts = lock(&self.log_starts);
             std::sync::Arc::new(derived::compute(&shared.lag, &mut starts, now, self.max_series))
@@ -240,7 +281,11 @@ impl AlertService {
             let all = {
                 let mut previous = lock(&self.previous);
                 let last = previous.remove(&key).unwrap_or_default();
-                let (all, labels) = signals::settle(signals::all(shared, same[0], &derived, now), &last);
+                let series = match gathered {
+                    Some(gathered) => gathered.0.get(&key).cloned().unwrap_or_default(),
+                    None => signals::all(shared, same[0], &derived, now),
+                };
+                let (all, labels) = signals::settle(series, &last);
                 previous.insert(key.clone(), labels);
                 if same[0].signal.is_counter() {
                     let mut readings = lock(&self.readings);
@@ -454,21 +499,58 @@ fn link(base: &str, a: &Alert) -> String {
     }
 }
 
+/// Every signal's series merged from the nodes of a sharded log.
+#[derive(Debug)]
+pub struct Gathered(BTreeMap<signals::Key, signals::Series>);
+
+/// The lease whose holder evaluates the rules on a shared log.
+const ALERTS_LEASE: &str = "streamsight-alert-rules";
+
+/// Where a node of a sharded log answers with its part of the signals.
+pub(crate) const SERIES_PATH: &str = "/api/v1/alerts/series";
+
 /// One round on the housekeeping tick: evaluate, store what changed, notify
 /// what is due (never waiting for a receiver), store that it was.
 pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state::Writer, now: Millis) {
-    // A node of a sharded log sees only its shards: its rules would resolve
-    // what other nodes' data fires, and fire on a group's part. Not evaluated
-    // there until rules run over the merged estate (issue 17, left).
-    if shared.sharded() {
+    // On a shared log one node at a time evaluates, stores and notifies: the
+    // others apply what it stores.
+    if let Some(leases) = shared.leases.get()
+        && !leases.owns(ALERTS_LEASE)
+    {
         return;
     }
+    // A node of a sharded log sees only its shards: rules run on every
+    // signal merged from the nodes holding each shard, and not at all while a
+    // shard is missing (they would resolve what its data fires).
+    let gathered = if shared.sharded() {
+        let local =
+            move |shared: &Shared, _: Option<&std::collections::BTreeSet<u32>>| shared.alerts.local_series(shared, now);
+        let (parts, coverage) = crate::fanout::gather(&shared, SERIES_PATH, "", &Vec::new(), local).await;
+        if !coverage.missing.is_empty() {
+            let failed: Vec<&str> = coverage.nodes.iter().filter_map(|n| n.error.as_deref()).collect();
+            shared.alerts.not_evaluated(Some(format!(
+                "shards {:?} of {} did not answer{}",
+                coverage.missing,
+                coverage.count,
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", failed.join("; "))
+                }
+            )));
+            return;
+        }
+        Some(Gathered(signals::merge(parts)))
+    } else {
+        None
+    };
     let changed = {
         let shared = shared.clone();
-        tokio::task::spawn_blocking(move || shared.alerts.evaluate(&shared, now))
+        tokio::task::spawn_blocking(move || shared.alerts.evaluate(&shared, now, gathered.as_ref()))
             .await
             .unwrap_or_default()
     };
+    shared.alerts.not_evaluated(None);
     if !changed.is_empty() {
         for r in &changed {
             if let Record::Alert { event, .. } = r

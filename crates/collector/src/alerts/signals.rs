@@ -74,6 +74,76 @@ pub(super) fn settle(mut all: Series, previous: &[SharedLabels]) -> (Series, Vec
 /// What makes two rules' signals the same series.
 pub(super) type Key = (Signal, Vec<Status>, Option<Aggregate>);
 
+/// A signal's series as one node of a sharded log sees them: its part.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KeyedSeries {
+    pub(crate) signal: Signal,
+    pub(crate) statuses: Vec<Status>,
+    pub(crate) aggregate: Option<Aggregate>,
+    pub(crate) series: Series,
+}
+
+impl KeyedSeries {
+    pub(super) fn key(&self) -> Key {
+        (self.signal, self.statuses.clone(), self.aggregate)
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Merge {
+    Sum,
+    Max,
+    Min,
+}
+
+/// How the parts of a series on several nodes make the whole: a group's sums
+/// add up (an unknown part makes the whole unknown), its margin is its
+/// smallest, anything else its largest (a group's worst part; a series only
+/// one node has, a topic's or a partition's, is that node's; one every node
+/// sees alike, a DLQ's or a probe's, counts once).
+fn merge_of(key: &Key) -> Merge {
+    match key.0 {
+        Signal::GroupLagMessages if key.2 != Some(Aggregate::Max) => Merge::Sum,
+        Signal::ConsumeRate | Signal::PartitionsNotCommitting => Merge::Sum,
+        Signal::RetentionMarginSeconds => Merge::Min,
+        _ => Merge::Max,
+    }
+}
+
+fn combine(merge: Merge, a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (merge, a, b) {
+        (Merge::Sum, Some(a), Some(b)) => Some(a + b),
+        (Merge::Sum, _, _) => None,
+        (Merge::Max, Some(a), Some(b)) => Some(a.max(b)),
+        (Merge::Min, Some(a), Some(b)) => Some(a.min(b)),
+        (_, Some(x), None) | (_, None, Some(x)) => Some(x),
+        (_, None, None) => None,
+    }
+}
+
+/// Every signal's whole series from the nodes' parts, by key.
+pub(super) fn merge(parts: Vec<KeyedSeries>) -> BTreeMap<Key, Series> {
+    let mut whole: BTreeMap<Key, BTreeMap<SharedLabels, Option<f64>>> = BTreeMap::new();
+    for part in parts {
+        let key = part.key();
+        let merge = merge_of(&key);
+        let series = whole.entry(key).or_default();
+        for (labels, value) in part.series {
+            match series.entry(labels) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(value);
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    let v = e.get_mut();
+                    *v = combine(merge, *v, value);
+                }
+            }
+        }
+    }
+    whole.into_iter().map(|(k, s)| (k, s.into_iter().collect())).collect()
+}
+
 pub(super) fn key(rule: &Rule) -> Key {
     let statuses = if rule.signal == Signal::GroupStatus {
         rule.statuses.clone()
@@ -488,5 +558,69 @@ mod tests {
         // Gone: forgotten.
         let (_, kept) = per_minute(Vec::new(), Vec::new(), Millis(140_000));
         assert!(kept.is_empty());
+    }
+
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+
+    fn part(signal: Signal, aggregate: Option<Aggregate>, series: &[(Pairs<'_>, Option<f64>)]) -> KeyedSeries {
+        KeyedSeries {
+            signal,
+            statuses: Vec::new(),
+            aggregate,
+            series: series.iter().map(|(l, v)| (labels(l), *v)).collect(),
+        }
+    }
+
+    #[test]
+    fn parts_of_a_group_on_several_nodes_make_the_whole() {
+        let billing: &[(&str, &str)] = &[("cluster", "c"), ("group", "billing")];
+        let audit: &[(&str, &str)] = &[("cluster", "c"), ("group", "audit")];
+        let sum = Some(Aggregate::Sum);
+        let merged = merge(vec![
+            part(
+                Signal::GroupLagMessages,
+                sum,
+                &[(billing, Some(2_404.0)), (audit, Some(5.0))],
+            ),
+            part(
+                Signal::GroupLagMessages,
+                sum,
+                &[(billing, Some(2_404.0)), (audit, None)],
+            ),
+            part(Signal::GroupLagSeconds, None, &[(billing, Some(30.0))]),
+            part(Signal::GroupLagSeconds, None, &[(billing, Some(90.0)), (audit, None)]),
+            part(Signal::RetentionMarginSeconds, None, &[(billing, Some(600.0))]),
+            part(Signal::RetentionMarginSeconds, None, &[(billing, Some(60.0))]),
+        ]);
+        let value = |signal, aggregate, l: &[(&str, &str)]| {
+            let key = (signal, Vec::new(), aggregate);
+            merged[&key].iter().find(|(x, _)| *x == labels(l)).map(|(_, v)| *v)
+        };
+        // Sums add up; a part unknown makes the whole unknown, never smaller.
+        assert_eq!(value(Signal::GroupLagMessages, sum, billing), Some(Some(4_808.0)));
+        assert_eq!(value(Signal::GroupLagMessages, sum, audit), Some(None));
+        // The group is as far behind as its worst part; its margin its least.
+        assert_eq!(value(Signal::GroupLagSeconds, None, billing), Some(Some(90.0)));
+        assert_eq!(value(Signal::RetentionMarginSeconds, None, billing), Some(Some(60.0)));
+    }
+
+    #[test]
+    fn a_series_every_node_sees_alike_counts_once() {
+        let dlq: &[(&str, &str)] = &[("cluster", "c"), ("topic", "orders.dlq")];
+        let orders: &[(&str, &str)] = &[("cluster", "c"), ("topic", "orders")];
+        let merged = merge(vec![
+            part(Signal::DlqVelocity, None, &[(dlq, Some(3.0))]),
+            part(Signal::DlqVelocity, None, &[(dlq, Some(3.0))]),
+            part(Signal::FailedSends, None, &[(orders, Some(7.0))]),
+            part(Signal::FailedSends, None, &[]),
+        ]);
+        assert_eq!(
+            merged[&(Signal::DlqVelocity, Vec::new(), None)],
+            vec![(labels(dlq), Some(3.0))]
+        );
+        assert_eq!(
+            merged[&(Signal::FailedSends, Vec::new(), None)],
+            vec![(labels(orders), Some(7.0))]
+        );
     }
 }
