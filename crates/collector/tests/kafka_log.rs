@@ -530,3 +530,57 @@ async fn a_node_taking_shards_over_starts_from_their_snapshots() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_node_that_cannot_reach_the_log_says_so_without_being_asked_to_write() {
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-kafka-unreachable-{}-{}",
+        std::process::id(),
+        now_ns()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let mut broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/unreachable-log?partitions=2&timeout_ms=2000&mode=sharded",
+        broker.bootstrap
+    );
+    let client = reqwest::Client::new();
+    let node = start(&log).await;
+    ready(&client, &node).await;
+    assert_eq!(
+        post(&client, &node, payload(now_ns() - 60_000_000_000, 1_000, 400)).await,
+        202
+    );
+    assert_eq!(complete_rows(&client, &node, 1).await, [("orders".to_owned(), 601)]);
+
+    // No intake at all: readiness still finds out (the node's own
+    // announcements stop coming back), and says why.
+    broker.kill();
+    let why = eventually(30, "readiness to say the log is out of reach", async || {
+        let (code, why) = get(&client, &node, "/readyz").await;
+        (code == 503 && why["error"] == "log_unreachable").then_some(why)
+    })
+    .await;
+    assert!(
+        why["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot reach the log")),
+        "{why}"
+    );
+    assert_eq!(post(&client, &node, payload(now_ns(), 2_000, 1_900)).await, 503);
+
+    // Back: ready again, and intake accepted.
+    let _broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
+    eventually(60, "readiness to return", async || {
+        (get(&client, &node, "/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+    eventually(60, "intake to recover", async || {
+        (post(&client, &node, payload(now_ns(), 2_000, 1_900)).await == 202).then_some(())
+    })
+    .await;
+    lag_becomes(&client, &node, 101).await;
+    node.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -77,6 +77,9 @@ struct Inner {
     held: Mutex<BTreeSet<u32>>,
     peers: Mutex<BTreeMap<String, Announcement>>,
     changed: AtomicBool,
+    /// When this node's own announcement last came back from the log (at
+    /// first, when it joined): the log is out of reach when that gets old.
+    echoed_ms: std::sync::atomic::AtomicI64,
 }
 
 fn now_ms() -> i64 {
@@ -120,6 +123,7 @@ impl Directory {
             held: Mutex::new(BTreeSet::new()),
             peers: Mutex::new(BTreeMap::new()),
             changed: AtomicBool::new(true),
+            echoed_ms: std::sync::atomic::AtomicI64::new(now_ms()),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -134,6 +138,14 @@ impl Directory {
             stop,
             thread: Some(thread),
         })
+    }
+
+    /// How long this node's announcements have not come back from the log,
+    /// once that is longer than a peer waits before taking a node for gone:
+    /// then this node cannot reach the log, and the others no longer ask it.
+    pub fn unreachable_for(&self) -> Option<Duration> {
+        let age = now_ms().saturating_sub(self.inner.echoed_ms.load(Ordering::Acquire));
+        (age > STALE_AFTER_MS).then(|| Duration::from_millis(age as u64))
     }
 
     pub fn node(&self) -> &str {
@@ -224,6 +236,9 @@ fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &Bas
                         if let Some(a) = Announcement::parse(body, inner.shards)
                             && a.node == node
                         {
+                            if node == inner.node {
+                                inner.echoed_ms.fetch_max(now_ms(), Ordering::AcqRel);
+                            }
                             lock(&inner.peers).insert(node, a);
                         }
                     }

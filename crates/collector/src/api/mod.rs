@@ -89,6 +89,15 @@ async fn nodes(State(shared): State<Arc<Shared>>) -> Response {
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     if !shared.ready.load(Ordering::Acquire) {
         error_response(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "replaying stored data")
+    } else if let Some(age) = shared.directory.get().and_then(|d| d.unreachable_for()) {
+        error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "log_unreachable",
+            &format!(
+                "this node's announcements have not come back from the log for {} s: it cannot reach the log, and the other nodes no longer ask it",
+                age.as_secs()
+            ),
+        )
     } else if shared.storage_failing.load(Ordering::Acquire) {
         error_response(
             StatusCode::SERVICE_UNAVAILABLE,
