@@ -303,5 +303,85 @@ fn fanout(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-criterion_group!(benches, takeover, fanout);
+/// A shard's state at its largest: `n` partitions whose histories are full
+/// (a rate change every sighting), three groups committing on each.
+fn full_shard(n: usize) -> Shared {
+    let shared = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+    let start = now_ms() - 86_400_000;
+    for step in 0..300i64 {
+        let records: Vec<Record> = (0..n)
+            .flat_map(|p| {
+                let partition = PartitionRef {
+                    cluster: "bench",
+                    topic: "orders",
+                    partition: p as i32,
+                };
+                // Rates that keep changing: no point of the history is redundant.
+                let end = step * step * 7 + step * (p as i64 % 13);
+                let at = Millis(start + step * 60_000);
+                let mut out = vec![Record::Observation {
+                    at,
+                    observation: Observation::EndOffset {
+                        partition,
+                        offset: end,
+                        source: streamsight_core::EndOffsetSource::Broker,
+                    }
+                    .to_owned(),
+                }];
+                if step % 10 == 0 {
+                    out.extend(["g0", "g1", "g2"].iter().map(|g| {
+                        Record::Observation {
+                            at,
+                            observation: Observation::Committed {
+                                group: g,
+                                partition,
+                                offset: end / 2,
+                            }
+                            .to_owned(),
+                        }
+                    }));
+                }
+                out
+            })
+            .collect();
+        shared.apply_owned(records);
+    }
+    shared
+}
+
+/// What a snapshot costs by the state it holds: taking it (export and
+/// encoding, on the holder) and taking it in (decoding and import, on the
+/// node taking the shard over), without the log's reads and writes.
+fn snapshot_cost(c: &mut Criterion) {
+    let mut group = c.benchmark_group("snapshot");
+    group.sample_size(10);
+    for n in [1_000, 10_000] {
+        let shared = full_shard(n);
+        let shard = streamsight_core::shard::Shards::one(1, 0);
+        let bytes = streamsight_store::snapshots::encode(&shared.export_shards(&shard)).unwrap();
+        eprintln!(
+            "snapshot/{n}: {} bytes, {} bytes a partition",
+            bytes.len(),
+            bytes.len() / n
+        );
+        group.throughput(criterion::Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("take", n), |b| {
+            b.iter(|| {
+                streamsight_store::snapshots::encode(&shared.export_shards(&shard))
+                    .unwrap()
+                    .len()
+            })
+        });
+        group.bench_function(BenchmarkId::new("take_in", n), |b| {
+            b.iter(|| {
+                let fresh = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+                fresh.import_shards(streamsight_store::snapshots::decode(&bytes, u64::MAX).unwrap());
+                fresh
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, takeover, fanout, snapshot_cost);
 criterion_main!(benches);

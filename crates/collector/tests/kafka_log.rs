@@ -251,17 +251,15 @@ async fn complete_rows(client: &reqwest::Client, node: &Running, want: usize) ->
     .await
 }
 
+async fn metrics(client: &reqwest::Client, node: &Running) -> String {
+    let response = client.get(format!("http://{}/metrics", node.api_addr)).send().await;
+    response.unwrap().text().await.unwrap()
+}
+
 /// Group-partitions a node holds itself: its `/metrics` exports its own shards.
 async fn own_partitions(client: &reqwest::Client, node: &Running) -> usize {
-    let metrics = client
-        .get(format!("http://{}/metrics", node.api_addr))
-        .send()
+    metrics(client, node)
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    metrics
         .lines()
         .filter(|l| l.starts_with("kafka_consumergroup_group_lag{"))
         .count()
@@ -414,14 +412,7 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
 
 /// A counter a node exports on `/metrics`.
 async fn counter(client: &reqwest::Client, node: &Running, name: &str) -> u64 {
-    let metrics = client
-        .get(format!("http://{}/metrics", node.api_addr))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(client, node).await;
     let line = metrics.lines().find(|l| l.split(' ').next() == Some(name));
     line.and_then(|l| l.split(' ').nth(1)?.parse().ok()).unwrap_or(0)
 }

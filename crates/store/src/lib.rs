@@ -523,11 +523,21 @@ mod tests {
             records: every_kind(),
         };
         let bytes = snapshots::encode(&state).unwrap();
-        let back = snapshots::decode(&bytes).unwrap();
+        let back = snapshots::decode(&bytes, 1 << 20).unwrap();
         assert_eq!(back.records, state.records);
         assert_eq!(format!("{:?}", back.engine), format!("{:?}", state.engine));
         assert_eq!(format!("{:?}", back.deliveries), format!("{:?}", state.deliveries));
-        assert!(snapshots::decode(&bytes[..bytes.len() / 2]).is_err());
+        assert!(snapshots::decode(&bytes[..bytes.len() / 2], 1 << 20).is_err());
+        // A snapshot that inflates beyond the bound is refused, not held.
+        let bomb = {
+            use std::io::Write;
+            let mut d = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+            d.write_all(&vec![0u8; 64 << 20]).unwrap();
+            d.finish().unwrap()
+        };
+        assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+        let refused = snapshots::decode(&bomb, 1 << 20).unwrap_err();
+        assert!(refused.contains("once inflated"), "{refused}");
     }
 
     #[test]

@@ -88,13 +88,29 @@ pub fn ensure_topics(url: &KafkaUrl, shards: u32) -> Result<bool, StoreError> {
     Ok(fits)
 }
 
-/// One encoding of a snapshot, for the chunks and for the benches.
+/// One encoding of a snapshot, for the chunks and for the benches: named
+/// MessagePack (a field added later reads as its default), deflated (the
+/// names and the histories' close numbers shrink to about a fifth).
 pub fn encode(state: &ShardState) -> Result<Vec<u8>, StoreError> {
-    rmp_serde::to_vec_named(state).map_err(|e| StoreError::Kafka(format!("encoding a snapshot: {e}")))
+    use std::io::Write;
+    let bad = |e: &dyn std::fmt::Display| StoreError::Kafka(format!("encoding a snapshot: {e}"));
+    let plain = rmp_serde::to_vec_named(state).map_err(|e| bad(&e))?;
+    let mut deflated = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    deflated.write_all(&plain).map_err(|e| bad(&e))?;
+    deflated.finish().map_err(|e| bad(&e))
 }
 
-pub fn decode(bytes: &[u8]) -> Result<ShardState, String> {
-    rmp_serde::from_slice(bytes).map_err(|e| e.to_string())
+/// Decodes a snapshot of at most `max_bytes` once inflated: a small snapshot
+/// that inflates without end is refused, not followed.
+pub fn decode(bytes: &[u8], max_bytes: u64) -> Result<ShardState, String> {
+    use std::io::Read;
+    let mut plain = Vec::new();
+    let mut inflated = flate2::read::DeflateDecoder::new(bytes).take(max_bytes.saturating_add(1));
+    inflated.read_to_end(&mut plain).map_err(|e| e.to_string())?;
+    if plain.len() as u64 > max_bytes {
+        return Err(format!("more than {max_bytes} bytes once inflated"));
+    }
+    rmp_serde::from_slice(&plain).map_err(|e| e.to_string())
 }
 
 /// Reads snapshots: one consumer for the node's life (a connection costs a
@@ -262,7 +278,7 @@ impl SnapshotReader {
                 (Some(why), _) => why,
                 (None, 0) => {
                     let bytes: Vec<u8> = r.chunks.into_iter().flatten().flatten().collect();
-                    match decode(&bytes) {
+                    match decode(&bytes, self.max_bytes) {
                         Ok(state) => {
                             count(&self.counts.restored, 1);
                             found.insert(shard, (r.manifest, state));
