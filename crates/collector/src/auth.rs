@@ -90,7 +90,22 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn digest(secret: &str) -> String {
+/// A token of a node of this log asking another itself, not for a caller:
+/// `PEER_PREFIX` and the node's peer key, whose hash the node announces in the
+/// log's directory. It reads, never changes (see `docs/scale-out.md`).
+pub(crate) const PEER_PREFIX: &str = "sspeer_";
+
+/// A random secret, hex: a node's peer key.
+pub(crate) fn new_secret() -> String {
+    let mut bytes = [0u8; SECRET_BYTES];
+    // Without randomness the key is one nobody announces: peers refuse it.
+    if getrandom::fill(&mut bytes).is_err() {
+        return String::new();
+    }
+    hex(&bytes)
+}
+
+pub(crate) fn digest(secret: &str) -> String {
     hex(&Sha256::digest(secret.as_bytes()))
 }
 

@@ -202,6 +202,12 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         .loopback_hosts(api_addr)
         .tls(api_tls.clone())
         .auth(keys.clone(), auth::Scope::Read, None)
+        .peers(
+            tenants
+                .iter()
+                .map(|(name, shared)| (name.clone(), shared.clone()))
+                .collect(),
+        )
         .tenants(tenants.keys());
     let api_routes = tenants
         .iter()
@@ -218,7 +224,13 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     for (name, store) in stores {
         let shared = tenants[&name].clone();
         if shared.config.log_is_sharded() {
-            let directory = join_directory(&shared.config, api_addr, api_tls.is_some()).await?;
+            // No key (no randomness to make one): nothing announced, nothing taken.
+            let peer_key = if shared.peer_key.is_empty() {
+                String::new()
+            } else {
+                auth::digest(&shared.peer_key)
+            };
+            let directory = join_directory(&shared.config, api_addr, api_tls.is_some(), peer_key).await?;
             let _ = shared.directory.set(Arc::new(directory));
         }
         let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
@@ -356,6 +368,7 @@ async fn join_directory(
     config: &ServeConfig,
     api_addr: SocketAddr,
     tls: bool,
+    peer_key_sha256: String,
 ) -> Result<streamsight_store::directory::Directory, ServeError> {
     let api = match &config.advertise_api {
         Some(url) => url.clone(),
@@ -367,7 +380,8 @@ async fn join_directory(
         None => format!("{}://{api_addr}", if tls { "https" } else { "http" }),
     };
     let url = streamsight_store::KafkaUrl::parse(&config.storage)?;
-    Ok(tokio::task::spawn_blocking(move || streamsight_store::directory::Directory::join(&url, api)).await??)
+    let join = move || streamsight_store::directory::Directory::join(&url, api, peer_key_sha256);
+    Ok(tokio::task::spawn_blocking(join).await??)
 }
 
 /// `HOST:PORT` or `unix:PATH`; the address it ended up at (a port 0 resolved).

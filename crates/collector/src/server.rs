@@ -105,7 +105,17 @@ impl Guard {
             open_tenant,
             trusted,
             bound: None,
+            peers: Arc::default(),
         });
+        self
+    }
+
+    /// Takes the peer keys the nodes of these tenants' sharded logs announce
+    /// (read only, for the tenant whose log's node presents it).
+    pub(crate) fn peers(mut self, tenants: Vec<(String, Arc<Shared>)>) -> Self {
+        if let Some(auth) = self.auth.as_mut() {
+            auth.peers = Arc::new(tenants);
+        }
         self
     }
 
@@ -140,9 +150,28 @@ struct Auth {
     trusted: Arc<Vec<std::net::IpAddr>>,
     /// Everything on this listener is this tenant's, key or not.
     bound: Option<String>,
+    /// Tenants whose sharded logs' nodes may ask with their peer keys.
+    peers: Arc<Vec<(String, Arc<Shared>)>>,
 }
 
 impl Auth {
+    /// The node of a tenant's sharded log that announced `secret`'s hash:
+    /// a read-only caller of that tenant.
+    fn peer(&self, secret: &str) -> Option<Caller> {
+        if secret.len() != 64 {
+            return None;
+        }
+        let sha256 = crate::auth::digest(secret);
+        self.peers.iter().find_map(|(tenant, shared)| {
+            let node = shared.directory.get()?.peer_with_key(&sha256)?;
+            Some(Caller {
+                tenant: tenant.clone(),
+                scope: Scope::Read,
+                key_id: format!("peer:{node}"),
+            })
+        })
+    }
+
     /// The caller, or the answer refusing the request.
     fn check(&self, request: &Request) -> Result<Option<Caller>, Box<Response>> {
         if let Some(tenant) = &self.bound {
@@ -171,6 +200,22 @@ impl Auth {
                 .insert(header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
             r
         };
+        if let Some(secret) = token.and_then(|t| t.trim().strip_prefix(crate::auth::PEER_PREFIX)) {
+            return self
+                .peer(secret)
+                .ok_or_else(|| Box::new(unauthorized("not the key of a live node of this log")))
+                .and_then(|caller| {
+                    if caller.scope.allows(self.needed) {
+                        Ok(Some(caller))
+                    } else {
+                        Err(Box::new(error_response(
+                            StatusCode::FORBIDDEN,
+                            "forbidden",
+                            "a node's peer key only reads",
+                        )))
+                    }
+                });
+        }
         match token.map(|t| keys.verify(t.trim())) {
             Some(Some(caller)) if caller.scope.allows(self.needed) => Ok(Some(caller)),
             Some(Some(caller)) => Err(Box::new(error_response(

@@ -43,6 +43,9 @@ pub struct Shared {
     /// On a shared log: the jobs one node at a time does (a cluster's
     /// poller, the alert rules) that this node holds.
     pub leases: std::sync::OnceLock<Arc<streamsight_store::leases::Leases>>,
+    /// On a sharded log: the key this node presents to the others when it
+    /// asks them itself (see `auth::PEER_PREFIX`); only its hash is announced.
+    pub(crate) peer_key: String,
     /// On a sharded log: what its shards' snapshots did.
     pub snapshots: std::sync::OnceLock<Arc<streamsight_store::snapshots::SnapshotCounts>>,
 }
@@ -80,6 +83,7 @@ impl Shared {
             directory: std::sync::OnceLock::new(),
             snapshots: std::sync::OnceLock::new(),
             leases: std::sync::OnceLock::new(),
+            peer_key: crate::auth::new_secret(),
             config,
         })
     }

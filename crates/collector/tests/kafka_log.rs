@@ -575,3 +575,98 @@ async fn a_sharded_node_that_cannot_reach_the_log_says_so_without_being_asked_to
     node.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alert_rules_on_a_sharded_log_with_keys_run_on_every_shard() {
+    use streamsight_collector::auth::{KeyFile, Scope, generate};
+    let dir = std::env::temp_dir().join(format!("streamsight-kafka-alerts-{}-{}", std::process::id(), now_ns()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/alerts-log?partitions=4&timeout_ms=3000&mode=sharded",
+        broker.bootstrap
+    );
+    let (read, ingest) = (
+        generate("default", Scope::Read, 1).unwrap(),
+        generate("default", Scope::Ingest, 1).unwrap(),
+    );
+    let keys_file = dir.join("keys.json");
+    KeyFile {
+        keys: vec![read.stored.clone(), ingest.stored.clone()],
+    }
+    .save(&keys_file)
+    .unwrap();
+    // Each node holds 2 of the 4 shards, 4 of the 8 topics: 2,404 of the
+    // group's 4,808; the rule fires only on the sum.
+    let rule: streamsight_core::alerts::rule::Rule =
+        toml::from_str("name = \"billing_behind\"\nsignal = \"group_lag_messages\"\nabove = 3000\n").unwrap();
+    let config = || streamsight_collector::ServeConfig {
+        keys_file: keys_file.clone(),
+        history_interval: Duration::from_millis(200),
+        alerts: streamsight_collector::alerts::rules::AlertsConfig {
+            default_rules: false,
+            rules: vec![rule.clone()],
+            ..Default::default()
+        },
+        ..support::loopback(&log)
+    };
+    let a = serve(config(), EngineConfig::default()).await.unwrap();
+    let b = serve(config(), EngineConfig::default()).await.unwrap();
+    let client = reqwest::Client::new();
+    let get_with = async |node: &Running, path: &str, key: &str| {
+        let response = client
+            .get(format!("http://{}{path}", node.api_addr))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap_or_default(),
+        )
+    };
+    eventually(60, "both nodes holding shards", async || {
+        let (_, nodes) = get_with(&a, "/api/v1/nodes", &read.token).await;
+        let owners = nodes["owners"].as_array()?;
+        let holders: std::collections::BTreeSet<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
+        (owners.len() == 4 && owners.iter().all(|o| o["node"].is_string()) && holders.len() == 2).then_some(())
+    })
+    .await;
+    let topics: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
+    let body = payload_of_topics(now_ns() - 60_000_000_000, &topics, 1_000, 400);
+    let accepted = client
+        .post(format!("http://{}/v0.1/pipeline_stats", a.intake_addr))
+        .bearer_auth(&ingest.token)
+        .header("Content-Type", "application/msgpack")
+        .header("Content-Encoding", "gzip")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status().as_u16(), 202);
+    // Whichever node evaluates asks the other with its peer key (the API
+    // wants keys): the alert fires on more than either node's part, and
+    // both list it; the evaluator's value is the whole once both parts are
+    // applied (the other shows the value stored when it fired).
+    let value = async |node: &Running| {
+        let (_, alerts) = get_with(node, "/api/v1/alerts", &read.token).await;
+        let firing = |x: &&Value| x["rule"] == "billing_behind" && x["state"] == "firing";
+        alerts["alerts"].as_array()?.iter().find(firing)?["value"].as_f64()
+    };
+    for node in [&a, &b] {
+        let fired_at = eventually(60, "the rule firing", async || value(node).await).await;
+        assert!(fired_at > 2_404.0, "fired at {fired_at}: one node's part");
+    }
+    eventually(60, "the whole group's lag", async || {
+        let whole = [value(&a).await, value(&b).await].contains(&Some(4_808.0));
+        whole.then_some(())
+    })
+    .await;
+    // A peer key no live node announced opens nothing.
+    let forged = format!("sspeer_{}", "ab".repeat(32));
+    assert_eq!(get_with(&a, "/api/v1/lag", &forged).await.0, 401);
+    a.shutdown().await;
+    b.shutdown().await;
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,6 +35,11 @@ pub struct Announcement {
     pub held: BTreeSet<u32>,
     /// When it said so (ms since the epoch, its clock).
     pub at_ms: i64,
+    /// SHA-256 (hex) of the key it presents to the other nodes' APIs when it
+    /// asks them itself (the alert rules' evaluator): they take it for a
+    /// read-only peer of this log while the announcement is fresh.
+    #[serde(default)]
+    pub peer_key_sha256: String,
 }
 
 impl Announcement {
@@ -48,7 +53,9 @@ impl Announcement {
             .inspect_err(|e| tracing::warn!(error = %e, "ignored a malformed node announcement"))
             .ok()?;
         let api_ok = a.api.len() <= MAX_API_URL && (a.api.starts_with("http://") || a.api.starts_with("https://"));
-        let ok = api_ok && a.node.len() <= 256 && a.held.iter().all(|s| *s < shards);
+        let key_ok = a.peer_key_sha256.is_empty()
+            || (a.peer_key_sha256.len() == 64 && a.peer_key_sha256.bytes().all(|b| b.is_ascii_hexdigit()));
+        let ok = api_ok && key_ok && a.node.len() <= 256 && a.held.iter().all(|s| *s < shards);
         if !ok {
             tracing::warn!(node = %a.node.chars().take(64).collect::<String>(), "ignored an invalid node announcement");
         }
@@ -73,6 +80,7 @@ pub enum Owner {
 struct Inner {
     node: String,
     api: String,
+    peer_key_sha256: String,
     shards: u32,
     held: Mutex<BTreeSet<u32>>,
     peers: Mutex<BTreeMap<String, Announcement>>,
@@ -99,7 +107,7 @@ pub struct Directory {
 
 impl Directory {
     /// Joins the directory of the log at `url` as a node whose API answers at `api`.
-    pub fn join(url: &KafkaUrl, api: String) -> Result<Self, StoreError> {
+    pub fn join(url: &KafkaUrl, api: String, peer_key_sha256: String) -> Result<Self, StoreError> {
         let shards = crate::kafka::ensure_topic(url, &url.topic, url.partitions)?;
         let node = crate::kafka::node_name();
         let topic = url.nodes_topic();
@@ -119,6 +127,7 @@ impl Directory {
         let inner = Arc::new(Inner {
             node,
             api,
+            peer_key_sha256,
             shards,
             held: Mutex::new(BTreeSet::new()),
             peers: Mutex::new(BTreeMap::new()),
@@ -164,6 +173,24 @@ impl Directory {
 
     pub fn held(&self) -> BTreeSet<u32> {
         lock(&self.inner.held).clone()
+    }
+
+    /// The live node (this one included) that announced `sha256` as the hash
+    /// of its peer key, if any.
+    pub fn peer_with_key(&self, sha256: &str) -> Option<String> {
+        if sha256.len() != 64 {
+            return None;
+        }
+        let same = |a: &str| {
+            a.len() == sha256.len() && a.bytes().zip(sha256.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        };
+        if same(&self.inner.peer_key_sha256) {
+            return Some(self.inner.node.clone());
+        }
+        self.peers()
+            .into_iter()
+            .find(|a| same(&a.peer_key_sha256))
+            .map(|a| a.node)
     }
 
     /// Every other node whose announcement is fresh.
@@ -217,6 +244,7 @@ fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &Bas
                 api: inner.api.clone(),
                 held: lock(&inner.held).clone(),
                 at_ms: now_ms(),
+                peer_key_sha256: inner.peer_key_sha256.clone(),
             };
             let body = serde_json::to_vec(&a).unwrap_or_default();
             if let Err((e, _)) = producer.send(BaseRecord::to(topic).key(&inner.node).payload(&body)) {
@@ -267,6 +295,7 @@ mod tests {
             br#"{"node":"a","api":"ftp://x","held":[],"at_ms":5}"#,
             br#"{"node":"a","api":"http://x","held":[],"at_ms":5,"more":1}"#,
             br#"not json"#,
+            br#"{"node":"a","api":"http://x","held":[],"at_ms":5,"peer_key_sha256":"zz"}"#,
         ] {
             assert_eq!(Announcement::parse(bad, 4), None);
         }
@@ -281,6 +310,7 @@ mod tests {
             api: "http://x".into(),
             held: BTreeSet::new(),
             at_ms: 10_000,
+            peer_key_sha256: String::new(),
         };
         assert!(a.fresh(10_000 + STALE_AFTER_MS));
         assert!(!a.fresh(10_001 + STALE_AFTER_MS));

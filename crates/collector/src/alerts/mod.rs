@@ -525,7 +525,12 @@ pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state:
     let gathered = if shared.sharded() {
         let local =
             move |shared: &Shared, _: Option<&std::collections::BTreeSet<u32>>| shared.alerts.local_series(shared, now);
-        let (parts, coverage) = crate::fanout::gather(&shared, SERIES_PATH, "", &Vec::new(), local).await;
+        let key = format!("Bearer {}{}", crate::auth::PEER_PREFIX, shared.peer_key);
+        let credentials: Vec<_> = axum::http::HeaderValue::from_str(&key)
+            .map(|v| (axum::http::header::AUTHORIZATION, v))
+            .into_iter()
+            .collect();
+        let (parts, coverage) = crate::fanout::gather(&shared, SERIES_PATH, "", &credentials, local).await;
         if !coverage.missing.is_empty() {
             let failed: Vec<&str> = coverage.nodes.iter().filter_map(|n| n.error.as_deref()).collect();
             shared.alerts.not_evaluated(Some(format!(
