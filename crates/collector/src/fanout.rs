@@ -86,7 +86,7 @@ where
 /// trusted gateway named (the other nodes must trust this one as a gateway).
 type Credentials = Vec<(axum::http::HeaderName, HeaderValue)>;
 
-fn credentials(headers: &axum::http::HeaderMap) -> Credentials {
+pub(crate) fn credentials(headers: &axum::http::HeaderMap) -> Credentials {
     [
         axum::http::header::AUTHORIZATION,
         axum::http::HeaderName::from_static("x-scope-orgid"),
@@ -140,6 +140,38 @@ pub async fn forward(
                 )),
             })
         }
+    }
+}
+
+/// For what is about `topic`, computed where its shard is: None when this
+/// node answers (it holds the shard, or the log is not sharded); else the
+/// answer of the node holding it to a POST of `body` to `path`, or 503 naming
+/// the shard.
+pub async fn post_to_holder(
+    shared: &Shared,
+    topic: &str,
+    path: &str,
+    headers: &axum::http::HeaderMap,
+    body: Vec<u8>,
+) -> Option<axum::response::Response> {
+    let directory = shared.directory.get()?;
+    let shard = streamsight_core::record::shard_of(topic, directory.shards());
+    let unavailable = |why: String| {
+        crate::intake::error_response(axum::http::StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable", &why)
+    };
+    match directory.owners().into_iter().nth(shard as usize).flatten() {
+        Some(Owner::Local) => None,
+        None => Some(unavailable(format!(
+            "shard {shard} (topic {topic:?}) is held by no live node; try again shortly"
+        ))),
+        Some(Owner::Peer { node, api }) => Some(match post(&api, path, credentials(headers), body).await {
+            Ok((status, body)) => {
+                (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+            }
+            Err(e) => unavailable(format!(
+                "shard {shard} (topic {topic:?}) is held by {node}, which did not answer: {e}"
+            )),
+        }),
     }
 }
 
@@ -240,7 +272,27 @@ fn client() -> &'static reqwest::Client {
 /// GETs `path_and_query` of the node at `api` with `headers`: its status and
 /// body, refused once the body is over [`MAX_PART_BYTES`] as it arrives.
 async fn get(api: &str, path_and_query: &str, headers: Credentials) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
-    let mut request = client().get(format!("{api}{path_and_query}"));
+    send(client().get(format!("{api}{path_and_query}")), headers).await
+}
+
+/// The same for a POST of a JSON `body`.
+async fn post(
+    api: &str,
+    path: &str,
+    headers: Credentials,
+    body: Vec<u8>,
+) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
+    let request = client()
+        .post(format!("{api}{path}"))
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .body(body);
+    send(request, headers).await
+}
+
+async fn send(
+    mut request: reqwest::RequestBuilder,
+    headers: Credentials,
+) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
     for (name, value) in headers {
         request = request.header(name, value);
     }

@@ -670,3 +670,92 @@ async fn alert_rules_on_a_sharded_log_with_keys_run_on_every_shard() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journey_whose_spans_are_in_every_shard_is_whole_on_any_node() {
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-kafka-journeys-{}-{}",
+        std::process::id(),
+        now_ns()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/journeys-log?partitions=4&timeout_ms=3000&mode=sharded",
+        broker.bootstrap
+    );
+    let client = reqwest::Client::new();
+    let config = || {
+        let mut c = support::loopback(&log);
+        c.journeys.decision_wait = Duration::from_secs(3600);
+        c
+    };
+    let nodes = [
+        serve(config(), EngineConfig::default()).await.unwrap(),
+        serve(config(), EngineConfig::default()).await.unwrap(),
+    ];
+    // topic-0..3 are in shards 1, 2, 3, 0: whichever way the shards fall,
+    // each node holds some of the trace's spans.
+    let topics: Vec<String> = (0..4).map(|i| format!("topic-{i}")).collect();
+    assert_eq!(
+        post(
+            &client,
+            &nodes[0],
+            payload_of_topics(now_ns() - 60_000_000_000, &topics, 1_000, 400)
+        )
+        .await,
+        202
+    );
+    for node in &nodes {
+        assert_eq!(complete_rows(&client, node, 4).await.len(), 4);
+    }
+    // One trace sends to every topic (a Datadog tracer's produce spans).
+    let start = now_ns() as i64;
+    let spans: Vec<Value> = topics
+        .iter()
+        .enumerate()
+        .map(|(i, topic)| {
+            serde_json::json!({
+                "service": "checkout", "name": "kafka.produce", "resource": format!("Produce Topic {topic}"),
+                "trace_id": 77u64, "span_id": 100 + i as u64, "parent_id": 0u64,
+                "start": start + i as i64 * 1_000_000, "duration": 1_000i64, "error": 0,
+                "meta": {"kafka.topic": topic, "span.kind": "producer"},
+                "metrics": {"kafka.partition": 0.0, "kafka.message_offset": 41.0}
+            })
+        })
+        .collect();
+    let sent = client
+        .put(format!("http://{}/v0.4/traces", nodes[1].intake_addr))
+        .header("Content-Type", "application/msgpack")
+        .body(rmp_serde::to_vec_named(&vec![spans]).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status().as_u16(), 200);
+    for node in &nodes {
+        let journey = eventually(30, "the whole journey", async || {
+            let (status, j) = get(&client, node, "/api/v1/journeys/77").await;
+            let spans = j["steps"].as_array()?.iter().filter(|s| s["kind"] == "span").count();
+            (status == 200 && spans == 4).then_some(j)
+        })
+        .await;
+        assert_eq!(journey["shards"]["missing"], serde_json::json!([]), "{journey:#}");
+        // The message is the first send's; its groups' positions come from
+        // the node holding its topic, wherever the journey was asked.
+        assert_eq!(
+            (
+                journey["message"]["topic"].as_str(),
+                journey["message"]["offset"].as_i64()
+            ),
+            (Some("topic-0"), Some(41)),
+            "{journey:#}"
+        );
+        let verdicts = journey["verdicts"].as_array().unwrap();
+        assert!(verdicts.iter().any(|v| v["group"] == "billing"), "{journey:#}");
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,27 +11,135 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
-use streamsight_core::journey::TraceId;
+use streamsight_core::journey::{Journey, TraceId};
+
+/// A trace's spans from every node of a sharded log, at most: far above what
+/// the journeys' limits let one trace hold.
+const MAX_GATHERED_JOURNEY_BYTES: usize = 16 << 20;
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/api/v1/journeys", get(by_offset))
         .route("/api/v1/journeys/{trace_id}", get(by_trace))
+        .route(
+            "/api/v1/journeys/{trace_id}/view",
+            axum::routing::post(view_gathered).layer(axum::extract::DefaultBodyLimit::max(MAX_GATHERED_JOURNEY_BYTES)),
+        )
 }
 
-async fn by_trace(State(shared): State<Arc<Shared>>, Path(trace_id): Path<String>) -> Response {
-    let Some(id) = TraceId::parse(&trace_id) else {
+fn bad_trace_id() -> Response {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        "bad_trace_id",
+        "a trace id is 32 hex digits (W3C) or a decimal 64-bit id (Datadog)",
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Shards {
+    shards: Option<String>,
+}
+
+/// The journey of a trace. On a sharded log its spans are in the shards of
+/// every topic it touched: they are gathered from every node, and the rest
+/// (the message's position for each group, the verdicts) is answered by the
+/// node holding the message's topic.
+async fn by_trace(
+    State(shared): State<Arc<Shared>>,
+    Path(text): Path<String>,
+    headers: axum::http::HeaderMap,
+    query: Result<Query<Shards>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Some(id) = TraceId::parse(&text) else {
+        return bad_trace_id();
+    };
+    let Ok(Query(Shards { shards })) = query else {
+        return error_response(StatusCode::BAD_REQUEST, "bad_query", "shards= is the only parameter");
+    };
+    if !shared.sharded() {
+        return answer(shared, id, None, None).await;
+    }
+    let local = move |shared: &Shared, _: Option<&std::collections::BTreeSet<u32>>| {
+        shared.journeys.journey(id).into_iter().collect::<Vec<Journey>>()
+    };
+    if let Some(asked) = shards {
+        return crate::fanout::part(shared, &asked, local).await;
+    }
+    let path = format!("/api/v1/journeys/{}", id.hex());
+    let credentials = crate::fanout::credentials(&headers);
+    let (parts, coverage) = crate::fanout::gather(&shared, &path, "", &credentials, local).await;
+    let gathered = Journey::merge(parts);
+    let topic = gathered
+        .as_ref()
+        .and_then(|j| super::message_span(&j.spans))
+        .map(|m| m.topic.clone());
+    if let (Some(topic), Some(journey)) = (topic, &gathered) {
+        let body = serde_json::to_vec(journey).unwrap_or_default();
+        let view_path = format!("{path}/view");
+        if let Some(answered) = crate::fanout::post_to_holder(&shared, &topic, &view_path, &headers, body).await {
+            return with_coverage(answered, &coverage).await;
+        }
+    }
+    answer(shared, id, gathered, Some(coverage)).await
+}
+
+/// A sharded log's node holding the message's topic: the journey of the
+/// spans another node gathered.
+async fn view_gathered(
+    State(shared): State<Arc<Shared>>,
+    Path(text): Path<String>,
+    body: Result<Json<Journey>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Some(id) = TraceId::parse(&text) else {
+        return bad_trace_id();
+    };
+    let Ok(Json(journey)) = body else {
         return error_response(
             StatusCode::BAD_REQUEST,
-            "bad_trace_id",
-            "a trace id is 32 hex digits (W3C) or a decimal 64-bit id (Datadog)",
+            "bad_journey",
+            "the body is a journey's spans, lines and links",
         );
     };
-    crate::server::off_worker(shared, move |shared| match super::view(shared, id) {
-        Some(v) => Json(v).into_response(),
+    answer(shared, id, Some(journey), None).await
+}
+
+async fn answer(
+    shared: Arc<Shared>,
+    id: TraceId,
+    gathered: Option<Journey>,
+    coverage: Option<crate::fanout::Coverage>,
+) -> Response {
+    crate::server::off_worker(shared, move |shared| match super::view_of(shared, id, gathered) {
+        Some(v) => {
+            let mut body = serde_json::to_value(v).unwrap_or_default();
+            if let Some(coverage) = coverage {
+                body["shards"] = json!(coverage);
+            }
+            Json(body).into_response()
+        }
         None => error_response(StatusCode::NOT_FOUND, "not_found", "nothing is known of this trace"),
     })
     .await
+}
+
+/// Adds which shards were asked to a JSON answer another node made.
+async fn with_coverage(answered: Response, coverage: &crate::fanout::Coverage) -> Response {
+    let status = answered.status();
+    let Ok(bytes) = axum::body::to_bytes(answered.into_body(), MAX_GATHERED_JOURNEY_BYTES).await else {
+        return error_response(
+            StatusCode::BAD_GATEWAY,
+            "bad_answer",
+            "the node holding the message answered too much",
+        );
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(mut body) if body.is_object() => {
+            body["shards"] = json!(coverage);
+            (status, Json(body)).into_response()
+        }
+        _ => (status, [(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -207,7 +207,13 @@ pub struct JourneyView {
 
 /// The journey of `id` with everything the collector knows of its message.
 pub fn view(shared: &Shared, id: TraceId) -> Option<JourneyView> {
-    let journey = shared.journeys.journey(id);
+    view_of(shared, id, None)
+}
+
+/// The same, from `gathered` (a sharded log's parts of the trace, merged)
+/// instead of this node's spans when given.
+pub fn view_of(shared: &Shared, id: TraceId, gathered: Option<Journey>) -> Option<JourneyView> {
+    let journey = gathered.or_else(|| shared.journeys.journey(id));
     let root = journey.as_ref().map_or(id, |j| j.trace_id);
     let ids: Vec<TraceId> = std::iter::once(root)
         .chain(journey.iter().flat_map(|j| j.linked_traces.iter().copied()))
@@ -336,14 +342,19 @@ fn traced_letters(shared: &Shared) -> Vec<(TraceId, Letter)> {
 /// The message's cluster, topic, partition and offset: a send span's, else any
 /// messaging span's, else a dead letter's provenance. A span that names no
 /// cluster takes the only one that has the topic.
-fn message_of(shared: &Shared, spans: &[Span], letters: &[Letter], notes: &mut Vec<String>) -> Option<Message> {
+/// The span that names the journey's message: a send's, else any with an offset.
+pub(crate) fn message_span(spans: &[Span]) -> Option<&streamsight_core::journey::Messaging> {
     let with_offset = |op: Option<Operation>| {
         spans
             .iter()
             .filter_map(|s| s.messaging.as_ref())
             .find(|m| m.partition.is_some() && m.offset.is_some() && (op.is_none() || m.operation == op))
     };
-    if let Some(m) = with_offset(Some(Operation::Send)).or_else(|| with_offset(None)) {
+    with_offset(Some(Operation::Send)).or_else(|| with_offset(None))
+}
+
+fn message_of(shared: &Shared, spans: &[Span], letters: &[Letter], notes: &mut Vec<String>) -> Option<Message> {
+    if let Some(m) = message_span(spans) {
         let cluster = if m.cluster.is_empty() {
             let engine = shared.lag.engine();
             let mut clusters = engine.clusters_of(&m.topic);

@@ -69,13 +69,44 @@ struct Trace {
 
 /// Everything one trace id finds: its spans and those of the traces linked to
 /// it (a consumer's that links to the producer's span), its log lines.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Journey {
     pub trace_id: TraceId,
     /// Other traces whose spans are part of this message's path.
     pub linked_traces: Vec<TraceId>,
     pub spans: Vec<Span>,
     pub logs: Vec<LogLine>,
+}
+
+impl Journey {
+    /// One journey of the parts of a trace kept on several nodes (each holds
+    /// the spans of its shards' topics): spans, lines and linked traces of all,
+    /// each once, spans and lines in time order.
+    pub fn merge(parts: Vec<Journey>) -> Option<Journey> {
+        let mut parts = parts.into_iter();
+        let mut whole = parts.next()?;
+        for part in parts {
+            // A 128-bit id says more than its lower half.
+            if whole.trace_id.is_short() && !part.trace_id.is_short() {
+                whole.trace_id = part.trace_id;
+            }
+            whole.spans.extend(part.spans);
+            whole.logs.extend(part.logs);
+            whole.linked_traces.extend(part.linked_traces);
+        }
+        whole
+            .spans
+            .sort_by(|a, b| (a.start_ns, &a.span_id).cmp(&(b.start_ns, &b.span_id)));
+        whole.spans.dedup();
+        whole.logs.sort_by_key(|l| l.at);
+        whole.logs.dedup();
+        whole.linked_traces.sort();
+        whole.linked_traces.dedup();
+        let root = whole.trace_id;
+        whole.linked_traces.retain(|t| *t != root);
+        Some(whole)
+    }
 }
 
 type OffsetKey = (String, i32, i64);
