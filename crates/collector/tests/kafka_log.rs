@@ -759,3 +759,80 @@ async fn a_journey_whose_spans_are_in_every_shard_is_whole_on_any_node() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_every_shard_are_listed_on_any_node() {
+    use streamsight_core::{Millis, Observation, Partition, Record};
+    let dir = std::env::temp_dir().join(format!("streamsight-kafka-events-{}-{}", std::process::id(), now_ns()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/events-log?partitions=4&timeout_ms=3000&mode=sharded",
+        broker.bootstrap
+    );
+    let client = reqwest::Client::new();
+    let nodes = [start(&log).await, start(&log).await];
+    let holder_of = eventually(60, "both nodes holding shards", async || {
+        let (_, directory) = get(&client, &nodes[0], "/api/v1/nodes").await;
+        let owners = directory["owners"].as_array()?;
+        let names: Vec<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
+        let distinct: std::collections::BTreeSet<&&str> = names.iter().collect();
+        (names.len() == 4 && distinct.len() == 2).then(|| (directory["node"].clone(), directory["owners"].clone()))
+    })
+    .await;
+    // A data loss on topic-0 (shard 1), seen by the node holding it.
+    let (first, owners) = holder_of;
+    let holder = if owners[1]["node"] == first {
+        &nodes[0]
+    } else {
+        &nodes[1]
+    };
+    let other = if std::ptr::eq(holder, &nodes[0]) {
+        &nodes[1]
+    } else {
+        &nodes[0]
+    };
+    let p = Partition {
+        cluster: "prod",
+        topic: "topic-0",
+        partition: 0,
+    };
+    let at = Millis((now_ns() / 1_000_000) as i64);
+    let observe = |o: Observation<'_>| Record::Observation {
+        at,
+        observation: o.to_owned(),
+    };
+    holder.shared.apply(&[
+        observe(Observation::Produced {
+            partition: p,
+            offset: 100,
+        }),
+        observe(Observation::Committed {
+            group: "billing",
+            partition: p,
+            offset: 10,
+        }),
+        observe(Observation::LogStart {
+            partition: p,
+            offset: 50,
+        }),
+    ]);
+    let (_, events) = get(&client, other, "/api/v1/events").await;
+    let losses: Vec<&Value> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "data_loss")
+        .collect();
+    assert_eq!(losses.len(), 1, "{events:#}");
+    assert_eq!(
+        (losses[0]["topic"].as_str(), losses[0]["messages"].as_i64()),
+        (Some("topic-0"), Some(40))
+    );
+    assert_eq!(events["shards"]["missing"], serde_json::json!([]));
+    for node in nodes {
+        node.shutdown().await;
+    }
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -474,7 +474,7 @@ pub enum ResetEvidence {
 }
 
 /// Something users should see happened, in the order it was detected.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EngineEvent {
     TopicReset {
@@ -497,4 +497,19 @@ pub enum EngineEvent {
         committed_offset: i64,
         log_start_offset: i64,
     },
+}
+
+impl EngineEvent {
+    pub fn at(&self) -> Millis {
+        match self {
+            EngineEvent::TopicReset { at, .. } | EngineEvent::DataLoss { at, .. } => *at,
+        }
+    }
+
+    /// The topic it happened to: what shard it is of.
+    pub fn topic(&self) -> &str {
+        match self {
+            EngineEvent::TopicReset { topic, .. } | EngineEvent::DataLoss { topic, .. } => topic,
+        }
+    }
 }

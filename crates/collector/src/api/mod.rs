@@ -184,9 +184,32 @@ fn engine_stats(shared: &Shared) -> serde_json::Value {
     })
 }
 
-async fn events(State(shared): State<Arc<Shared>>) -> Response {
-    let events: Vec<_> = shared.lag.events();
-    axum::Json(json!({ "events": events })).into_response()
+/// Recent resets and data losses; on a sharded log, of every shard, in time order.
+async fn events(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    ApiQuery(query): ApiQuery<ShardsOnly>,
+) -> Response {
+    let local = |s: &Shared, shards: Option<&std::collections::BTreeSet<u32>>| {
+        let mut events = s.lag.events();
+        events.retain(|e| fanout::in_shards(s, shards, e.topic()));
+        events
+    };
+    fanout::answer(
+        shared,
+        "/api/v1/events",
+        query.shards,
+        None,
+        &headers,
+        local,
+        |mut events, coverage| {
+            if coverage.is_some() {
+                events.sort_by_key(streamsight_core::EngineEvent::at);
+            }
+            with_coverage(json!({ "events": events }), coverage)
+        },
+    )
+    .await
 }
 
 /// Polled clusters: brokers, the last poll's errors, and each group's state
