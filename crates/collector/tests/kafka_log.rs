@@ -836,3 +836,56 @@ async fn events_of_every_shard_are_listed_on_any_node() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_sharded_log_any_node_shows_the_poll_of_a_cluster_another_polls() {
+    use rdkafka::mocking::MockCluster;
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-kafka-clusters-{}-{}",
+        std::process::id(),
+        now_ns()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/clusters-log?partitions=2&timeout_ms=3000&mode=sharded",
+        broker.bootstrap
+    );
+    let mock = MockCluster::new(1).unwrap();
+    mock.create_topic("orders", 1, 1).unwrap();
+    let mut polled = streamsight_poller::ClusterConfig::new("mock", &mock.bootstrap_servers());
+    polled.poll_interval = Duration::from_millis(100);
+    polled.request_timeout = Duration::from_secs(1);
+    let node = || {
+        serve(
+            streamsight_collector::ServeConfig {
+                clusters: vec![polled.clone()],
+                ..support::loopback(&log)
+            },
+            EngineConfig::default(),
+        )
+    };
+    let client = reqwest::Client::new();
+    let nodes = [node().await.unwrap(), node().await.unwrap()];
+    eventually(60, "both nodes holding shards", async || {
+        let (_, directory) = get(&client, &nodes[0], "/api/v1/nodes").await;
+        let owners = directory["owners"].as_array()?;
+        let names: std::collections::BTreeSet<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
+        (names.len() == 2).then_some(())
+    })
+    .await;
+    // One node polls; both show its polls and what the brokers said.
+    for node in &nodes {
+        eventually(30, "the cluster's last poll", async || {
+            let (_, clusters) = get(&client, node, "/api/v1/clusters").await;
+            let mock = &clusters["clusters"]["mock"];
+            (mock["poller"]["polls"].as_u64()? >= 3 && mock["last_poll"]["metadata_ok"] == true).then_some(())
+        })
+        .await;
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

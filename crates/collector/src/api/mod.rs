@@ -213,9 +213,40 @@ async fn events(
 }
 
 /// Polled clusters: brokers, the last poll's errors, and each group's state
-/// and members as the brokers describe them.
-async fn clusters(State(shared): State<Arc<Shared>>) -> Response {
-    let clusters: serde_json::Map<String, serde_json::Value> = shared
+/// and members as the brokers describe them. On a sharded log each cluster is
+/// polled by one node at a time: each node is asked, and a cluster's newest
+/// poll is shown, whoever made it.
+async fn clusters(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    ApiQuery(query): ApiQuery<ShardsOnly>,
+) -> Response {
+    let local = |s: &Shared, _: Option<&std::collections::BTreeSet<u32>>| cluster_rows(s);
+    fanout::answer(
+        shared,
+        "/api/v1/clusters",
+        query.shards,
+        None,
+        &headers,
+        local,
+        |rows, coverage| {
+            let newest = |v: &serde_json::Value| v["last_poll"]["at_ms"].as_i64().unwrap_or(i64::MIN);
+            let mut clusters = serde_json::Map::new();
+            for (name, view) in rows {
+                let newer = clusters.get(&name).is_none_or(|kept| newest(&view) > newest(kept));
+                if newer {
+                    clusters.insert(name, view);
+                }
+            }
+            with_coverage(json!({ "clusters": clusters }), coverage)
+        },
+    )
+    .await
+}
+
+/// This node's view of each configured cluster: its poller's counters and last poll.
+fn cluster_rows(shared: &Shared) -> Vec<(String, serde_json::Value)> {
+    shared
         .clusters
         .view()
         .iter()
@@ -249,8 +280,7 @@ async fn clusters(State(shared): State<Arc<Shared>>) -> Response {
             });
             (name.clone(), json!({ "poller": v, "last_poll": last }))
         })
-        .collect();
-    axum::Json(json!({ "clusters": clusters })).into_response()
+        .collect()
 }
 
 /// End-to-end probes: per partition of each probe topic.
