@@ -99,6 +99,14 @@ pub(crate) fn credentials(headers: &axum::http::HeaderMap) -> Credentials {
 /// Marks a request one node forwarded to another: answered where it lands.
 const FORWARDED: &str = "streamsight-forwarded";
 
+/// A request about one topic, sent to the node holding the topic's shard.
+enum Sent<'a> {
+    /// The same GET.
+    Get(&'a axum::http::Uri),
+    /// A POST of a JSON body to a path.
+    Post(&'a str, Vec<u8>),
+}
+
 /// For a read about one topic: None when this node answers it (it holds the
 /// topic's shard, or the log is not sharded); else the answer of the node that
 /// holds the shard, or 503 naming the shard when no live node does (or it
@@ -108,6 +116,27 @@ pub async fn forward(
     topic: &str,
     uri: &axum::http::Uri,
     headers: &axum::http::HeaderMap,
+) -> Option<axum::response::Response> {
+    to_holder(shared, topic, headers, Sent::Get(uri)).await
+}
+
+/// The same for what is computed where `topic`'s shard is from a `body` this
+/// node made: POSTed to `path` on the node holding the shard.
+pub async fn post_to_holder(
+    shared: &Shared,
+    topic: &str,
+    path: &str,
+    headers: &axum::http::HeaderMap,
+    body: Vec<u8>,
+) -> Option<axum::response::Response> {
+    to_holder(shared, topic, headers, Sent::Post(path, body)).await
+}
+
+async fn to_holder(
+    shared: &Shared,
+    topic: &str,
+    headers: &axum::http::HeaderMap,
+    sent: Sent<'_>,
 ) -> Option<axum::response::Response> {
     let directory = shared.directory.get()?;
     let shard = streamsight_core::record::shard_of(topic, directory.shards());
@@ -125,13 +154,23 @@ pub async fn forward(
             "shard {shard} (topic {topic:?}) is held by no live node; try again shortly"
         ))),
         Some(Owner::Peer { node, api }) => {
-            let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
             let mut credentials = credentials(headers);
             credentials.push((
                 axum::http::HeaderName::from_static(FORWARDED),
                 HeaderValue::from_static("1"),
             ));
-            Some(match get(&api, path, credentials).await {
+            let answered = match sent {
+                Sent::Get(uri) => {
+                    get(
+                        &api,
+                        uri.path_and_query().map_or(uri.path(), |p| p.as_str()),
+                        credentials,
+                    )
+                    .await
+                }
+                Sent::Post(path, body) => post(&api, path, credentials, body).await,
+            };
+            Some(match answered {
                 Ok((status, body)) => {
                     (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
                 }
@@ -140,38 +179,6 @@ pub async fn forward(
                 )),
             })
         }
-    }
-}
-
-/// For what is about `topic`, computed where its shard is: None when this
-/// node answers (it holds the shard, or the log is not sharded); else the
-/// answer of the node holding it to a POST of `body` to `path`, or 503 naming
-/// the shard.
-pub async fn post_to_holder(
-    shared: &Shared,
-    topic: &str,
-    path: &str,
-    headers: &axum::http::HeaderMap,
-    body: Vec<u8>,
-) -> Option<axum::response::Response> {
-    let directory = shared.directory.get()?;
-    let shard = streamsight_core::record::shard_of(topic, directory.shards());
-    let unavailable = |why: String| {
-        crate::intake::error_response(axum::http::StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable", &why)
-    };
-    match directory.owners().into_iter().nth(shard as usize).flatten() {
-        Some(Owner::Local) => None,
-        None => Some(unavailable(format!(
-            "shard {shard} (topic {topic:?}) is held by no live node; try again shortly"
-        ))),
-        Some(Owner::Peer { node, api }) => Some(match post(&api, path, credentials(headers), body).await {
-            Ok((status, body)) => {
-                (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
-            }
-            Err(e) => unavailable(format!(
-                "shard {shard} (topic {topic:?}) is held by {node}, which did not answer: {e}"
-            )),
-        }),
     }
 }
 

@@ -18,6 +18,43 @@ fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
+/// A tansu broker of its own, in a directory removed when it is dropped.
+struct Broker {
+    tansu: Tansu,
+    dir: std::path::PathBuf,
+}
+
+impl Broker {
+    fn start(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("streamsight-kafka-{name}-{}-{}", std::process::id(), now_ns()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tansu = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+        Self { tansu, dir }
+    }
+
+    /// The URL of a log on this broker: `TOPIC?QUERY`.
+    fn log(&self, topic_and_query: &str) -> String {
+        format!("kafka://{}/{topic_and_query}", self.tansu.bootstrap)
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits until `nodes` nodes hold the shards, every shard held.
+async fn shards_spread(client: &reqwest::Client, node: &Running, nodes: usize) -> Value {
+    eventually(60, "the shards spread over the nodes", async || {
+        let (_, directory) = get(client, node, "/api/v1/nodes").await;
+        let owners = directory["owners"].as_array()?;
+        let holders: std::collections::BTreeSet<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
+        (owners.iter().all(|o| o["node"].is_string()) && holders.len() == nodes).then(|| directory.clone())
+    })
+    .await
+}
+
 /// A produce at `produced` and a commit at `committed` on orders/0, one bucket.
 fn payload(start_ns: u64, produced: i64, committed: i64) -> Vec<u8> {
     payload_of_topics(start_ns, &["orders".to_owned()], produced, committed)
@@ -153,10 +190,8 @@ async fn polls_until(client: &reqwest::Client, nodes: [&Running; 2], done: impl 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
     use rdkafka::mocking::MockCluster;
-    let dir = std::env::temp_dir().join(format!("streamsight-kafka-leases-{}-{}", std::process::id(), now_ns()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!("kafka://{}/leases-log?partitions=2&timeout_ms=3000", broker.bootstrap);
+    let broker = Broker::start("leases");
+    let log = broker.log("leases-log?partitions=2&timeout_ms=3000");
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("orders", 1, 1).unwrap();
     let mut polled = streamsight_poller::ClusterConfig::new("mock", &mock.bootstrap_servers());
@@ -192,7 +227,6 @@ async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
     .await;
     drop(other);
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A produce at `produced` and a commit of group `billing` at `committed` on
@@ -267,13 +301,8 @@ async fn own_partitions(client: &reqwest::Client, node: &Running) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
-    let dir = std::env::temp_dir().join(format!("streamsight-kafka-shards-{}-{}", std::process::id(), now_ns()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!(
-        "kafka://{}/sharded-log?partitions=6&timeout_ms=3000&mode=sharded",
-        broker.bootstrap
-    );
+    let broker = Broker::start("shards");
+    let log = broker.log("sharded-log?partitions=6&timeout_ms=3000&mode=sharded");
     let client = reqwest::Client::new();
     let start_ns = now_ns() - 60_000_000_000;
     let topics: Vec<String> = (0..12).map(|i| format!("topic-{i}")).collect();
@@ -407,7 +436,6 @@ async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     a.shutdown().await;
     b.shutdown().await;
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A counter a node exports on `/metrics`.
@@ -419,17 +447,8 @@ async fn counter(client: &reqwest::Client, node: &Running, name: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_taking_shards_over_starts_from_their_snapshots() {
-    let dir = std::env::temp_dir().join(format!(
-        "streamsight-kafka-snapshots-{}-{}",
-        std::process::id(),
-        now_ns()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!(
-        "kafka://{}/snap-log?partitions=4&timeout_ms=3000&mode=sharded&snapshot_ms=200",
-        broker.bootstrap
-    );
+    let broker = Broker::start("snapshots");
+    let log = broker.log("snap-log?partitions=4&timeout_ms=3000&mode=sharded&snapshot_ms=200");
     let client = reqwest::Client::new();
     let start_ns = now_ns() - 600_000_000_000;
     let topics: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
@@ -483,13 +502,7 @@ async fn a_node_taking_shards_over_starts_from_their_snapshots() {
     // keeps the others as it built them.
     let second = start(&log).await;
     ready(&client, &second).await;
-    eventually(60, "the shards shared", async || {
-        let (_, nodes) = get(&client, &second, "/api/v1/nodes").await;
-        let owners = nodes["owners"].as_array()?;
-        let holders: std::collections::BTreeSet<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
-        (owners.len() == 4 && owners.iter().all(|o| o["node"].is_string()) && holders.len() == 2).then_some(())
-    })
-    .await;
+    shards_spread(&client, &second, 2).await;
     for node in [&first, &second] {
         assert_eq!(complete_rows(&client, node, topics.len()).await, want);
     }
@@ -519,7 +532,6 @@ async fn a_node_taking_shards_over_starts_from_their_snapshots() {
     );
     second.shutdown().await;
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -579,18 +591,13 @@ async fn a_sharded_node_that_cannot_reach_the_log_says_so_without_being_asked_to
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alert_rules_on_a_sharded_log_with_keys_run_on_every_shard() {
     use streamsight_collector::auth::{KeyFile, Scope, generate};
-    let dir = std::env::temp_dir().join(format!("streamsight-kafka-alerts-{}-{}", std::process::id(), now_ns()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!(
-        "kafka://{}/alerts-log?partitions=4&timeout_ms=3000&mode=sharded",
-        broker.bootstrap
-    );
+    let broker = Broker::start("alerts");
+    let log = broker.log("alerts-log?partitions=4&timeout_ms=3000&mode=sharded");
     let (read, ingest) = (
         generate("default", Scope::Read, 1).unwrap(),
         generate("default", Scope::Ingest, 1).unwrap(),
     );
-    let keys_file = dir.join("keys.json");
+    let keys_file = broker.dir.join("keys.json");
     KeyFile {
         keys: vec![read.stored.clone(), ingest.stored.clone()],
     }
@@ -668,22 +675,12 @@ async fn alert_rules_on_a_sharded_log_with_keys_run_on_every_shard() {
     a.shutdown().await;
     b.shutdown().await;
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journey_whose_spans_are_in_every_shard_is_whole_on_any_node() {
-    let dir = std::env::temp_dir().join(format!(
-        "streamsight-kafka-journeys-{}-{}",
-        std::process::id(),
-        now_ns()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!(
-        "kafka://{}/journeys-log?partitions=4&timeout_ms=3000&mode=sharded",
-        broker.bootstrap
-    );
+    let broker = Broker::start("journeys");
+    let log = broker.log("journeys-log?partitions=4&timeout_ms=3000&mode=sharded");
     let client = reqwest::Client::new();
     let config = || {
         let mut c = support::loopback(&log);
@@ -757,32 +754,19 @@ async fn a_journey_whose_spans_are_in_every_shard_is_whole_on_any_node() {
         node.shutdown().await;
     }
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_of_every_shard_are_listed_on_any_node() {
     use streamsight_core::{Millis, Observation, Partition, Record};
-    let dir = std::env::temp_dir().join(format!("streamsight-kafka-events-{}-{}", std::process::id(), now_ns()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!(
-        "kafka://{}/events-log?partitions=4&timeout_ms=3000&mode=sharded",
-        broker.bootstrap
-    );
+    let broker = Broker::start("events");
+    let log = broker.log("events-log?partitions=4&timeout_ms=3000&mode=sharded");
     let client = reqwest::Client::new();
     let nodes = [start(&log).await, start(&log).await];
-    let holder_of = eventually(60, "both nodes holding shards", async || {
-        let (_, directory) = get(&client, &nodes[0], "/api/v1/nodes").await;
-        let owners = directory["owners"].as_array()?;
-        let names: Vec<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
-        let distinct: std::collections::BTreeSet<&&str> = names.iter().collect();
-        (names.len() == 4 && distinct.len() == 2).then(|| (directory["node"].clone(), directory["owners"].clone()))
-    })
-    .await;
+    let directory = shards_spread(&client, &nodes[0], 2).await;
     // A data loss on topic-0 (shard 1), seen by the node holding it.
-    let (first, owners) = holder_of;
-    let holder = if owners[1]["node"] == first {
+    let (first, owners) = (&directory["node"], &directory["owners"]);
+    let holder = if owners[1]["node"] == *first {
         &nodes[0]
     } else {
         &nodes[1]
@@ -834,23 +818,13 @@ async fn events_of_every_shard_are_listed_on_any_node() {
         node.shutdown().await;
     }
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_sharded_log_any_node_shows_the_poll_of_a_cluster_another_polls() {
     use rdkafka::mocking::MockCluster;
-    let dir = std::env::temp_dir().join(format!(
-        "streamsight-kafka-clusters-{}-{}",
-        std::process::id(),
-        now_ns()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!(
-        "kafka://{}/clusters-log?partitions=2&timeout_ms=3000&mode=sharded",
-        broker.bootstrap
-    );
+    let broker = Broker::start("clusters");
+    let log = broker.log("clusters-log?partitions=2&timeout_ms=3000&mode=sharded");
     let mock = MockCluster::new(1).unwrap();
     mock.create_topic("orders", 1, 1).unwrap();
     let mut polled = streamsight_poller::ClusterConfig::new("mock", &mock.bootstrap_servers());
@@ -867,13 +841,7 @@ async fn on_a_sharded_log_any_node_shows_the_poll_of_a_cluster_another_polls() {
     };
     let client = reqwest::Client::new();
     let nodes = [node().await.unwrap(), node().await.unwrap()];
-    eventually(60, "both nodes holding shards", async || {
-        let (_, directory) = get(&client, &nodes[0], "/api/v1/nodes").await;
-        let owners = directory["owners"].as_array()?;
-        let names: std::collections::BTreeSet<&str> = owners.iter().filter_map(|o| o["node"].as_str()).collect();
-        (names.len() == 2).then_some(())
-    })
-    .await;
+    shards_spread(&client, &nodes[0], 2).await;
     // One node polls; both show its polls and what the brokers said.
     for node in &nodes {
         eventually(30, "the cluster's last poll", async || {
@@ -887,5 +855,4 @@ async fn on_a_sharded_log_any_node_shows_the_poll_of_a_cluster_another_polls() {
         node.shutdown().await;
     }
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -89,6 +89,7 @@ async fn by_trace(
 async fn view_gathered(
     State(shared): State<Arc<Shared>>,
     Path(text): Path<String>,
+    headers: axum::http::HeaderMap,
     body: Result<Json<Journey>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Some(id) = TraceId::parse(&text) else {
@@ -101,6 +102,14 @@ async fn view_gathered(
             "the body is a journey's spans, lines and links",
         );
     };
+    // A node that no longer holds the message's topic says so (forwarded once).
+    if let Some(topic) = super::message_span(&journey.spans).map(|m| m.topic.clone()) {
+        let path = format!("/api/v1/journeys/{}/view", id.hex());
+        let body = serde_json::to_vec(&journey).unwrap_or_default();
+        if let Some(answered) = crate::fanout::post_to_holder(&shared, &topic, &path, &headers, body).await {
+            return answered;
+        }
+    }
     answer(shared, id, Some(journey), None).await
 }
 
