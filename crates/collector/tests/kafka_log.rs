@@ -172,6 +172,28 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A mock cluster with one topic, and how a node polls it (every 100 ms).
+fn mock_cluster() -> (
+    rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    streamsight_poller::ClusterConfig,
+) {
+    let mock = rdkafka::mocking::MockCluster::new(1).unwrap();
+    mock.create_topic("orders", 1, 1).unwrap();
+    let mut polled = streamsight_poller::ClusterConfig::new("mock", &mock.bootstrap_servers());
+    polled.poll_interval = Duration::from_millis(100);
+    polled.request_timeout = Duration::from_secs(1);
+    (mock, polled)
+}
+
+/// A node of the log at `log` that polls `polled` when it holds its lease.
+async fn polling_node(log: &str, polled: &streamsight_poller::ClusterConfig) -> Running {
+    let config = streamsight_collector::ServeConfig {
+        clusters: vec![polled.clone()],
+        ..support::loopback(log)
+    };
+    serve(config, EngineConfig::default()).await.unwrap()
+}
+
 /// `polls` of cluster `mock` on a node.
 async fn polls(client: &reqwest::Client, node: &Running) -> u64 {
     let (_, clusters) = get(client, node, "/api/v1/clusters").await;
@@ -189,26 +211,13 @@ async fn polls_until(client: &reqwest::Client, nodes: [&Running; 2], done: impl 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
-    use rdkafka::mocking::MockCluster;
     let broker = Broker::start("leases");
     let log = broker.log("leases-log?partitions=2&timeout_ms=3000");
-    let mock = MockCluster::new(1).unwrap();
-    mock.create_topic("orders", 1, 1).unwrap();
-    let mut polled = streamsight_poller::ClusterConfig::new("mock", &mock.bootstrap_servers());
-    polled.poll_interval = Duration::from_millis(100);
-    polled.request_timeout = Duration::from_secs(1);
-    let node = || {
-        serve(
-            streamsight_collector::ServeConfig {
-                clusters: vec![polled.clone()],
-                ..support::loopback(&log)
-            },
-            EngineConfig::default(),
-        )
-    };
+    let (_mock, polled) = mock_cluster();
+    let node = || polling_node(&log, &polled);
     let client = reqwest::Client::new();
-    let a = node().await.unwrap();
-    let b = node().await.unwrap();
+    let a = node().await;
+    let b = node().await;
     // Once the group has settled, only one of the two polls.
     let settled = polls_until(&client, [&a, &b], |x, y| x + y >= 20).await;
     let later = polls_until(&client, [&a, &b], |x, y| x + y >= settled.0 + settled.1 + 20).await;
@@ -822,25 +831,12 @@ async fn events_of_every_shard_are_listed_on_any_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_sharded_log_any_node_shows_the_poll_of_a_cluster_another_polls() {
-    use rdkafka::mocking::MockCluster;
     let broker = Broker::start("clusters");
     let log = broker.log("clusters-log?partitions=2&timeout_ms=3000&mode=sharded");
-    let mock = MockCluster::new(1).unwrap();
-    mock.create_topic("orders", 1, 1).unwrap();
-    let mut polled = streamsight_poller::ClusterConfig::new("mock", &mock.bootstrap_servers());
-    polled.poll_interval = Duration::from_millis(100);
-    polled.request_timeout = Duration::from_secs(1);
-    let node = || {
-        serve(
-            streamsight_collector::ServeConfig {
-                clusters: vec![polled.clone()],
-                ..support::loopback(&log)
-            },
-            EngineConfig::default(),
-        )
-    };
+    let (_mock, polled) = mock_cluster();
+    let node = || polling_node(&log, &polled);
     let client = reqwest::Client::new();
-    let nodes = [node().await.unwrap(), node().await.unwrap()];
+    let nodes = [node().await, node().await];
     shards_spread(&client, &nodes[0], 2).await;
     // One node polls; both show its polls and what the brokers said.
     for node in &nodes {
