@@ -852,3 +852,82 @@ async fn on_a_sharded_log_any_node_shows_the_poll_of_a_cluster_another_polls() {
     }
     drop(broker);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_the_log_holds_that_cannot_be_used_is_said_so_and_the_shard_read_whole() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let broker = Broker::start("hostile-snapshots");
+    let log = broker.log("hostile-log?partitions=2&timeout_ms=3000&mode=sharded&snapshot_ms=200");
+    let client = reqwest::Client::new();
+    let topics: Vec<String> = (0..4).map(|i| format!("topic-{i}")).collect();
+    let first = start(&log).await;
+    ready(&client, &first).await;
+    let body = payload_of_topics(now_ns() - 60_000_000_000, &topics, 1_000, 400);
+    assert_eq!(post(&client, &first, body).await, 202);
+    let want = complete_rows(&client, &first, 4).await;
+    eventually(30, "a snapshot of both shards", async || {
+        (counter(&client, &first, "streamsight_shard_snapshots_written_total").await >= 2).then_some(())
+    })
+    .await;
+    first.shutdown().await;
+
+    // Someone with access to the log writes over the manifests: one names
+    // chunks that are not there and an offset far past the shard's end (taken
+    // at its word, the shard's records would be skipped); the other names a
+    // chunk of garbage.
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &broker.tansu.bootstrap)
+        .create()
+        .unwrap();
+    let mut chunk = 5u64.to_le_bytes().to_vec();
+    chunk.extend_from_slice(&0u32.to_le_bytes());
+    chunk.extend_from_slice(b"not a snapshot at all");
+    producer
+        .send(
+            BaseRecord::to("hostile-log-snapshot-chunks")
+                .partition(1)
+                .key("0/0")
+                .payload(&chunk),
+        )
+        .unwrap();
+    let manifest = |id: u64, bytes: usize| {
+        serde_json::json!({ "id": id, "slot": 0, "chunks": 1, "first": 0, "bytes": bytes, "offset": 1_000_000 })
+            .to_string()
+    };
+    let (missing, garbage) = (manifest(1, 10), manifest(5, chunk.len() - 12));
+    producer
+        .send(
+            BaseRecord::to("hostile-log-snapshots")
+                .partition(0)
+                .key("0")
+                .payload(&missing),
+        )
+        .unwrap();
+    producer
+        .send(
+            BaseRecord::to("hostile-log-snapshots")
+                .partition(1)
+                .key("1")
+                .payload(&garbage),
+        )
+        .unwrap();
+    producer.flush(Duration::from_secs(10)).unwrap();
+
+    let second = start(&log).await;
+    ready(&client, &second).await;
+    assert_eq!(
+        complete_rows(&client, &second, 4).await,
+        want,
+        "every shard read from its start"
+    );
+    assert_eq!(
+        counter(&client, &second, "streamsight_shard_snapshot_restore_failures_total").await,
+        2
+    );
+    assert_eq!(
+        counter(&client, &second, "streamsight_shard_snapshots_restored_total").await,
+        0
+    );
+    second.shutdown().await;
+    drop(broker);
+}

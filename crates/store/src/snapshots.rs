@@ -514,3 +514,36 @@ fn write(
     )?;
     Ok(bytes.len() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the log holds where a snapshot should be, reading it is
+        /// an answer or a refusal, never a panic, and never more memory than
+        /// the bound.
+        #[test]
+        fn any_bytes_decode_to_a_snapshot_or_a_refusal(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let _ = decode(&bytes, 1 << 20);
+            let mut deflated = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+            std::io::Write::write_all(&mut deflated, &bytes).unwrap();
+            let _ = decode(&deflated.finish().unwrap(), 1 << 20);
+        }
+
+        #[test]
+        fn any_chunk_is_taken_or_left(payload in proptest::collection::vec(any::<u8>(), 0..64), chunks in 0u32..4) {
+            let mut r = Reading {
+                manifest: Manifest { id: 7, slot: 0, chunks, first: 0, bytes: 32, offset: 0 },
+                chunks: vec![None; chunks as usize],
+                missing: chunks as usize,
+                held: 0,
+                done: false,
+                unusable: None,
+            };
+            take_chunk(&mut r, &payload);
+            prop_assert!(r.held <= 32 || r.unusable.is_some());
+        }
+    }
+}
