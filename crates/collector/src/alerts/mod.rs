@@ -517,6 +517,9 @@ pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state:
     if let Some(leases) = shared.leases.get()
         && !leases.owns(ALERTS_LEASE)
     {
+        // Why a round this node made earlier was skipped says nothing of
+        // the node that evaluates now.
+        shared.alerts.not_evaluated(None);
         return;
     }
     // A node of a sharded log sees only its shards: rules run on every
