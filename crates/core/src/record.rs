@@ -138,10 +138,7 @@ impl Record {
     /// stable across versions and platforms), and shard 0 for records about no
     /// topic.
     pub fn shard(&self, shards: u32) -> u32 {
-        match self.topic() {
-            Some(topic) if shards > 1 => shard_of(topic, shards),
-            _ => 0,
-        }
+        shard_about(self.topic(), shards)
     }
 
     /// Where the record goes in a log whose shards are held by different nodes:
@@ -176,6 +173,15 @@ impl Record {
             | Record::Span { .. }
             | Record::Log { .. } => {}
         }
+    }
+}
+
+/// The shard of what is about `topic`, or about no topic (shard 0), among
+/// `shards` (see [`Record::shard`]).
+pub fn shard_about(topic: Option<&str>, shards: u32) -> u32 {
+    match topic {
+        Some(topic) if shards > 1 => shard_of(topic, shards),
+        _ => 0,
     }
 }
 

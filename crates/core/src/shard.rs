@@ -7,7 +7,7 @@
 use crate::delivery::{LedgerShard, WindowReport};
 use crate::engine::EngineShard;
 use crate::failures::TopicFailures;
-use crate::record::{Record, shard_of};
+use crate::record::{Record, shard_about};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -47,11 +47,7 @@ impl Shards {
 
     /// Whether what is about `topic` (or about none) is in these shards.
     pub fn keeps(&self, topic: Option<&str>) -> bool {
-        let shard = match topic {
-            Some(topic) if self.count > 1 => shard_of(topic, self.count),
-            _ => 0,
-        };
-        self.held.contains(&shard)
+        self.held.contains(&shard_about(topic, self.count))
     }
 
     pub fn keeps_topic(&self, topic: &str) -> bool {
