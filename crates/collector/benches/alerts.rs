@@ -139,7 +139,7 @@ fn main() {
     for i in 0..7 {
         let now = Millis(T0 + 60_000 + i * 10_000);
         let t = Instant::now();
-        let changed = shared.alerts.evaluate(&shared, now, None);
+        let changed = shared.alerts.evaluate(&shared, now);
         let evaluated = t.elapsed().as_secs_f64();
         shared.apply(&changed);
         cycles.push((t.elapsed().as_secs_f64(), evaluated, changed.len()));

@@ -62,7 +62,7 @@ fn run(shared: &Shared, (from, to, every): (i64, i64, i64), timeline: impl Fn(i6
         if t % every != 0 {
             continue;
         }
-        let changed = shared.alerts.evaluate(shared, at(t), None);
+        let changed = shared.alerts.evaluate(shared, at(t));
         shared.apply(&changed);
         for r in &changed {
             if let Record::Alert { event, .. } = r
@@ -209,7 +209,7 @@ fn a_flow_drop_is_an_anomaly_with_no_threshold_configured() {
         },
     )]);
     let later = at(3001 + 2 * 3600);
-    let changed = shared.alerts.evaluate(&shared, later, None);
+    let changed = shared.alerts.evaluate(&shared, later);
     shared.apply(&changed);
     assert_eq!(shared.alerts.anomaly_series(), 0);
 }

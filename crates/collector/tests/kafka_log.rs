@@ -138,6 +138,18 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     );
     assert_eq!(billing_lag(&client, &b).await, 501);
     lag_becomes(&client, &a, 501).await;
+    // One of them evaluates the alert rules; both export the signals derived
+    // from their engines.
+    for node in [&a, &b] {
+        eventually(30, "the derived signals on /metrics", async || {
+            let metrics = metrics(&client, node).await;
+            let derived = metrics
+                .lines()
+                .any(|l| l.starts_with("streamsight_partitions_not_committing{") && l.contains("group=\"billing\""));
+            derived.then_some(())
+        })
+        .await;
+    }
 
     // The log out of reach: intake answers 503 (nothing acknowledged, nothing
     // applied) and readiness says why.

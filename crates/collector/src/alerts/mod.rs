@@ -226,10 +226,7 @@ impl AlertService {
     /// This node's part of every signal the rules read: what a sharded log's
     /// evaluating node merges with the others' (see [`signals::merge`]).
     pub(crate) fn local_series(&self, shared: &Shared, now: Millis) -> Vec<signals::KeyedSeries> {
-        let derived = {
-            let mut starts = lock(&self.log_starts);
-            derived::compute(&shared.lag, &mut starts, now, self.max_series)
-        };
+        let derived = self.group_signals();
         let rules = lock(&self.book).rules.clone();
         let mut keyed: BTreeMap<signals::Key, &Rule> = BTreeMap::new();
         for rule in rules.iter() {
@@ -258,15 +255,35 @@ impl AlertService {
         lock(&self.skipped).clone()
     }
 
-    /// Evaluates every rule at `now`: the log records for what changed. On a
-    /// sharded log, `gathered` holds every signal's series merged from the
-    /// nodes holding each shard; else they are read from this node's services.
-    pub fn evaluate(&self, shared: &Shared, now: Millis, gathered: Option<&Gathered>) -> Vec<Record> {
+    /// The derived signals of this node's engine at `now`, kept for /metrics,
+    /// the API and the rules: every node derives them every round, whether it
+    /// evaluates the rules or not.
+    pub(crate) fn derive(&self, shared: &Shared, now: Millis) -> std::sync::Arc<Vec<derived::GroupSignals>> {
         let derived = {
             let mut starts = lock(&self.log_starts);
             std::sync::Arc::new(derived::compute(&shared.lag, &mut starts, now, self.max_series))
         };
         *lock(&self.derived) = derived.clone();
+        derived
+    }
+
+    /// Evaluates every rule at `now` on this node's services: the log records
+    /// for what changed.
+    pub fn evaluate(&self, shared: &Shared, now: Millis) -> Vec<Record> {
+        let derived = self.derive(shared, now);
+        self.evaluate_with(shared, now, &derived, None)
+    }
+
+    /// The same with the derived signals made, and on a sharded log with
+    /// every signal's series merged from the nodes holding each shard
+    /// (`gathered`) instead of read from this node's services.
+    fn evaluate_with(
+        &self,
+        shared: &Shared,
+        now: Millis,
+        derived: &[derived::GroupSignals],
+        gathered: Option<&BTreeMap<signals::Key, signals::Series>>,
+    ) -> Vec<Record> {
         let (all_rules, mut records) = {
             let mut book = lock(&self.book);
             let rules = book.rules.clone();
@@ -282,8 +299,8 @@ impl AlertService {
                 let mut previous = lock(&self.previous);
                 let last = previous.remove(&key).unwrap_or_default();
                 let series = match gathered {
-                    Some(gathered) => gathered.0.get(&key).cloned().unwrap_or_default(),
-                    None => signals::all(shared, same[0], &derived, now),
+                    Some(gathered) => gathered.get(&key).cloned().unwrap_or_default(),
+                    None => signals::all(shared, same[0], derived, now),
                 };
                 let (all, labels) = signals::settle(series, &last);
                 previous.insert(key.clone(), labels);
@@ -499,10 +516,6 @@ fn link(base: &str, a: &Alert) -> String {
     }
 }
 
-/// Every signal's series merged from the nodes of a sharded log.
-#[derive(Debug)]
-pub struct Gathered(BTreeMap<signals::Key, signals::Series>);
-
 /// The lease whose holder evaluates the rules on a shared log.
 const ALERTS_LEASE: &str = "streamsight-alert-rules";
 
@@ -512,6 +525,12 @@ pub(crate) const SERIES_PATH: &str = "/api/v1/alerts/series";
 /// One round on the housekeeping tick: evaluate, store what changed, notify
 /// what is due (never waiting for a receiver), store that it was.
 pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state::Writer, now: Millis) {
+    let derived = {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || shared.alerts.derive(&shared, now))
+            .await
+            .unwrap_or_default()
+    };
     // On a shared log one node at a time evaluates, stores and notifies: the
     // others apply what it stores.
     if let Some(leases) = shared.leases.get()
@@ -548,13 +567,13 @@ pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state:
             )));
             return;
         }
-        Some(Gathered(signals::merge(parts)))
+        Some(signals::merge(parts))
     } else {
         None
     };
     let changed = {
         let shared = shared.clone();
-        tokio::task::spawn_blocking(move || shared.alerts.evaluate(&shared, now, gathered.as_ref()))
+        tokio::task::spawn_blocking(move || shared.alerts.evaluate_with(&shared, now, &derived, gathered.as_ref()))
             .await
             .unwrap_or_default()
     };
