@@ -554,15 +554,21 @@ pub(crate) async fn round(shared: std::sync::Arc<Shared>, writer: &crate::state:
             .collect();
         let (parts, coverage) = crate::fanout::gather(&shared, SERIES_PATH, "", &credentials, local).await;
         if !coverage.missing.is_empty() {
-            let failed: Vec<&str> = coverage.nodes.iter().filter_map(|n| n.error.as_deref()).collect();
+            let missing: Vec<String> = coverage.missing.iter().map(u32::to_string).collect();
+            let failed: Vec<String> = coverage
+                .nodes
+                .iter()
+                .filter_map(|n| Some(format!("node {}: {}", n.node, n.error.as_ref()?)))
+                .collect();
             shared.alerts.not_evaluated(Some(format!(
-                "shards {:?} of {} did not answer{}",
-                coverage.missing,
+                "{} of {} shards ({}) did not answer{}",
+                missing.len(),
                 coverage.count,
+                missing.join(", "),
                 if failed.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", failed.join("; "))
+                    format!("; {}", failed.join("; "))
                 }
             )));
             return;

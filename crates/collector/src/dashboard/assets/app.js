@@ -611,7 +611,7 @@ const alertsPage = {
       : r.below !== null ? `below ${r.below}` : `above ${r.above ?? 0}${r.statuses.length ? ` (${r.statuses.join(', ')})` : ''}`);
     return [
       h('h1', {}, 'Alerts'),
-      d.evaluated === false ? h('div', { class: 'banner bad', role: 'status', id: 'not-evaluated' }, 'Rules were not evaluated in the last round (' + (d.not_evaluated_because || 'unknown reason') + '): no alert here does not mean all is well. Alerts keep the state they had.') : null,
+      d.evaluated === false ? h('div', { class: 'banner bad', role: 'status', id: 'not-evaluated' }, 'Rules were not evaluated in the last round: ' + (d.not_evaluated_because || 'no reason given') + '. No alert here does not mean all is well; alerts keep the state they had.') : null,
       h('p', {}, 'A series with no value for its rule\'s window is "no data", never ok; it resolves only when data says so.'),
       table(`Alerts (${d.alerts.length})`, [['State'], ['Rule'], ['Labels'], ['Summary'], ['Since'], ['Value', 'num'], ['']],
         d.alerts.map((a) => [badge(a.state), a.rule, h('code', {}, labels(a.labels)), [a.summary, a.silenced ? h('span', { class: 'muted' }, ' (silenced)') : ''],
