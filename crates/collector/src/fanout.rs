@@ -103,8 +103,9 @@ const FORWARDED: &str = "streamsight-forwarded";
 enum Sent<'a> {
     /// The same GET.
     Get(&'a axum::http::Uri),
-    /// A POST of a JSON body to a path.
-    Post(&'a str, Vec<u8>),
+    /// A POST to a path of the JSON body made by the function (made only
+    /// when another node is asked).
+    Post(&'a str, &'a (dyn Fn() -> Vec<u8> + Sync)),
 }
 
 /// For a read about one topic: None when this node answers it (it holds the
@@ -120,14 +121,14 @@ pub async fn forward(
     to_holder(shared, topic, headers, Sent::Get(uri)).await
 }
 
-/// The same for what is computed where `topic`'s shard is from a `body` this
-/// node made: POSTed to `path` on the node holding the shard.
+/// The same for what is computed where `topic`'s shard is from a body this
+/// node made: `body()` POSTed to `path` on the node holding the shard.
 pub async fn post_to_holder(
     shared: &Shared,
     topic: &str,
     path: &str,
     headers: &axum::http::HeaderMap,
-    body: Vec<u8>,
+    body: &(dyn Fn() -> Vec<u8> + Sync),
 ) -> Option<axum::response::Response> {
     to_holder(shared, topic, headers, Sent::Post(path, body)).await
 }
@@ -168,7 +169,7 @@ async fn to_holder(
                     )
                     .await
                 }
-                Sent::Post(path, body) => post(&api, path, credentials, body).await,
+                Sent::Post(path, body) => post(&api, path, credentials, body()).await,
             };
             Some(match answered {
                 Ok((status, body)) => {

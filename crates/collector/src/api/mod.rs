@@ -139,7 +139,7 @@ impl LagFilter {
 }
 
 /// The answer, with which shards it covers on a sharded log.
-pub(super) fn with_coverage(mut body: serde_json::Value, coverage: Option<fanout::Coverage>) -> Response {
+pub(crate) fn with_coverage(mut body: serde_json::Value, coverage: Option<fanout::Coverage>) -> Response {
     if let Some(coverage) = coverage {
         body["shards"] = json!(coverage);
     }

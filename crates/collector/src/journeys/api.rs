@@ -70,18 +70,26 @@ async fn by_trace(
     let credentials = crate::fanout::credentials(&headers);
     let (parts, coverage) = crate::fanout::gather(&shared, &path, "", &credentials, local).await;
     let gathered = Journey::merge(parts);
-    let topic = gathered
-        .as_ref()
-        .and_then(|j| super::message_span(&j.spans))
-        .map(|m| m.topic.clone());
-    if let (Some(topic), Some(journey)) = (topic, &gathered) {
-        let body = serde_json::to_vec(journey).unwrap_or_default();
-        let view_path = format!("{path}/view");
-        if let Some(answered) = crate::fanout::post_to_holder(&shared, &topic, &view_path, &headers, body).await {
-            return with_coverage(answered, &coverage).await;
-        }
+    if let Some(journey) = &gathered
+        && let Some(answered) = judged_by_holder(&shared, id, journey, &headers).await
+    {
+        return adding_coverage(answered, &coverage).await;
     }
     answer(shared, id, gathered, Some(coverage)).await
+}
+
+/// The answer of the node holding the journey's message's topic, when that
+/// is another node (asked once: it does not send it on again).
+async fn judged_by_holder(
+    shared: &Shared,
+    id: TraceId,
+    journey: &Journey,
+    headers: &axum::http::HeaderMap,
+) -> Option<Response> {
+    let topic = super::message_span(&journey.spans)?.topic.clone();
+    let path = format!("/api/v1/journeys/{}/view", id.hex());
+    let body = || serde_json::to_vec(journey).unwrap_or_default();
+    crate::fanout::post_to_holder(shared, &topic, &path, headers, &body).await
 }
 
 /// A sharded log's node holding the message's topic: the journey of the
@@ -102,13 +110,8 @@ async fn view_gathered(
             "the body is a journey's spans, lines and links",
         );
     };
-    // A node that no longer holds the message's topic says so (forwarded once).
-    if let Some(topic) = super::message_span(&journey.spans).map(|m| m.topic.clone()) {
-        let path = format!("/api/v1/journeys/{}/view", id.hex());
-        let body = serde_json::to_vec(&journey).unwrap_or_default();
-        if let Some(answered) = crate::fanout::post_to_holder(&shared, &topic, &path, &headers, body).await {
-            return answered;
-        }
+    if let Some(answered) = judged_by_holder(&shared, id, &journey, &headers).await {
+        return answered;
     }
     answer(shared, id, Some(journey), None).await
 }
@@ -120,20 +123,14 @@ async fn answer(
     coverage: Option<crate::fanout::Coverage>,
 ) -> Response {
     crate::server::off_worker(shared, move |shared| match super::view_of(shared, id, gathered) {
-        Some(v) => {
-            let mut body = serde_json::to_value(v).unwrap_or_default();
-            if let Some(coverage) = coverage {
-                body["shards"] = json!(coverage);
-            }
-            Json(body).into_response()
-        }
+        Some(v) => crate::api::with_coverage(serde_json::to_value(v).unwrap_or_default(), coverage),
         None => error_response(StatusCode::NOT_FOUND, "not_found", "nothing is known of this trace"),
     })
     .await
 }
 
 /// Adds which shards were asked to a JSON answer another node made.
-async fn with_coverage(answered: Response, coverage: &crate::fanout::Coverage) -> Response {
+async fn adding_coverage(answered: Response, coverage: &crate::fanout::Coverage) -> Response {
     let status = answered.status();
     let Ok(bytes) = axum::body::to_bytes(answered.into_body(), MAX_GATHERED_JOURNEY_BYTES).await else {
         return error_response(
