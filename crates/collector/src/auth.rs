@@ -110,7 +110,7 @@ pub(crate) fn digest(secret: &str) -> String {
 }
 
 /// Equal bytes, in time that depends only on their length.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

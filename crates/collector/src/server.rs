@@ -163,7 +163,10 @@ impl Auth {
         }
         let sha256 = crate::auth::digest(secret);
         self.peers.iter().find_map(|(tenant, shared)| {
-            let node = shared.directory.get()?.peer_with_key(&sha256)?;
+            let keys = shared.directory.get()?.peer_keys();
+            let (node, _) = keys
+                .into_iter()
+                .find(|(_, announced)| crate::auth::constant_time_eq(announced.as_bytes(), sha256.as_bytes()))?;
             Some(Caller {
                 tenant: tenant.clone(),
                 scope: Scope::Read,

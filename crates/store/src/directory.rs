@@ -175,22 +175,15 @@ impl Directory {
         lock(&self.inner.held).clone()
     }
 
-    /// The live node (this one included) that announced `sha256` as the hash
-    /// of its peer key, if any.
-    pub fn peer_with_key(&self, sha256: &str) -> Option<String> {
-        if sha256.len() != 64 {
-            return None;
-        }
-        let same = |a: &str| {
-            a.len() == sha256.len() && a.bytes().zip(sha256.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-        };
-        if same(&self.inner.peer_key_sha256) {
-            return Some(self.inner.node.clone());
-        }
-        self.peers()
-            .into_iter()
-            .find(|a| same(&a.peer_key_sha256))
-            .map(|a| a.node)
+    /// The live nodes (this one included) with the SHA-256 of the peer key
+    /// each announced, for those that announced one.
+    pub fn peer_keys(&self) -> Vec<(String, String)> {
+        let this = (self.inner.node.clone(), self.inner.peer_key_sha256.clone());
+        let peers = self.peers().into_iter().map(|a| (a.node, a.peer_key_sha256));
+        std::iter::once(this)
+            .chain(peers)
+            .filter(|(_, sha)| !sha.is_empty())
+            .collect()
     }
 
     /// Every other node whose announcement is fresh.
