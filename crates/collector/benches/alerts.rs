@@ -112,7 +112,7 @@ fn main() {
     };
     let mut engine = EngineConfig::default();
     engine.cardinality.max_group_partitions = 2_000_000;
-    let shared = std::sync::Arc::new(Shared::new(config, engine).unwrap());
+    let shared = std::sync::Arc::new(streamsight_collector::node(config, engine).unwrap());
     let started = Instant::now();
     load(&shared);
     println!(
@@ -139,14 +139,16 @@ fn main() {
     for i in 0..7 {
         let now = Millis(T0 + 60_000 + i * 10_000);
         let t = Instant::now();
-        let changed = shared.alerts.evaluate(&shared, now);
+        let changed = streamsight_collector::alerts::of(&shared).evaluate(&shared, now);
         let evaluated = t.elapsed().as_secs_f64();
         shared.apply(&changed);
         cycles.push((t.elapsed().as_secs_f64(), evaluated, changed.len()));
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let longest = waiter.join().unwrap();
-    let alerts = shared.alerts.list(Millis(T0 + 130_000)).len();
+    let alerts = streamsight_collector::alerts::of(&shared)
+        .list(Millis(T0 + 130_000))
+        .len();
     println!("1,000 rules, 1 M group-partitions, 10,000 groups; one cycle each 10 s of data:");
     for (i, (s, evaluated, changed)) in cycles.iter().enumerate() {
         println!(

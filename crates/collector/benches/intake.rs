@@ -13,7 +13,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use streamsight_collector::auth::Scope;
-use streamsight_collector::state::{Shared, Writer};
+use streamsight_collector::writer::Writer;
 use streamsight_collector::{ServeConfig, intake, metrics};
 use streamsight_core::{EngineConfig, Millis, Observation, PartitionRef};
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, StatsPoint, encode};
@@ -100,7 +100,7 @@ fn router(storage: &str) -> (axum::Router, Writer) {
         storage: storage.to_owned(),
         ..ServeConfig::ephemeral()
     };
-    let shared = Arc::new(Shared::new(config, EngineConfig::default()).unwrap());
+    let shared = Arc::new(streamsight_collector::node(config, EngineConfig::default()).unwrap());
     let store = streamsight_store::open(storage).unwrap();
     let writer = Writer::start(store, shared.clone(), Millis(0)).unwrap();
     (intake::router(shared, writer.clone()), writer)
@@ -361,7 +361,7 @@ fn replay_bench(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("streamsight-bench-replay-{}", std::process::id()));
     let path = dir.join("replay.db");
     let url = format!("sqlite://{}", path.display());
-    let shared = Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(ServeConfig::default(), EngineConfig::default()).unwrap();
     let mut records_total = 0usize;
     {
         let mut store = streamsight_store::open(&url).unwrap();
@@ -387,7 +387,8 @@ fn replay_bench(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(20));
     group.bench_function(BenchmarkId::new("sqlite", records_total), |b| {
         b.iter(|| {
-            let shared = Arc::new(Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap());
+            let shared =
+                Arc::new(streamsight_collector::node(ServeConfig::default(), EngineConfig::default()).unwrap());
             let store = streamsight_store::open(&url).unwrap();
             Writer::start(store, shared, Millis(0)).unwrap()
         })
@@ -398,7 +399,7 @@ fn replay_bench(c: &mut Criterion) {
 
 fn metrics_bench(c: &mut Criterion) {
     // 10,000 partitions x 10 groups = 100,000 group-partitions, all with known lag.
-    let shared = Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(ServeConfig::default(), EngineConfig::default()).unwrap();
     let mut records = Vec::new();
     for p in 0..10_000 {
         let topic = format!("topic-{}", p / 10);

@@ -70,7 +70,7 @@ fn traffic(n: usize, at: i64) -> Vec<Record> {
 /// start: (time from joining to the shard being assigned, time from then to
 /// caught up, records applied).
 fn take_over(url: &KafkaUrl) -> (Duration, Duration, usize) {
-    let shared = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
     let mut store = KafkaStore::open(url.clone()).unwrap();
     store.scan(Millis(i64::MIN), &mut |_| {}).unwrap();
     let joined = Instant::now();
@@ -96,7 +96,7 @@ fn take_over(url: &KafkaUrl) -> (Duration, Duration, usize) {
 
 /// Takes the shard over as a node would, then snapshots it; the snapshot's size.
 fn snapshot(url: &KafkaUrl) -> u64 {
-    let shared = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
     let mut store = KafkaStore::open(url.clone()).unwrap();
     store.scan(Millis(i64::MIN), &mut |_| {}).unwrap();
     let mut follow = store.follow().unwrap();
@@ -306,7 +306,7 @@ fn fanout(c: &mut Criterion) {
 /// A shard's state at its largest: `n` partitions whose histories are full
 /// (a rate change every sighting), three groups committing on each.
 fn full_shard(n: usize) -> Shared {
-    let shared = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
     let start = now_ms() - 86_400_000;
     for step in 0..300i64 {
         let records: Vec<Record> = (0..n)
@@ -374,7 +374,7 @@ fn snapshot_cost(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("take_in", n), |b| {
             b.iter(|| {
-                let fresh = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+                let fresh = streamsight_collector::node(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
                 fresh.import_shards(streamsight_store::snapshots::decode(&bytes, u64::MAX).unwrap());
                 fresh
             })

@@ -1,11 +1,11 @@
 //! The poller inside `serve`: one task per configured cluster, polling on its
 //! interval and handing what changed to the writer like any other intake.
 
-use crate::clock;
-use crate::state::{Shared, Writer};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
+use streamsight_node::clock;
+use streamsight_node::{Shared, Writer};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
 
 /// Polls `config`'s cluster on its interval; on a shared log, only while

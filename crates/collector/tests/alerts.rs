@@ -62,7 +62,7 @@ fn run(shared: &Shared, (from, to, every): (i64, i64, i64), timeline: impl Fn(i6
         if t % every != 0 {
             continue;
         }
-        let changed = shared.alerts.evaluate(shared, at(t));
+        let changed = streamsight_collector::alerts::of(shared).evaluate(shared, at(t));
         shared.apply(&changed);
         for r in &changed {
             if let Record::Alert { event, .. } = r
@@ -72,7 +72,7 @@ fn run(shared: &Shared, (from, to, every): (i64, i64, i64), timeline: impl Fn(i6
                 changes.push((t, c.clone()));
             }
         }
-        for (n, done, _silenced) in shared.alerts.due(at(t)) {
+        for (n, done, _silenced) in streamsight_collector::alerts::of(shared).due(at(t)) {
             told.push((n.rule.clone(), n.state));
             shared.apply(&[done]);
         }
@@ -96,7 +96,7 @@ fn the_seed_incident_fires_producer_failing_and_lag_after_their_for_then_resolve
         },
         ..support::loopback("memory://")
     };
-    let shared = Shared::new(config, EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(config, EngineConfig::default()).unwrap();
     // reference.md §2: offsets 0..=1000 at 10 a second, the group stuck at 500,
     // sends failing from 110 s, recovering at 210 s.
     let timeline = |t: i64| {
@@ -177,7 +177,7 @@ fn the_seed_incident_fires_producer_failing_and_lag_after_their_for_then_resolve
 
 #[test]
 fn a_flow_drop_is_an_anomaly_with_no_threshold_configured() {
-    let shared = Shared::new(support::loopback("memory://"), EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(support::loopback("memory://"), EngineConfig::default()).unwrap();
     // 100 messages a second for 40 minutes, then 20 a second.
     let timeline = |t: i64| {
         let offset = if t <= 2400 { t * 100 } else { 240_000 + (t - 2400) * 20 };
@@ -200,7 +200,7 @@ fn a_flow_drop_is_an_anomaly_with_no_threshold_configured() {
         "nothing before the drop: {changes:?}"
     );
     // A deleted topic's detector goes with its series.
-    assert!(shared.alerts.anomaly_series() >= 1);
+    assert!(streamsight_collector::alerts::of(&shared).anomaly_series() >= 1);
     shared.apply(&[obs(
         3001,
         Observation::TopicDeleted {
@@ -209,14 +209,14 @@ fn a_flow_drop_is_an_anomaly_with_no_threshold_configured() {
         },
     )]);
     let later = at(3001 + 2 * 3600);
-    let changed = shared.alerts.evaluate(&shared, later);
+    let changed = streamsight_collector::alerts::of(&shared).evaluate(&shared, later);
     shared.apply(&changed);
-    assert_eq!(shared.alerts.anomaly_series(), 0);
+    assert_eq!(streamsight_collector::alerts::of(&shared).anomaly_series(), 0);
 }
 
 #[test]
 fn unread_messages_expiring_and_a_partition_left_behind_are_found() {
-    let shared = Shared::new(support::loopback("memory://"), EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(support::loopback("memory://"), EngineConfig::default()).unwrap();
     let p = |partition| Partition {
         cluster: "prod",
         topic: "orders",
@@ -278,7 +278,7 @@ fn unread_messages_expiring_and_a_partition_left_behind_are_found() {
         (60..=80).contains(&expiring),
         "once the log start was seen moving for a minute: {expiring}"
     );
-    let signals = shared.alerts.group_signals();
+    let signals = streamsight_collector::alerts::of(&shared).group_signals();
     let margin = signals[0].retention_margin_seconds.unwrap();
     assert!((1_000.0..1_200.0).contains(&margin), "2,000 s - 900 s: {margin}");
     let left = first(&changes, "partition_not_committing", AlertState::Firing).expect("a partition left behind");
@@ -314,7 +314,7 @@ fn a_service_that_goes_silent_is_no_data_not_ok() {
         pathway_window: Duration::from_secs(60),
         ..support::loopback("memory://")
     };
-    let shared = Shared::new(config, EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(config, EngineConfig::default()).unwrap();
     // checkout reports every 10 s for 2 minutes, then nothing.
     let timeline = |t: i64| {
         if t % 10 == 0 && t <= 120 {
@@ -332,7 +332,7 @@ fn a_service_that_goes_silent_is_no_data_not_ok() {
         "silence never resolves"
     );
     assert!(told.contains(&("service_silent".to_owned(), AlertState::NoData)));
-    let list = shared.alerts.list(at(900));
+    let list = streamsight_collector::alerts::of(&shared).list(at(900));
     assert_eq!(list[0].alert.state, AlertState::NoData);
     assert_eq!(list[0].summary, "checkout stopped reporting");
 }
@@ -370,7 +370,7 @@ fn topic_partition_lag_worst_partition_and_failed_sends_by_error() {
         alerts: toml::from_str(toml).unwrap(),
         ..support::loopback("memory://")
     };
-    let shared = Shared::new(config, EngineConfig::default()).unwrap();
+    let shared = streamsight_collector::node(config, EngineConfig::default()).unwrap();
     let part = |topic: &'static str, partition: i32| Partition {
         cluster: "prod",
         topic,

@@ -7,7 +7,6 @@
 use proptest::prelude::*;
 use streamsight_collector::ServeConfig;
 use streamsight_collector::intake::{Dates, translate};
-use streamsight_collector::state::Shared;
 use streamsight_core::{EngineConfig, Millis};
 use streamsight_wire::dsm::payload::{
     Backlog, Bucket, ConsumeStart, ConsumedCount, Delivery, FailedSends, Payload, ProducedCount, SkippedRange,
@@ -161,7 +160,7 @@ proptest! {
         let mut engine = EngineConfig::default();
         engine.cardinality.max_topics_per_cluster = 8;
         engine.cardinality.max_groups_per_cluster = 8;
-        let shared = Shared::new(ServeConfig::default(), engine).unwrap();
+        let shared = streamsight_collector::node(ServeConfig::default(), engine).unwrap();
         let dates = Dates {
             received: Millis(NOW),
             oldest: Millis(NOW - 7 * 86_400_000),

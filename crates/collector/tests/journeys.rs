@@ -324,7 +324,11 @@ async fn a_body_that_grows_beyond_its_limits_is_refused() {
         .unwrap();
     assert_eq!(r.status(), 413);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "decompressed_too_large");
-    assert_eq!(running.shared.journeys.stats().spans, 0, "nothing of them kept");
+    assert_eq!(
+        streamsight_collector::journeys::of(&running.shared).stats().spans,
+        0,
+        "nothing of them kept"
+    );
     running.shutdown().await;
 
     // Over the tenant's ingest rate: told when to come back.

@@ -17,11 +17,11 @@ use streamsight_wire::dsm::sketch::Mapping;
 /// filled with names both tenants use.
 fn endpoints() -> Vec<String> {
     let sources = [
-        include_str!("../src/api/mod.rs"),
-        include_str!("../src/burrow.rs"),
-        include_str!("../src/alerts/api.rs"),
-        include_str!("../src/dashboard/mod.rs"),
-        include_str!("../src/journeys/api.rs"),
+        include_str!("../../api/src/lib.rs"),
+        include_str!("../../api/src/burrow.rs"),
+        include_str!("../../alerts/src/api.rs"),
+        include_str!("../../dashboard/src/lib.rs"),
+        include_str!("../../journeys/src/api.rs"),
     ];
     let mut routes: Vec<String> = sources
         .iter()

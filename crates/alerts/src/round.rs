@@ -1,0 +1,124 @@
+//! One round of the alert rules on the housekeeping tick.
+
+use crate::service::of;
+use crate::signals::{self, SERIES_PATH};
+use streamsight_core::{AlertEvent, Millis, Record};
+use streamsight_node::Shared;
+use streamsight_node::sync::lock;
+
+/// The lease whose holder evaluates the rules on a shared log.
+const ALERTS_LEASE: &str = "streamsight-alert-rules";
+
+/// One round on the housekeeping tick: evaluate, store what changed, notify
+/// what is due (never waiting for a receiver), store that it was.
+pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Writer, now: Millis) {
+    let derived = {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || of(&shared).derive(&shared, now))
+            .await
+            .unwrap_or_default()
+    };
+    // On a shared log one node at a time evaluates, stores and notifies: the
+    // others apply what it stores.
+    if let Some(leases) = shared.leases.get()
+        && !leases.owns(ALERTS_LEASE)
+    {
+        // Why a round this node made earlier was skipped says nothing of
+        // the node that evaluates now.
+        of(&shared).not_evaluated(None);
+        return;
+    }
+    // A node of a sharded log sees only its shards: rules run on every
+    // signal merged from the nodes holding each shard, and not at all while a
+    // shard is missing (they would resolve what its data fires).
+    let gathered = if shared.sharded() {
+        let local =
+            move |shared: &Shared, _: Option<&std::collections::BTreeSet<u32>>| of(shared).local_series(shared, now);
+        let key = format!("Bearer {}{}", streamsight_http::auth::PEER_PREFIX, shared.peer_key);
+        let credentials: Vec<_> = axum::http::HeaderValue::from_str(&key)
+            .map(|v| (axum::http::header::AUTHORIZATION, v))
+            .into_iter()
+            .collect();
+        let (parts, coverage) = streamsight_http::fanout::gather(&shared, SERIES_PATH, "", &credentials, local).await;
+        if !coverage.missing.is_empty() {
+            let missing: Vec<String> = coverage.missing.iter().map(u32::to_string).collect();
+            let failed: Vec<String> = coverage
+                .nodes
+                .iter()
+                .filter_map(|n| Some(format!("node {}: {}", n.node, n.error.as_ref()?)))
+                .collect();
+            of(&shared).not_evaluated(Some(format!(
+                "{} of {} shards ({}) did not answer{}",
+                missing.len(),
+                coverage.count,
+                missing.join(", "),
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", failed.join("; "))
+                }
+            )));
+            return;
+        }
+        Some(signals::merge(parts))
+    } else {
+        None
+    };
+    let changed = {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || of(&shared).evaluate_with(&shared, now, &derived, gathered.as_ref()))
+            .await
+            .unwrap_or_default()
+    };
+    of(&shared).not_evaluated(None);
+    if !changed.is_empty() {
+        for r in &changed {
+            if let Record::Alert { event, .. } = r
+                && let AlertEvent::Changed(t) = &**event
+                && t.to.notifies()
+            {
+                tracing::warn!(rule = %t.rule, labels = ?t.labels, from = t.from.as_str(), to = t.to.as_str(), value = ?t.value, "alert");
+            }
+        }
+        // Written before anyone is told: a crash after this notifies on restart.
+        if let Err(e) = writer.append(changed).await {
+            tracing::error!(error = %e, "alert changes not stored; retried next round");
+            return;
+        }
+    }
+    // Under half the retention, so that the oldest copy is never the only one
+    // deleted; at least daily. A notification in flight at that moment is
+    // written as told: at most once rather than at least once, for that one.
+    let retention = streamsight_node::clock::time_ms(shared.config.retention).max(2_000);
+    of(&shared).rewrite(writer, now, (retention / 2).min(86_400_000)).await;
+    for (n, done, silenced) in of(&shared).due(now) {
+        // A silenced alert counts as told: it is not sent when the silence ends.
+        if silenced || of(&shared).notifiers().is_empty() {
+            lock(&of(&shared).delivered).push(done);
+            continue;
+        }
+        let pending: Vec<_> = of(&shared)
+            .notifiers()
+            .iter()
+            .filter_map(|x| x.send(n.clone()))
+            .collect();
+        let delivered = of(&shared).delivered.clone();
+        tokio::spawn(async move {
+            let mut told = false;
+            for p in pending {
+                told |= p.await.unwrap_or(false);
+            }
+            // Told at least one receiver: never again for this state.
+            if told {
+                lock(&delivered).push(done);
+            }
+        });
+    }
+    let done = std::mem::take(&mut *lock(&of(&shared).delivered));
+    if !done.is_empty()
+        && let Err(e) = writer.append(done.clone()).await
+    {
+        tracing::error!(error = %e, "notifications' delivery not stored; retried next round");
+        lock(&of(&shared).delivered).extend(done);
+    }
+}

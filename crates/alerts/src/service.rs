@@ -1,0 +1,535 @@
+//! The alerts service: rules evaluated on the housekeeping tick against the services, each
+//! series' lifecycle kept by the core ([`streamsight_core::alerts`]), every
+//! change written to the log before anyone is told, and notifications sent by
+//! tasks of their own. A restart replays the log: a firing alert is still
+//! firing, and one already notified is not notified again.
+
+use crate::notify::{Notification, Notifier};
+use crate::signals;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use streamsight_core::alerts::rule::Rule;
+use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, SharedLabels, Silence, render};
+use streamsight_core::anomaly::{Detector, Sensitivity};
+use streamsight_core::{AlertEvent, Millis, Record};
+use streamsight_node::config::alerts as rules;
+use streamsight_node::signals as derived;
+use streamsight_node::sync::lock;
+use streamsight_node::{Feature, Shared};
+
+#[derive(Debug)]
+pub(crate) struct Book {
+    pub(crate) alerts: Alerts,
+    pub(crate) silences: Vec<Silence>,
+    /// Anomaly rules' detectors, per rule then series, with when each last had
+    /// a value: bounded, and forgotten with their series.
+    pub(crate) detectors:
+        std::collections::HashMap<String, std::collections::HashMap<SharedLabels, (Detector, Millis)>>,
+    pub(crate) detector_count: usize,
+    pub(crate) max_detectors: usize,
+    /// Rules made through the API, over the configuration's.
+    pub(crate) api_rules: std::collections::BTreeMap<String, Rule>,
+    /// The rules that run: base ← API rules, enabled ones.
+    pub(crate) rules: std::sync::Arc<Vec<Rule>>,
+}
+
+/// The alerts service: rules, their alerts, silences and notifiers.
+#[derive(Debug)]
+pub struct AlertService {
+    /// The defaults and the configuration's rules, disabled ones included.
+    pub(crate) base: Vec<Rule>,
+    /// Names of the rules the configuration sets (the rest of `base` are defaults).
+    pub(crate) configured: std::collections::BTreeSet<String>,
+    pub(crate) book: Mutex<Book>,
+    pub(crate) notifiers: std::sync::OnceLock<Vec<Notifier>>,
+    /// The dashboard's address, for links in notifications.
+    pub base_url: std::sync::OnceLock<String>,
+    /// Where silences made through the API are stored; let go at shutdown so
+    /// that the writer can finish.
+    pub writer: Mutex<Option<streamsight_node::Writer>>,
+    /// How fast each partition's log start advances.
+    pub(crate) log_starts: Mutex<derived::LogStarts>,
+    /// Counters' last readings per signal (see [`signals::per_minute`]).
+    pub(crate) readings: Mutex<std::collections::HashMap<signals::Key, signals::Readings>>,
+    /// Each signal's labels of the last cycle (see [`signals::settle`]).
+    pub(crate) previous: Mutex<std::collections::HashMap<signals::Key, Vec<SharedLabels>>>,
+    /// The derived signals of the last evaluation, for /metrics and the API.
+    pub(crate) derived: Mutex<std::sync::Arc<Vec<derived::GroupSignals>>>,
+    pub(crate) max_series: usize,
+    /// Why the last round did not evaluate the rules, if it did not.
+    pub(crate) skipped: Mutex<Option<String>>,
+    /// Records that notifications were delivered, stored by the next round.
+    pub(crate) delivered: std::sync::Arc<Mutex<Vec<Record>>>,
+    /// When the state the log must keep (API rules, silences, alerts not ok)
+    /// was last written again, so that retention never deletes it.
+    pub(crate) rewritten_at: Mutex<Option<Millis>>,
+    /// Held while a change is stored and applied: a rewrite of the state never
+    /// lands after a change it did not see (a removed rule brought back).
+    pub(crate) changes: tokio::sync::Mutex<()>,
+}
+
+/// A rule as the API shows it: where it comes from.
+#[derive(Debug, serde::Serialize)]
+pub struct RuleView {
+    #[serde(flatten)]
+    pub rule: Rule,
+    /// `default`, `config` or `api`.
+    pub source: &'static str,
+}
+
+/// How long a removed rule's resolved alerts stay listed (as long as a
+/// running rule's resolved alerts at least are).
+const RETIRED_SHOWN_MS: i64 = 3_600_000;
+
+/// Rules made through the API at most (each within [`Rule::validate`]'s bounds).
+pub const MAX_API_RULES: usize = 1_000;
+
+/// Why a change through the API was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error(transparent)]
+    Rule(#[from] streamsight_core::alerts::rule::RuleError),
+    #[error("at most {MAX_API_RULES} rules can be made through the API")]
+    TooManyRules,
+    #[error("no such {0}")]
+    NotFound(&'static str),
+    #[error(transparent)]
+    Store(#[from] streamsight_node::AppendError),
+}
+
+/// An alert as the API shows it.
+#[derive(Debug, serde::Serialize)]
+pub struct AlertView {
+    #[serde(flatten)]
+    pub alert: Alert,
+    pub summary: String,
+    pub silenced: bool,
+}
+
+impl AlertService {
+    pub fn new(config: &rules::AlertsConfig) -> Self {
+        Self {
+            base: config.base_rules(),
+            configured: config.rules.iter().map(|r| r.name.clone()).collect(),
+            book: Mutex::new(Book {
+                alerts: Alerts::new(config.max_series),
+                silences: Vec::new(),
+                detectors: std::collections::HashMap::new(),
+                detector_count: 0,
+                max_detectors: config.max_anomaly_series,
+                api_rules: std::collections::BTreeMap::new(),
+                rules: std::sync::Arc::new(config.effective_rules()),
+            }),
+            notifiers: std::sync::OnceLock::new(),
+            base_url: std::sync::OnceLock::new(),
+            writer: Mutex::new(None),
+            log_starts: Mutex::default(),
+            derived: Mutex::default(),
+            skipped: Mutex::default(),
+            previous: Mutex::default(),
+            readings: Mutex::default(),
+            max_series: config.max_series,
+            delivered: std::sync::Arc::default(),
+            rewritten_at: Mutex::new(None),
+            changes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Series anomaly rules keep a detector for.
+    pub fn anomaly_series(&self) -> usize {
+        lock(&self.book).detector_count
+    }
+
+    /// The rules that run.
+    pub fn rules(&self) -> std::sync::Arc<Vec<Rule>> {
+        lock(&self.book).rules.clone()
+    }
+
+    /// Every rule, disabled ones included, with where it comes from.
+    pub fn rule_views(&self) -> Vec<RuleView> {
+        let book = lock(&self.book);
+        rules::overlay(self.base.clone(), book.api_rules.values())
+            .into_iter()
+            .map(|rule| {
+                let source = if book.api_rules.contains_key(&rule.name) {
+                    "api"
+                } else if self.configured.contains(&rule.name) {
+                    "config"
+                } else {
+                    "default"
+                };
+                RuleView { rule, source }
+            })
+            .collect()
+    }
+
+    /// Starts the notifiers' tasks (on the collector's runtime).
+    pub fn start_notifiers(&self, config: &rules::AlertsConfig) {
+        let _ = self
+            .notifiers
+            .set(config.notifiers.iter().cloned().map(Notifier::start).collect());
+    }
+
+    /// Every alert but the quiet ones (ok), worst first.
+    pub fn list(&self, now: Millis) -> Vec<AlertView> {
+        let book = lock(&self.book);
+        let mut out: Vec<AlertView> = book
+            .alerts
+            .iter()
+            .filter(|a| a.state != AlertState::Ok)
+            .map(|a| AlertView {
+                summary: self.summary(&book.rules, a),
+                silenced: book.silences.iter().any(|s| s.silences(a, now)),
+                alert: a.clone(),
+            })
+            .collect();
+        let rank = |s: AlertState| match s {
+            AlertState::Firing => 0,
+            AlertState::NoData => 1,
+            AlertState::Pending => 2,
+            _ => 3,
+        };
+        out.sort_by(|a, b| {
+            (rank(a.alert.state), &a.alert.rule, &a.alert.labels).cmp(&(
+                rank(b.alert.state),
+                &b.alert.rule,
+                &b.alert.labels,
+            ))
+        });
+        out
+    }
+
+    pub fn silences(&self, now: Millis) -> Vec<Silence> {
+        lock(&self.book)
+            .silences
+            .iter()
+            .filter(|s| now < s.until)
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn summary(&self, rules: &[Rule], a: &Alert) -> String {
+        let labels = || {
+            let pairs: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            pairs.join(", ")
+        };
+        match rules.iter().find(|r| r.name == a.rule) {
+            None => format!("{} ({}): the rule was removed", a.rule, labels()),
+            Some(r) if r.summary.is_empty() => format!("{} ({})", a.rule, labels()),
+            Some(r) => render(&r.summary, &a.labels, a.value),
+        }
+    }
+
+    /// This node's part of every signal the rules read: what a sharded log's
+    /// evaluating node merges with the others' (see [`signals::merge`]).
+    pub fn local_series(&self, shared: &Shared, now: Millis) -> Vec<signals::KeyedSeries> {
+        let derived = self.group_signals();
+        let rules = lock(&self.book).rules.clone();
+        let mut keyed: BTreeMap<signals::Key, &Rule> = BTreeMap::new();
+        for rule in rules.iter() {
+            keyed.entry(signals::key(rule)).or_insert(rule);
+        }
+        keyed
+            .into_iter()
+            .map(|((signal, statuses, aggregate), rule)| signals::KeyedSeries {
+                signal,
+                statuses,
+                aggregate,
+                series: signals::all(shared, rule, &derived, now),
+            })
+            .collect()
+    }
+
+    /// Says why the last round did not evaluate the rules (None: it did).
+    pub fn not_evaluated(&self, why: Option<String>) {
+        if let Some(why) = &why {
+            tracing::warn!(why, "alert rules not evaluated this round");
+        }
+        *lock(&self.skipped) = why;
+    }
+
+    pub fn not_evaluated_because(&self) -> Option<String> {
+        lock(&self.skipped).clone()
+    }
+
+    /// The derived signals of this node's engine at `now`, kept for /metrics,
+    /// the API and the rules: every node derives them every round, whether it
+    /// evaluates the rules or not.
+    pub fn derive(&self, shared: &Shared, now: Millis) -> std::sync::Arc<Vec<derived::GroupSignals>> {
+        let derived = {
+            let mut starts = lock(&self.log_starts);
+            std::sync::Arc::new(derived::compute(&shared.lag, &mut starts, now, self.max_series))
+        };
+        *lock(&self.derived) = derived.clone();
+        derived
+    }
+
+    /// Evaluates every rule at `now` on this node's services: the log records
+    /// for what changed.
+    pub fn evaluate(&self, shared: &Shared, now: Millis) -> Vec<Record> {
+        let derived = self.derive(shared, now);
+        self.evaluate_with(shared, now, &derived, None)
+    }
+
+    /// The same with the derived signals made, and on a sharded log with
+    /// every signal's series merged from the nodes holding each shard
+    /// (`gathered`) instead of read from this node's services.
+    pub(crate) fn evaluate_with(
+        &self,
+        shared: &Shared,
+        now: Millis,
+        derived: &[derived::GroupSignals],
+        gathered: Option<&BTreeMap<signals::Key, signals::Series>>,
+    ) -> Vec<Record> {
+        let (all_rules, mut records) = {
+            let mut book = lock(&self.book);
+            let rules = book.rules.clone();
+            (rules.clone(), book.retire_gone(&rules, now))
+        };
+        // Each signal read once per cycle, however many rules share it, and
+        // dropped before the next is read: one signal's series in memory at a time.
+        let mut rules: Vec<&Rule> = all_rules.iter().collect();
+        rules.sort_by_key(|r| signals::key(r));
+        for same in rules.chunk_by(|a, b| signals::key(a) == signals::key(b)) {
+            let key = signals::key(same[0]);
+            let all = {
+                let mut previous = lock(&self.previous);
+                let last = previous.remove(&key).unwrap_or_default();
+                let series = match gathered {
+                    Some(gathered) => gathered.get(&key).cloned().unwrap_or_default(),
+                    None => signals::all(shared, same[0], derived, now),
+                };
+                let (all, labels) = signals::settle(series, &last);
+                previous.insert(key.clone(), labels);
+                if same[0].signal.is_counter() {
+                    let mut readings = lock(&self.readings);
+                    let last = readings.remove(&key).unwrap_or_default();
+                    let (rates, now_read) = signals::per_minute(all, last, now);
+                    readings.insert(key, now_read);
+                    rates
+                } else {
+                    all
+                }
+            };
+            for rule in same {
+                let series = signals::scoped(&all, rule);
+                let mut book = lock(&self.book);
+                let (series, condition) = match rule.anomaly {
+                    Some(direction) => (book.anomalies(rule, direction, series, now), Condition::Above(0.0)),
+                    None => (series, rule.condition()),
+                };
+                let timing = rule.timing();
+                let changed = if rule.labels.is_empty() {
+                    book.alerts.evaluate_sorted(&rule.name, condition, timing, series, now)
+                } else {
+                    book.alerts.evaluate(&rule.name, condition, timing, series, now)
+                };
+                for t in changed {
+                    records.push(Record::Alert {
+                        at: now,
+                        event: Box::new(AlertEvent::Changed(t)),
+                    });
+                }
+            }
+        }
+        records
+    }
+
+    /// Applies logged alert events (after they are stored, and at replay).
+    pub fn apply(&self, records: &[Record]) {
+        let mut book = lock(&self.book);
+        for r in records {
+            let Record::Alert { event, .. } = r else { continue };
+            match &**event {
+                AlertEvent::Changed(t) => book.alerts.replay(t, false),
+                AlertEvent::Notified { rule, labels, state } => book.alerts.mark_notified(rule, labels, *state),
+                AlertEvent::Silenced(s) => {
+                    book.silences.retain(|x| x.id != s.id);
+                    book.silences.push(s.clone());
+                }
+                AlertEvent::RuleSet(rule) => {
+                    book.api_rules.insert(rule.name.clone(), rule.clone());
+                    book.rules = std::sync::Arc::new(self.effective(&book.api_rules));
+                }
+                AlertEvent::RuleRemoved { name } => {
+                    book.api_rules.remove(name);
+                    book.rules = std::sync::Arc::new(self.effective(&book.api_rules));
+                }
+            }
+        }
+    }
+
+    fn effective(&self, api_rules: &std::collections::BTreeMap<String, Rule>) -> Vec<Rule> {
+        let mut rules = rules::overlay(self.base.clone(), api_rules.values());
+        rules.retain(|r| r.enabled);
+        rules
+    }
+
+    /// The alerts whose state no notifier was handed yet, each with the record
+    /// saying it was and whether a silence covers it. They count as handed from
+    /// now on in memory (a notifier retries on its own); the record is stored
+    /// once a receiver took it, so a crash before that notifies after restart.
+    pub fn due(&self, now: Millis) -> Vec<(Notification, Record, bool)> {
+        let mut book = lock(&self.book);
+        let base = self.base_url.get().map_or("", String::as_str);
+        let due: Vec<(Notification, Record, bool)> = book
+            .alerts
+            .unnotified()
+            .map(|a| {
+                let n = Notification {
+                    rule: a.rule.clone(),
+                    labels: a.labels.clone(),
+                    state: a.state,
+                    value: a.value,
+                    summary: self.summary(&book.rules, a),
+                    since_ms: a.since.0,
+                    url: link(base, a),
+                };
+                let done = Record::Alert {
+                    at: now,
+                    event: Box::new(AlertEvent::Notified {
+                        rule: a.rule.clone(),
+                        labels: a.labels.clone(),
+                        state: a.state,
+                    }),
+                };
+                (n, done, book.silences.iter().any(|s| s.silences(a, now)))
+            })
+            .collect();
+        for (n, _, _) in &due {
+            book.alerts.mark_notified(&n.rule, &n.labels, n.state);
+        }
+        due
+    }
+
+    pub fn notifiers(&self) -> &[Notifier] {
+        self.notifiers.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// The notifiers and how they fare (the URL without its path: it may hold a token).
+    pub fn notifier_report(&self) -> Vec<serde_json::Value> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.notifiers()
+            .iter()
+            .map(|n| {
+                let host = n.config.url.split('/').take(3).collect::<Vec<_>>().join("/");
+                serde_json::json!({
+                    "url": host,
+                    "format": n.config.format,
+                    "sent": n.stats.sent.load(Relaxed),
+                    "failed": n.stats.failed.load(Relaxed),
+                    "dropped": n.stats.dropped.load(Relaxed),
+                    "last_error": lock(&n.stats.last_error).clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The derived signals per group as of the last evaluation.
+    pub fn group_signals(&self) -> std::sync::Arc<Vec<derived::GroupSignals>> {
+        lock(&self.derived).clone()
+    }
+}
+
+impl Book {
+    /// Alerts and detectors of rules that no longer run: wound down.
+    fn retire_gone(&mut self, rules: &[Rule], now: Millis) -> Vec<Record> {
+        let running: std::collections::BTreeSet<&str> = rules.iter().map(|r| r.name.as_str()).collect();
+        let gone: Vec<String> = self
+            .alerts
+            .rule_names()
+            .filter(|n| !running.contains(n))
+            .map(str::to_owned)
+            .collect();
+        let count = &mut self.detector_count;
+        self.detectors.retain(|r, series| {
+            let keep = running.contains(r.as_str());
+            if !keep {
+                *count -= series.len();
+            }
+            keep
+        });
+        gone.iter()
+            .flat_map(|rule| self.alerts.retire(rule, now, RETIRED_SHOWN_MS))
+            .map(|t| Record::Alert {
+                at: now,
+                event: Box::new(AlertEvent::Changed(t)),
+            })
+            .collect()
+    }
+
+    /// Each value judged against its own series' baseline: the anomaly score while
+    /// anomalous, else 0; unknown stays unknown.
+    fn anomalies(
+        &mut self,
+        rule: &Rule,
+        direction: streamsight_core::anomaly::Direction,
+        series: signals::Series,
+        now: Millis,
+    ) -> signals::Series {
+        let sensitivity = Sensitivity {
+            spreads: rule.sensitivity.unwrap_or(Sensitivity::default().spreads),
+            ..Sensitivity::default()
+        };
+        let forget_after = rule.timing().forget_after_ms;
+        let detectors = self.detectors.entry(rule.name.clone()).or_default();
+        let before = detectors.len();
+        detectors.retain(|_, (_, seen)| now.since(*seen) < forget_after);
+        self.detector_count -= before - detectors.len();
+        series
+            .into_iter()
+            .map(|(labels, value)| {
+                let Some(v) = value else { return (labels, None) };
+                let (d, seen) = match detectors.get_mut(&labels) {
+                    Some(d) => d,
+                    None if self.detector_count >= self.max_detectors => return (labels, None),
+                    None => {
+                        self.detector_count += 1;
+                        detectors
+                            .entry(labels.clone())
+                            .or_insert_with(|| (Detector::new(direction), now))
+                    }
+                };
+                *seen = now;
+                let verdict = d.observe(now, v, sensitivity);
+                let score = if verdict.anomalous {
+                    f64::from(verdict.score)
+                } else {
+                    0.0
+                };
+                (labels, Some(score))
+            })
+            .collect()
+    }
+}
+
+fn link(base: &str, a: &Alert) -> String {
+    let enc = |s: &str| s.replace('%', "%25").replace('/', "%2F").replace(' ', "%20");
+    let (cluster, group, topic) = (a.labels.get("cluster"), a.labels.get("group"), a.labels.get("topic"));
+    match (cluster, group, topic) {
+        (Some(c), Some(g), _) => format!("{base}/groups/{}/{}", enc(c), enc(g)),
+        (Some(c), None, Some(t)) => format!("{base}/topics/{}/{}", enc(c), enc(t)),
+        _ => format!("{base}/"),
+    }
+}
+
+/// The alerts service of a node, installed with every tenant.
+pub fn of(shared: &Shared) -> &AlertService {
+    shared
+        .feature::<AlertService>()
+        .expect("the collector installs the alerts feature on every node")
+}
+
+impl Feature for AlertService {
+    fn apply(&self, records: &[Record]) {
+        AlertService::apply(self, records);
+    }
+
+    fn metrics(&self, out: &mut String, now: Millis) {
+        crate::metrics::render(self, out, now);
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

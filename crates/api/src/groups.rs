@@ -1,0 +1,359 @@
+//! Lag and groups: every group-partition's lag, every group folded from its
+//! partitions, one group's partitions and history; on a sharded log, of every
+//! shard.
+
+use crate::filters::LagFilter;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use streamsight_core::{GroupFold, LagRow, Millis};
+use streamsight_http::fanout;
+use streamsight_http::query::{ApiQuery, with_coverage};
+use streamsight_http::{ApiError, ErrorKind};
+use streamsight_node::Shared;
+use streamsight_node::clock;
+
+fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter, shards: Option<&BTreeSet<u32>>) -> Vec<LagRow> {
+    let snapshots = shared.clusters.snapshots();
+    let engine = shared.lag.engine();
+    engine
+        .reports(now, |n| {
+            filter.keeps(n.cluster, n.group, n.topic) && fanout::in_shards(shared, shards, n.topic)
+        })
+        .into_iter()
+        .map(|(n, report)| LagRow {
+            consumer: snapshots
+                .get(n.cluster)
+                .and_then(|s| s.consumer(n.group, n.topic, n.partition)),
+            ..n.row(report)
+        })
+        .collect()
+}
+
+/// Every group-partition's lag, of every shard on a sharded log.
+pub(crate) async fn lag(
+    State(shared): State<Arc<Shared>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    ApiQuery(filter): ApiQuery<LagFilter>,
+) -> Response {
+    let now = clock::now();
+    let asked = filter.shards.clone();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &filter, shards);
+    fanout::answer(
+        shared,
+        "/api/v1/lag",
+        asked,
+        query,
+        &headers,
+        local,
+        |mut rows, coverage| {
+            if coverage.is_some() {
+                rows.sort_by(|a, b| {
+                    (&a.cluster, &a.group, &a.topic, a.partition).cmp(&(&b.cluster, &b.group, &b.topic, b.partition))
+                });
+            }
+            with_coverage(json!({ "now_ms": now.0, "rows": rows }), coverage)
+        },
+    )
+    .await
+}
+
+#[derive(Debug, Serialize)]
+struct GroupRow {
+    cluster: String,
+    group: String,
+    status: streamsight_core::Status,
+    partitions: usize,
+    total_lag: i64,
+    complete: bool,
+    max_lag: Option<MaxLag>,
+}
+
+#[derive(Debug, Serialize)]
+struct MaxLag {
+    topic: String,
+    partition: i32,
+    lag_messages: i64,
+}
+
+/// A group's row from its partitions' rows, wherever they were held: the
+/// same fold as the engine's for a group it holds whole.
+fn fold_groups(rows: Vec<LagRow>) -> Vec<GroupRow> {
+    let mut groups: BTreeMap<(String, String), GroupFold<(String, i32)>> = BTreeMap::new();
+    for row in rows {
+        groups
+            .entry((row.cluster, row.group))
+            .or_default()
+            .add((row.topic, row.partition), row.report);
+    }
+    groups
+        .into_iter()
+        .map(|((cluster, group), fold)| {
+            let fold = fold.finish();
+            GroupRow {
+                cluster,
+                group,
+                status: fold.status,
+                partitions: fold.partitions,
+                total_lag: fold.total_lag,
+                complete: fold.complete,
+                max_lag: fold.max_lag.map(|((topic, partition), lag_messages)| MaxLag {
+                    topic,
+                    partition,
+                    lag_messages,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Every group, by cluster and name. On a sharded log a group's partitions
+/// may be in several shards: their rows are gathered, then folded here.
+pub(crate) async fn groups(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let now = clock::now();
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &LagFilter::default(), shards);
+    fanout::answer(shared, "/api/v1/lag", None, None, &headers, local, |rows, coverage| {
+        let mut groups = fold_groups(rows);
+        // A missing shard may hold more of any group: every sum is a lower bound.
+        if coverage.as_ref().is_some_and(|c| !c.missing.is_empty()) {
+            for g in &mut groups {
+                g.complete = false;
+            }
+        }
+        with_coverage(json!({ "groups": groups }), coverage)
+    })
+    .await
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Range {
+    /// Keep history samples from this time on (ms since the epoch).
+    from_ms: Option<i64>,
+    shards: Option<String>,
+}
+
+/// A group's partitions of some shards, and that part's recent samples.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "row", rename_all = "snake_case")]
+enum GroupDetailRow {
+    Partition {
+        topic: String,
+        partition: i32,
+        reason: String,
+        lag: Box<streamsight_core::LagReport>,
+        consumer: Option<streamsight_core::Consumer>,
+        recent_commits: Vec<serde_json::Value>,
+    },
+    /// A sample of the group's partitions that `part` (a node) holds.
+    Sample {
+        part: String,
+        sample: streamsight_node::services::GroupSample,
+    },
+}
+
+fn group_detail_rows(
+    shared: &Shared,
+    cluster: &str,
+    group: &str,
+    from_ms: i64,
+    now: Millis,
+    shards: Option<&BTreeSet<u32>>,
+) -> Vec<GroupDetailRow> {
+    let snapshots = shared.clusters.snapshots();
+    let engine = shared.lag.engine();
+    let Some((gid, members)) = fanout::group_in_shards(shared, &engine, cluster, group, shards) else {
+        return Vec::new();
+    };
+    let mut rows: Vec<GroupDetailRow> = members
+        .into_iter()
+        .map(|gp| {
+            let n = engine.names(gp);
+            let lag = engine.evaluate(gp, now);
+            GroupDetailRow::Partition {
+                topic: n.topic.to_owned(),
+                partition: n.partition,
+                reason: engine.reason(gp, &lag, now),
+                consumer: snapshots
+                    .get(n.cluster)
+                    .and_then(|s| s.consumer(n.group, n.topic, n.partition)),
+                recent_commits: engine.commits(gp).map(|c| json!(c)).collect(),
+                lag: Box::new(lag),
+            }
+        })
+        .collect();
+    drop(engine);
+    let part = shared.directory.get().map_or("local", |d| d.node()).to_owned();
+    rows.extend(
+        shared
+            .lag
+            .group_history(gid)
+            .into_iter()
+            .filter(|s| s.at_ms >= from_ms)
+            .map(|sample| GroupDetailRow::Sample {
+                part: part.clone(),
+                sample,
+            }),
+    );
+    rows
+}
+
+/// A group's samples from the nodes holding its parts, one per housekeeping
+/// interval: sums and worsts of the parts', incomplete where a part has none.
+fn merge_history(
+    samples: Vec<(String, streamsight_node::services::GroupSample)>,
+    interval_ms: i64,
+) -> Vec<streamsight_node::services::GroupSample> {
+    let parts: BTreeSet<&str> = samples.iter().map(|(p, _)| p.as_str()).collect();
+    if parts.len() <= 1 {
+        return samples.into_iter().map(|(_, s)| s).collect();
+    }
+    let mut buckets: BTreeMap<i64, BTreeMap<&str, &streamsight_node::services::GroupSample>> = BTreeMap::new();
+    for (part, sample) in &samples {
+        buckets
+            .entry(sample.at_ms.div_euclid(interval_ms.max(1)))
+            .or_default()
+            .insert(part, sample);
+    }
+    buckets
+        .into_values()
+        .map(|of| {
+            let mut merged = streamsight_node::services::GroupSample {
+                at_ms: 0,
+                status: streamsight_core::Status::Ok,
+                total_lag: 0,
+                complete: of.len() == parts.len(),
+                max_lag_seconds: None,
+                lag_seconds_lower_bound: false,
+                producer_failing: false,
+            };
+            for s in of.values() {
+                merged.at_ms = merged.at_ms.max(s.at_ms);
+                merged.status = merged.status.max(s.status);
+                merged.total_lag = merged.total_lag.saturating_add(s.total_lag);
+                merged.complete &= s.complete;
+                if s.max_lag_seconds > merged.max_lag_seconds {
+                    merged.max_lag_seconds = s.max_lag_seconds;
+                    merged.lag_seconds_lower_bound = s.lag_seconds_lower_bound;
+                }
+                merged.producer_failing |= s.producer_failing;
+            }
+            merged
+        })
+        .collect()
+}
+
+pub(crate) async fn group(
+    State(shared): State<Arc<Shared>>,
+    Path((cluster, group)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    ApiQuery(range): ApiQuery<Range>,
+) -> Response {
+    let now = clock::now();
+    let from = range.from_ms.unwrap_or(i64::MIN);
+    let path = format!(
+        "/api/v1/groups/{}/{}",
+        fanout::segment(&cluster),
+        fanout::segment(&group)
+    );
+    let (c, g) = (cluster.clone(), group.clone());
+    let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| group_detail_rows(s, &c, &g, from, now, shards);
+    let refresh_ms = shared.config.refresh_ms();
+    let interval_ms = streamsight_node::clock::time_ms(shared.config.history_interval);
+    // A query with `shards=` is answered here, never passed on: as it came.
+    fanout::answer(shared, &path, range.shards, query, &headers, local, |rows, coverage| {
+        let mut fold = GroupFold::default();
+        let (mut partitions, mut samples) = (Vec::new(), Vec::new());
+        for row in rows {
+            match row {
+                GroupDetailRow::Partition {
+                    topic,
+                    partition,
+                    reason,
+                    lag,
+                    consumer,
+                    recent_commits,
+                } => {
+                    fold.add((), (*lag).clone());
+                    partitions.push(json!({
+                        "topic": topic,
+                        "partition": partition,
+                        "reason": reason,
+                        "lag": lag,
+                        "consumer": consumer,
+                        "recent_commits": recent_commits,
+                    }));
+                }
+                GroupDetailRow::Sample { part, sample } => samples.push((part, sample)),
+            }
+        }
+        if partitions.is_empty() && coverage.as_ref().is_none_or(|c| c.missing.is_empty()) {
+            return ApiError::new(
+                ErrorKind::UnknownGroup,
+                format!("no group {group:?} in cluster {cluster:?}"),
+            )
+            .into_response();
+        }
+        partitions.sort_by(|a, b| {
+            (a["topic"].as_str(), a["partition"].as_i64()).cmp(&(b["topic"].as_str(), b["partition"].as_i64()))
+        });
+        let body = json!({
+            "now_ms": now.0,
+            "refresh_ms": refresh_ms,
+            "cluster": cluster,
+            "group": group,
+            "status": fold.finish().status,
+            "partitions": partitions,
+            "history": merge_history(samples, interval_ms),
+        });
+        with_coverage(body, coverage)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use streamsight_node::services::GroupSample;
+
+    fn sample(at_ms: i64, lag: i64, status: streamsight_core::Status) -> GroupSample {
+        GroupSample {
+            at_ms,
+            status,
+            total_lag: lag,
+            complete: true,
+            max_lag_seconds: Some(lag as f64),
+            lag_seconds_lower_bound: false,
+            producer_failing: false,
+        }
+    }
+
+    #[test]
+    fn parts_samples_merge_per_interval_and_a_missing_part_is_incomplete() {
+        use streamsight_core::Status::{Ok, Warn};
+        let merged = merge_history(
+            vec![
+                ("a".into(), sample(10_100, 5, Ok)),
+                ("b".into(), sample(10_900, 7, Warn)),
+                ("a".into(), sample(20_100, 6, Ok)),
+            ],
+            1_000 * 10,
+        );
+        assert_eq!(merged.len(), 2);
+        assert_eq!(
+            (merged[0].at_ms, merged[0].total_lag, merged[0].status),
+            (10_900, 12, Warn)
+        );
+        assert!(merged[0].complete);
+        assert!(!merged[1].complete, "b has no sample in the second interval");
+        // One part: its samples as they are.
+        assert_eq!(merge_history(vec![("a".into(), sample(1, 1, Ok))], 10).len(), 1);
+    }
+}

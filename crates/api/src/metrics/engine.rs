@@ -1,0 +1,222 @@
+//! The engine's series: lag per group-partition and partition, and
+//! kafka-lag-exporter's aggregates per group and topic.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::sync::Arc;
+use streamsight_core::{Engine, Millis, Status};
+use streamsight_http::prometheus::{Family, esc, header};
+
+/// One group's lag, added up over its partitions.
+#[derive(Default)]
+struct GroupLag<'a> {
+    max_lag: Option<i64>,
+    max_lag_seconds: Option<f64>,
+    sum_lag: i64,
+    /// Some partition's lag is unknown: the sums are not written (never a partial sum).
+    unknown: bool,
+    topics: BTreeMap<&'a str, i64>,
+    described: bool,
+}
+
+/// kafka-lag-exporter's per-group series. Sums are written only when every
+/// partition's lag is known; the maxima are over the partitions known.
+fn render_group_aggregates(out: &mut String, groups: &BTreeMap<(&str, &str), GroupLag<'_>>, snapshots: &Snapshots) {
+    let mut max_lag = Family::new(
+        "kafka_consumergroup_group_max_lag",
+        "gauge",
+        "The group's largest partition lag, in messages.",
+    );
+    let mut max_lag_seconds = Family::new(
+        "kafka_consumergroup_group_max_lag_seconds",
+        "gauge",
+        "The group's largest partition lag, in seconds.",
+    );
+    let mut sum_lag = Family::new(
+        "kafka_consumergroup_group_sum_lag",
+        "gauge",
+        "The group's lag summed over its partitions (absent while any is unknown).",
+    );
+    let mut topic_sum = Family::new(
+        "kafka_consumergroup_group_topic_sum_lag",
+        "gauge",
+        "The group's lag on one topic, summed over its partitions (absent while any is unknown).",
+    );
+    for (&(cluster, group), g) in groups {
+        // A group no member describes (committing without the group protocol) is simple.
+        let simple = snapshots
+            .get(cluster)
+            .and_then(|s| s.groups.iter().find(|x| x.name == group))
+            .map_or(!g.described, |x| x.protocol_type.as_deref().is_none_or(str::is_empty));
+        let labels = format!("cluster_name=\"{}\",group=\"{}\"", esc(cluster), esc(group));
+        let with_simple = format!("{labels},is_simple_consumer=\"{simple}\"");
+        if let Some(v) = g.max_lag {
+            max_lag.sample(&with_simple, v);
+        }
+        if let Some(v) = g.max_lag_seconds {
+            max_lag_seconds.sample(&with_simple, v);
+        }
+        if !g.unknown {
+            sum_lag.sample(&labels, g.sum_lag);
+            for (topic, v) in &g.topics {
+                topic_sum.sample(&format!("{labels},topic=\"{}\"", esc(topic)), v);
+            }
+        }
+    }
+    for family in [&max_lag, &max_lag_seconds, &sum_lag, &topic_sum] {
+        family.write(out);
+    }
+}
+
+/// Snapshots of the polled clusters, by name: who owns each partition.
+pub type Snapshots = HashMap<String, Arc<streamsight_poller::Snapshot>>;
+
+/// Lag per group-partition and per partition, in kafka-lag-exporter's whole
+/// family (reference.md §5) plus streamsight's own series.
+pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, now: Millis) {
+    let mut lag = Family::new(
+        "kafka_consumergroup_group_lag",
+        "gauge",
+        "Messages the group has not read yet.",
+    );
+    let mut lag_seconds = Family::new(
+        "kafka_consumergroup_group_lag_seconds",
+        "gauge",
+        "Age of the oldest record the group has not read yet.",
+    );
+    let mut lower_bound = Family::new(
+        "streamsight_lag_seconds_lower_bound",
+        "gauge",
+        "Present (1) when lag seconds is only a lower bound: the record predates the history.",
+    );
+    let mut status = Family::new(
+        "streamsight_consumer_status",
+        "gauge",
+        "1 for the group-partition's current status.",
+    );
+    let mut loss = Family::new(
+        "streamsight_data_loss_messages_total",
+        "counter",
+        "Records retention deleted before the group read them (absent while none).",
+    );
+    let mut offset = Family::new(
+        "kafka_consumergroup_group_offset",
+        "gauge",
+        "The group's committed offset: the next offset it will read.",
+    );
+    let mut groups: BTreeMap<(&str, &str), GroupLag<'_>> = BTreeMap::new();
+    for id in engine.group_partitions() {
+        let (n, r) = (engine.names(id), engine.evaluate(id, now));
+        let mut labels = format!(
+            "cluster_name=\"{}\",group=\"{}\",topic=\"{}\",partition=\"{}\"",
+            esc(n.cluster),
+            esc(n.group),
+            esc(n.topic),
+            n.partition
+        );
+        let g = groups.entry((n.cluster, n.group)).or_default();
+        // kafka-lag-exporter's member labels, where a poller named the member.
+        if let Some(c) = snapshots
+            .get(n.cluster)
+            .and_then(|s| s.consumer(n.group, n.topic, n.partition))
+        {
+            for (name, value) in [
+                ("member_host", &c.host),
+                ("consumer_id", &c.member_id),
+                ("client_id", &c.client_id),
+            ] {
+                if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
+                    let _ = write!(labels, ",{name}=\"{}\"", esc(v));
+                    g.described = true;
+                }
+            }
+        }
+        if let Some(v) = r.committed_offset {
+            offset.sample(&labels, v);
+        }
+        if let Some(v) = r.lag_messages {
+            lag.sample(&labels, v);
+            g.max_lag = g.max_lag.max(Some(v));
+            g.sum_lag = g.sum_lag.saturating_add(v);
+            let t = g.topics.entry(n.topic).or_default();
+            *t = t.saturating_add(v);
+        } else {
+            g.unknown = true;
+        }
+        if let Some(v) = r.lag_seconds {
+            lag_seconds.sample(&labels, v);
+            g.max_lag_seconds = Some(g.max_lag_seconds.map_or(v, |m| m.max(v)));
+        }
+        // Written only when they say something: at 100,000 group-partitions every
+        // line a group-partition costs is megabytes per scrape.
+        if r.lag_seconds_lower_bound {
+            lower_bound.sample(&labels, 1);
+        }
+        if r.data_loss_messages > 0 {
+            loss.sample(&labels, r.data_loss_messages);
+        }
+        status.sample(&format!("{labels},status=\"{}\"", r.status.as_str()), 1);
+    }
+    for family in [&lag, &lag_seconds, &offset, &lower_bound, &status, &loss] {
+        family.write(out);
+    }
+    render_group_aggregates(out, &groups, snapshots);
+    header(
+        out,
+        "streamsight_group_status",
+        "gauge",
+        "1 for the group's current status: its worst partition.",
+    );
+    for gid in engine.groups() {
+        let (cluster, group) = engine.group_name(gid);
+        let status: Status = engine.evaluate_group(gid, now).status;
+        let _ = writeln!(
+            out,
+            "streamsight_group_status{{cluster_name=\"{}\",group=\"{}\",status=\"{}\"}} 1",
+            esc(cluster),
+            esc(group),
+            status.as_str()
+        );
+    }
+    let mut latest = Family::new(
+        "kafka_partition_latest_offset",
+        "gauge",
+        "End offset: the max of what producers acknowledged and brokers reported.",
+    );
+    let mut produce = Family::new(
+        "streamsight_produce_offset",
+        "gauge",
+        "Offset of the last record producers reported acknowledged.",
+    );
+    let mut failing = Family::new(
+        "streamsight_producer_failing",
+        "gauge",
+        "1 while failed sends are being reported for the partition.",
+    );
+    let mut earliest = Family::new(
+        "kafka_partition_earliest_offset",
+        "gauge",
+        "The partition's log start offset: the oldest offset still retained.",
+    );
+    for pid in engine.partitions() {
+        let ((cluster, topic, partition), p) = (engine.partition_names(pid), engine.evaluate_partition(pid, now));
+        let labels = format!(
+            "cluster_name=\"{}\",topic=\"{}\",partition=\"{partition}\"",
+            esc(cluster),
+            esc(topic)
+        );
+        if let Some(end) = p.end_offset {
+            latest.sample(&labels, end);
+        }
+        if let Some(o) = p.produce_offset {
+            produce.sample(&labels, o);
+        }
+        failing.sample(&labels, u8::from(p.producer_failing));
+        if let Some(o) = p.log_start_offset {
+            earliest.sample(&labels, o);
+        }
+    }
+    for family in [&latest, &earliest, &produce, &failing] {
+        family.write(out);
+    }
+}

@@ -1,0 +1,544 @@
+//! `/metrics` in the Prometheus text format.
+//!
+//! Lag uses kafka-lag-exporter's names so existing dashboards keep working. Unknown
+//! lag has no series at all (never 0), and no series ever carries -1 or
+//! `partition="-1"`: the engine never holds such a partition.
+
+mod engine;
+
+pub use engine::{Snapshots, render_engine};
+
+use std::fmt::Write;
+use streamsight_core::{Millis, RejectCounts};
+use streamsight_http::prometheus::{Family, esc, header};
+use streamsight_node::Shared;
+use streamsight_node::pathways::Graph;
+use streamsight_node::telemetry::IntakeStats;
+
+/// On a sharded log: which shards this node holds (every series above is of
+/// those only), and how many nobody answers for.
+fn render_shards(out: &mut String, shared: &Shared) {
+    let Some(directory) = shared.directory.get() else {
+        return;
+    };
+    let held = directory.held();
+    let missing = directory.owners().iter().filter(|o| o.is_none()).count();
+    header(out, "streamsight_shards", "gauge", "Shards of the log.");
+    let _ = writeln!(out, "streamsight_shards {}", directory.shards());
+    header(
+        out,
+        "streamsight_shard_held",
+        "gauge",
+        "1 for each shard this node holds and has caught up with: its series are this node's.",
+    );
+    for shard in &held {
+        let _ = writeln!(out, "streamsight_shard_held{{shard=\"{shard}\"}} 1");
+    }
+    header(
+        out,
+        "streamsight_shards_unowned",
+        "gauge",
+        "Shards no live node says it holds: their series are on no node's /metrics.",
+    );
+    let _ = writeln!(out, "streamsight_shards_unowned {missing}");
+    if let Some(counts) = shared.snapshots.get() {
+        render_snapshots(out, counts);
+    }
+}
+
+fn render_snapshots(out: &mut String, c: &streamsight_store::snapshots::SnapshotCounts) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let counters = [
+        (
+            "streamsight_shard_snapshots_written_total",
+            "Snapshots of held shards written.",
+            &c.written,
+        ),
+        (
+            "streamsight_shard_snapshot_bytes_written_total",
+            "Bytes of snapshots written.",
+            &c.written_bytes,
+        ),
+        (
+            "streamsight_shard_snapshot_write_failures_total",
+            "Snapshots not written (the log refused or did not answer).",
+            &c.write_failures,
+        ),
+        (
+            "streamsight_shard_snapshots_restored_total",
+            "Gained shards taken in from their snapshot.",
+            &c.restored,
+        ),
+        (
+            "streamsight_shard_snapshot_restore_failures_total",
+            "Snapshots found but not usable: the shard was read from its start.",
+            &c.restore_failures,
+        ),
+        (
+            "streamsight_shard_replayed_messages_total",
+            "Log messages read to catch gained shards up (after their snapshot, if any).",
+            &c.replayed_messages,
+        ),
+    ];
+    for (name, help, value) in counters {
+        header(out, name, "counter", help);
+        let _ = writeln!(out, "{name} {}", value.load(Relaxed));
+    }
+}
+
+/// Everything, rendered at `now`.
+pub fn render(shared: &Shared, now: Millis) -> String {
+    let mut out = String::with_capacity(1 << 16);
+    {
+        let engine = shared.lag.engine();
+        render_engine(&mut out, &engine, &shared.clusters.snapshots(), now);
+        render_rejections(&mut out, &engine.stats().rejected);
+    }
+    render_intake(&mut out, &shared.telemetry.snapshot());
+    render_limited(&mut out, &shared.limited());
+    header(
+        &mut out,
+        "streamsight_store_corrupt_batches_total",
+        "counter",
+        "Stored batches replay could not decode and skipped.",
+    );
+    let _ = writeln!(
+        out,
+        "streamsight_store_corrupt_batches_total {}",
+        shared.telemetry.corrupt_batches()
+    );
+    let window = streamsight_node::clock::time_ms(shared.config.pathway_window);
+    let graph = shared
+        .pathways
+        .graph(now.0.saturating_sub(window), now.0.saturating_add(1));
+    render_pathways(&mut out, &graph);
+    render_poller(&mut out, &shared.clusters.view());
+    render_deliveries(&mut out, &shared.deliveries.view());
+    render_probes(&mut out, &shared.probes.view());
+    render_dlq(&mut out, &shared.dlq.view());
+    for feature in shared.features() {
+        feature.metrics(&mut out, now);
+    }
+    render_shards(&mut out, shared);
+    out
+}
+
+fn render_dlq(out: &mut String, monitors: &[streamsight_dlq::DlqMonitor]) {
+    let mut records = Family::new(
+        "streamsight_dlq_records",
+        "gauge",
+        "Records in a dead-letter topic, from the brokers' end offsets.",
+    );
+    let mut velocity = Family::new(
+        "streamsight_dlq_velocity_records_per_second",
+        "gauge",
+        "Records arriving in a dead-letter topic per second.",
+    );
+    let mut reasons = Family::new(
+        "streamsight_dlq_reasons_total",
+        "counter",
+        "Dead-lettered records read, by source topic, error class and stage.",
+    );
+    let mut violations = Family::new(
+        "streamsight_schema_violations_total",
+        "counter",
+        "Records dead-lettered at validation, by source topic, schema and error class.",
+    );
+    for m in monitors {
+        for t in m.report() {
+            let base = format!(
+                "cluster_name=\"{}\",dlq_topic=\"{}\"",
+                esc(&m.config.name),
+                esc(&t.dlq_topic)
+            );
+            if let Some(n) = t.records {
+                records.sample(&base, n);
+            }
+            if let Some(v) = t.velocity {
+                velocity.sample(&base, v);
+            }
+            // Reasons also differ by naming convention: summed to one series per label set.
+            let mut by_reason: std::collections::BTreeMap<(&str, &str, &str), u64> = Default::default();
+            let mut by_schema: std::collections::BTreeMap<(&str, &str, &str), u64> = Default::default();
+            for (r, n) in &t.reasons {
+                *by_reason
+                    .entry((&r.source_topic, &r.error_class, &r.stage))
+                    .or_default() += n;
+                if r.stage == "validation" {
+                    *by_schema
+                        .entry((&r.source_topic, &r.schema, &r.error_class))
+                        .or_default() += n;
+                }
+            }
+            for ((source, class, stage), n) in by_reason {
+                reasons.sample(
+                    &format!(
+                        "{base},source_topic=\"{}\",error_class=\"{}\",stage=\"{}\"",
+                        esc(source),
+                        esc(class),
+                        esc(stage)
+                    ),
+                    n,
+                );
+            }
+            for ((topic, schema, class), n) in by_schema {
+                violations.sample(
+                    &format!(
+                        "cluster_name=\"{}\",topic=\"{}\",schema=\"{}\",class=\"{}\"",
+                        esc(&m.config.name),
+                        esc(topic),
+                        esc(schema),
+                        esc(class)
+                    ),
+                    n,
+                );
+            }
+        }
+    }
+    for family in [&records, &velocity, &reasons, &violations] {
+        family.write(out);
+    }
+}
+
+/// KMinion's end-to-end metrics, per probe and partition.
+fn render_probes(out: &mut String, probes: &[streamsight_probe::Probe]) {
+    let counter = |name, help| Family::new(name, "counter", help);
+    let mut sent = counter("streamsight_probe_messages_sent_total", "Probe records sent.");
+    let mut received = counter("streamsight_probe_messages_received_total", "Probe records read back.");
+    let mut lost = counter(
+        "streamsight_probe_messages_lost_total",
+        "Probe records not read back within the SLA, or jumped over.",
+    );
+    let mut duplicated = counter(
+        "streamsight_probe_messages_duplicated_total",
+        "Probe records read twice.",
+    );
+    let mut errors = counter("streamsight_probe_produce_errors_total", "Probe sends that failed.");
+    let mut roundtrip = Family::new(
+        "streamsight_probe_roundtrip_latency_seconds",
+        "gauge",
+        "Produce-to-consume latency of probe records (recent quantiles).",
+    );
+    let mut produce = Family::new(
+        "streamsight_probe_produce_latency_seconds",
+        "gauge",
+        "Produce-to-acknowledgement latency of probe records (recent quantiles).",
+    );
+    let mut commit = Family::new(
+        "streamsight_probe_commit_latency_seconds",
+        "gauge",
+        "Latency of the probe consumer's commits (recent quantiles).",
+    );
+    let mut up = Family::new(
+        "streamsight_probe_partition_up",
+        "gauge",
+        "1 when probe records round-trip within the SLA on the partition.",
+    );
+    for p in probes {
+        let r = p.report();
+        let base = format!(
+            "cluster_name=\"{}\",topic=\"{}\"",
+            esc(&p.config.name),
+            esc(&p.config.topic)
+        );
+        for q in &r.partitions {
+            let labels = format!("{base},partition=\"{}\"", q.partition);
+            sent.sample(&labels, q.sent);
+            received.sample(&labels, q.received);
+            lost.sample(&labels, q.lost);
+            duplicated.sample(&labels, q.duplicated);
+            errors.sample(&labels, q.produce_errors);
+            up.sample(&labels, u8::from(q.status == "ok"));
+            for (family, summary) in [
+                (&mut roundtrip, &q.roundtrip_latency),
+                (&mut produce, &q.produce_latency),
+            ] {
+                if let Some(s) = summary {
+                    family.sample(&format!("{labels},quantile=\"0.5\""), s.p50_seconds);
+                    family.sample(&format!("{labels},quantile=\"0.99\""), s.p99_seconds);
+                }
+            }
+        }
+        if let Some(s) = &r.commit_latency {
+            commit.sample(&format!("{base},quantile=\"0.5\""), s.p50_seconds);
+            commit.sample(&format!("{base},quantile=\"0.99\""), s.p99_seconds);
+        }
+    }
+    for family in [
+        &sent,
+        &received,
+        &lost,
+        &duplicated,
+        &errors,
+        &roundtrip,
+        &produce,
+        &commit,
+        &up,
+    ] {
+        family.write(out);
+    }
+}
+
+fn render_deliveries(out: &mut String, d: &streamsight_node::deliveries::Deliveries) {
+    let mut sent = Family::new(
+        "streamsight_messages_sent_total",
+        "counter",
+        "Records producers tried to send, in reconciled windows, per consuming group.",
+    );
+    let mut received = Family::new(
+        "streamsight_messages_received_total",
+        "counter",
+        "Records the group received, in reconciled windows.",
+    );
+    let mut delivered = Family::new(
+        "streamsight_messages_delivered_total",
+        "counter",
+        "Records the group received and processed.",
+    );
+    let mut missing = Family::new(
+        "streamsight_messages_missing_total",
+        "counter",
+        "Records sent but not delivered to the group, by cause.",
+    );
+    let mut duplicated = Family::new(
+        "streamsight_messages_duplicated_total",
+        "counter",
+        "Records the group received more often than they were acknowledged.",
+    );
+    for ((cluster, group, topic), t) in d.ledger.totals() {
+        let labels = format!(
+            "cluster_name=\"{}\",group=\"{}\",topic=\"{}\"",
+            esc(cluster),
+            esc(group),
+            esc(topic)
+        );
+        sent.sample(&labels, t.sent);
+        received.sample(&labels, t.received);
+        delivered.sample(&labels, t.delivered);
+        duplicated.sample(&labels, t.duplicates);
+        for (cause, n) in streamsight_core::delivery::Causes::NAMES.iter().zip(t.missing.values()) {
+            missing.sample(&format!("{labels},cause=\"{cause}\""), n);
+        }
+    }
+    for family in [&sent, &received, &delivered, &missing, &duplicated] {
+        family.write(out);
+    }
+}
+
+fn render_poller(
+    out: &mut String,
+    clusters: &std::collections::BTreeMap<String, streamsight_node::services::ClusterView>,
+) {
+    let mut polls = Family::new("streamsight_poller_polls_total", "counter", "Polls of the cluster.");
+    let mut failed = Family::new(
+        "streamsight_poller_failed_polls_total",
+        "counter",
+        "Polls where no broker answered Metadata.",
+    );
+    let mut requests = Family::new(
+        "streamsight_poller_requests_total",
+        "counter",
+        "Kafka requests the poller sent, handshakes included.",
+    );
+    let mut seconds = Family::new(
+        "streamsight_poller_last_poll_seconds",
+        "gauge",
+        "How long the last poll of the cluster took.",
+    );
+    let mut poll_time = Family::new(
+        "kafka_consumergroup_poll_time_ms",
+        "gauge",
+        "How long the last poll of the cluster took, in ms (kafka-lag-exporter's name).",
+    );
+    let mut members = Family::new(
+        "streamsight_consumer_group_members",
+        "gauge",
+        "Members of a group as its coordinator describes it, by group state.",
+    );
+    for (name, v) in clusters {
+        let labels = format!("cluster_name=\"{}\"", esc(name));
+        polls.sample(&labels, v.polls);
+        failed.sample(&labels, v.failed_polls);
+        requests.sample(&labels, v.requests);
+        if let Some(ms) = v.last_poll_ms {
+            seconds.sample(&labels, ms / 1000.0);
+            poll_time.sample(&labels, ms);
+        }
+        for g in v.last.iter().flat_map(|s| &s.groups).filter(|g| g.exists()) {
+            let state = g.state.as_deref().unwrap_or("unknown");
+            members.sample(
+                &format!("{labels},group=\"{}\",state=\"{}\"", esc(&g.name), esc(state)),
+                g.members.len(),
+            );
+        }
+    }
+    for family in [&polls, &failed, &requests, &seconds, &poll_time, &members] {
+        family.write(out);
+    }
+}
+
+fn render_rejections(out: &mut String, rejected: &RejectCounts) {
+    header(
+        out,
+        "streamsight_rejected_points_total",
+        "counter",
+        "Points refused before they could move lag, by reason.",
+    );
+    for (reason, n) in rejected.iter() {
+        let _ = writeln!(
+            out,
+            "streamsight_rejected_points_total{{reason=\"{}\"}} {n}",
+            reason.as_str()
+        );
+    }
+}
+
+fn render_limited(out: &mut String, limited: &streamsight_core::LimitCounts) {
+    let mut family = Family::new(
+        "streamsight_limited_total",
+        "counter",
+        "New names, points, connections and requests refused by a limit, by limit.",
+    );
+    for (limit, n) in limited.iter() {
+        family.sample(&format!("what=\"{}\"", limit.as_str()), n);
+    }
+    family.write(out);
+}
+
+fn render_intake(out: &mut String, s: &IntakeStats) {
+    header(
+        out,
+        "streamsight_intake_payloads_total",
+        "counter",
+        "Data Streams payloads accepted.",
+    );
+    let _ = writeln!(out, "streamsight_intake_payloads_total {}", s.payloads);
+    header(
+        out,
+        "streamsight_intake_bytes_total",
+        "counter",
+        "Bytes of accepted Data Streams payloads, as sent.",
+    );
+    let _ = writeln!(out, "streamsight_intake_bytes_total {}", s.bytes);
+    header(
+        out,
+        "streamsight_intake_backlogs_total",
+        "counter",
+        "Backlog points received.",
+    );
+    let _ = writeln!(out, "streamsight_intake_backlogs_total {}", s.backlogs);
+    header(
+        out,
+        "streamsight_intake_errors_total",
+        "counter",
+        "Payloads and points refused, by kind.",
+    );
+    for (kind, n) in &s.errors {
+        let _ = writeln!(out, "streamsight_intake_errors_total{{kind=\"{}\"}} {n}", kind.as_str());
+    }
+    header(
+        out,
+        "streamsight_intake_dropped_bodies_total",
+        "counter",
+        "Bodies of agent endpoints answered but not used yet.",
+    );
+    for (endpoint, n, _) in &s.dropped {
+        let _ = writeln!(
+            out,
+            "streamsight_intake_dropped_bodies_total{{endpoint=\"{}\"}} {n}",
+            endpoint.as_str()
+        );
+    }
+}
+
+fn render_pathways(out: &mut String, g: &Graph) {
+    let mut pathway = Family::new(
+        "streamsight_pathway_latency_seconds",
+        "gauge",
+        "Pathway latency quantiles per Kafka edge over the pathway window.",
+    );
+    let mut edge = Family::new(
+        "streamsight_edge_latency_seconds",
+        "gauge",
+        "Edge latency quantiles per Kafka edge over the pathway window.",
+    );
+    for e in &g.edges {
+        let labels = format!(
+            "from=\"{}\",to=\"{}\",direction=\"{}\",group=\"{}\",env=\"{}\"",
+            esc(&e.from),
+            esc(&e.to),
+            esc(&e.direction),
+            esc(e.group.as_deref().unwrap_or("")),
+            esc(&e.env)
+        );
+        for (family, q) in [
+            (&mut pathway, &e.pathway_latency_seconds),
+            (&mut edge, &e.edge_latency_seconds),
+        ] {
+            for (quantile, v) in [("0.5", q.p50), ("0.95", q.p95), ("0.99", q.p99)] {
+                if let Some(v) = v {
+                    family.sample(&format!("{labels},quantile=\"{quantile}\""), v);
+                }
+            }
+        }
+    }
+    pathway.write(out);
+    edge.write(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use streamsight_core::{EngineConfig, Observation, PartitionRef};
+
+    /// The text format wants each family's samples in one block after its header.
+    fn assert_families_contiguous(out: &str) {
+        let mut seen = std::collections::HashSet::new();
+        let mut current = "";
+        for line in out.lines() {
+            let name = match line.strip_prefix("# TYPE ") {
+                Some(rest) => rest.split(' ').next().unwrap_or(""),
+                None if line.starts_with('#') => continue,
+                None => line.split(['{', ' ']).next().unwrap_or(""),
+            };
+            if name != current {
+                assert!(seen.insert(name.to_owned()), "{name} appears in two blocks:\n{out}");
+                current = name;
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_lag_has_no_series_and_labels_are_escaped() {
+        let mut e = streamsight_core::Engine::new(EngineConfig::default()).unwrap();
+        let p = |partition| PartitionRef {
+            cluster: "c",
+            topic: "we\"ird",
+            partition,
+        };
+        e.observe(
+            Millis(0),
+            &Observation::Committed {
+                group: "g",
+                partition: p(0),
+                offset: 5,
+            },
+        )
+        .unwrap();
+        let _ = e.observe(
+            Millis(0),
+            &Observation::Produced {
+                partition: p(-1),
+                offset: -1,
+            },
+        );
+        let mut out = String::new();
+        render_engine(&mut out, &e, &Default::default(), Millis(1));
+        assert!(!out.contains("kafka_consumergroup_group_lag{"), "{out}");
+        assert!(out.contains("topic=\"we\\\"ird\""), "{out}");
+        assert!(out.contains("status=\"stale\""), "{out}");
+        assert!(!out.contains("partition=\"-1\""), "{out}");
+        assert_families_contiguous(&out);
+        assert!(!out.contains(" -1\n"), "{out}");
+    }
+}

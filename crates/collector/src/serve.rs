@@ -1,0 +1,395 @@
+//! `serve`: bind every listener first, so that a port in use is said before
+//! anything starts; then replay each tenant's store and spawn the servers,
+//! pollers, probes, DLQ monitors and housekeeping, stopped together.
+
+use crate::{housekeeping, polling, routes};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use streamsight_core::{EngineConfig, Millis};
+use streamsight_http::server::{self, stopped};
+use streamsight_http::{auth, reload, tls};
+use streamsight_node::clock::{self, time_ms};
+use streamsight_node::config::{self, ServeConfig};
+use streamsight_node::sync::lock;
+use streamsight_node::{Shared, Writer, WriterError};
+
+/// How often TLS and key files are compared with what is served (SIGHUP
+/// reloads at once).
+const RELOAD_CHECK_EVERY: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("engine configuration: {0}")]
+    Engine(#[from] streamsight_core::ConfigError),
+    #[error("storage: {0}")]
+    Store(#[from] streamsight_store::StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("writer: {0}")]
+    Writer(#[from] WriterError),
+    #[error("startup task failed: {0}")]
+    Startup(#[from] tokio::task::JoinError),
+    #[error("poller: {0}")]
+    Cluster(#[from] streamsight_poller::ClusterConfigError),
+    #[error("{0}")]
+    Probe(#[from] streamsight_probe::ProbeError),
+    #[error("{0}")]
+    Dlq(#[from] streamsight_dlq::DlqError),
+    #[error("TLS: {0}")]
+    Tls(#[from] tls::TlsError),
+    #[error("{0}")]
+    Auth(#[from] auth::AuthError),
+    #[error(
+        "refusing to serve {addr} without API keys: anyone who can reach it could read and write. \
+         Create a key (`streamsight keys create`), bind to loopback, or pass --insecure-no-auth"
+    )]
+    Unauthenticated { addr: SocketAddr },
+    #[error("tenants: {0}")]
+    Tenants(String),
+    #[error("{0}")]
+    Alerts(String),
+    #[error("cannot listen on unix socket {path}: {source}")]
+    BindUnix { path: String, source: std::io::Error },
+    #[error("sharded log: {0}")]
+    Sharding(String),
+}
+
+/// A running collector: its servers, pollers and housekeeping in one task set,
+/// stopped together by [`Running::shutdown`].
+#[derive(Debug)]
+pub struct Running {
+    pub intake_addr: SocketAddr,
+    pub api_addr: SocketAddr,
+    /// The OTLP/HTTP and Fluent Bit listener (`[serve.journeys] otlp_listen`).
+    pub otlp_addr: SocketAddr,
+    /// The `default` tenant's services.
+    pub shared: Arc<Shared>,
+    /// Every tenant's services, `default` included.
+    pub tenants: std::collections::BTreeMap<String, Arc<Shared>>,
+    /// Where each of `intake_listeners` listens (`HOST:PORT` or `unix:PATH`), in order.
+    pub bound_intakes: Vec<String>,
+    tasks: tokio::task::JoinSet<()>,
+    stop: tokio::sync::watch::Sender<bool>,
+    writers: Vec<Writer>,
+}
+
+impl Running {
+    /// Waits until a task ends (none does, unless it fails or the collector is
+    /// shut down).
+    pub async fn wait(&mut self) {
+        if self.tasks.join_next().await.is_none() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Stops taking requests (those under way are answered), stops pollers,
+    /// probes, DLQ monitors and housekeeping, and returns once the writer has
+    /// stored and applied everything it was handed.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+        for shared in self.tenants.values() {
+            shared.probes.stop();
+            shared.dlq.stop();
+            lock(&streamsight_alerts::of(shared).writer).take();
+        }
+        for writer in std::mem::take(&mut self.writers) {
+            let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
+        }
+        tracing::info!("streamsight stopped");
+    }
+}
+
+impl Drop for Running {
+    /// A collector dropped without `shutdown` still leaves the jobs it held
+    /// on a shared log to the other nodes: its services may outlive it.
+    fn drop(&mut self) {
+        for shared in self.tenants.values() {
+            if let Some(leases) = shared.leases.get() {
+                leases.leave();
+            }
+        }
+    }
+}
+
+/// Opens the store, replays it, binds both listeners and serves until the process
+/// ends. Port 0 in the config picks a free port: see [`Running`].
+pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running, ServeError> {
+    config.alerts.validate().map_err(ServeError::Alerts)?;
+    let per_tenant = config.per_tenant().map_err(ServeError::Tenants)?;
+    let mut stores = Vec::new();
+    for (name, c) in &per_tenant {
+        streamsight_poller::config::validate_all(&c.clusters)?;
+        stores.push((name.clone(), streamsight_store::open(&c.storage)?));
+    }
+    let intake_listener = bind(config.intake_listen).await?;
+    let api_listener = bind(config.api_listen).await?;
+    let otlp_listener = bind(config.journeys.otlp_listen).await?;
+    let intake_addr = local_addr(&intake_listener, config.intake_listen)?;
+    let api_addr = local_addr(&api_listener, config.api_listen)?;
+    let otlp_addr = local_addr(&otlp_listener, config.journeys.otlp_listen)?;
+    let retention_ms = time_ms(config.retention);
+    let keys = Arc::new(auth::ReloadingKeys::new(config.keys_file.clone())?);
+    if keys.keys().is_empty() && !config.insecure_no_auth {
+        let bound = config
+            .intake_listeners
+            .iter()
+            .filter_map(|b| b.listen.parse::<SocketAddr>().ok());
+        for addr in [intake_addr, api_addr, otlp_addr].into_iter().chain(bound) {
+            if !addr.ip().is_loopback() {
+                return Err(ServeError::Unauthenticated { addr });
+            }
+        }
+    }
+    let reloading_tls = |settings: &Option<tls::ListenerTls>| {
+        settings
+            .clone()
+            .map(tls::Reloading::new)
+            .transpose()
+            .map(|t| t.map(Arc::new))
+    };
+    let (intake_tls, api_tls) = (reloading_tls(&config.intake_tls)?, reloading_tls(&config.api_tls)?);
+    let mut tenants = std::collections::BTreeMap::new();
+    for (name, c) in per_tenant {
+        let shared = Arc::new(crate::node(c, engine.clone())?);
+        let alerts = streamsight_alerts::of(&shared);
+        alerts.start_notifiers(&shared.config.alerts);
+        let _ = alerts.base_url.set(format!("http://{api_addr}"));
+        tenants.insert(name, shared);
+    }
+    let default = tenants[config::DEFAULT_TENANT].clone();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+
+    // The API answers (readyz: not ready) while stored data is replayed.
+    let mut tasks = tokio::task::JoinSet::new();
+    let api_guard = server::Guard::new("api", default.clone())
+        .public_paths(streamsight_dashboard::is_public)
+        .loopback_hosts(api_addr)
+        .tls(api_tls.clone())
+        .auth(keys.clone(), auth::Scope::Read, None)
+        .peers(
+            tenants
+                .iter()
+                .map(|(name, shared)| (name.clone(), shared.clone()))
+                .collect(),
+        )
+        .tenants(tenants.keys());
+    let api_routes = tenants
+        .iter()
+        .map(|(name, shared)| (name.clone(), routes::api(shared.clone())))
+        .collect();
+    tasks.spawn(server::serve(
+        server::Listener::Tcp(api_listener),
+        Arc::new(api_routes),
+        api_guard,
+        stop_rx.clone(),
+    ));
+    let since = Millis(clock::now().0.saturating_sub(retention_ms));
+    let mut writers = std::collections::BTreeMap::new();
+    for (name, store) in stores {
+        let shared = tenants[&name].clone();
+        if shared.config.log_is_sharded() {
+            // No key (no randomness to make one): nothing announced, nothing taken.
+            let peer_key = if shared.peer_key.is_empty() {
+                String::new()
+            } else {
+                auth::digest(&shared.peer_key)
+            };
+            let directory = join_directory(&shared.config, api_addr, api_tls.is_some(), peer_key).await?;
+            let _ = shared.directory.set(Arc::new(directory));
+        }
+        let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
+        tenants[&name].ready.store(true, Ordering::Release);
+        *lock(&streamsight_alerts::of(&tenants[&name]).writer) = Some(writer.clone());
+        writers.insert(name, writer);
+    }
+    tracing::info!(%intake_addr, %api_addr, %otlp_addr, tenants = tenants.len(), "streamsight serving");
+    let intake_routes = tenants
+        .iter()
+        .map(|(name, shared)| {
+            (
+                name.clone(),
+                streamsight_intake::router(shared.clone(), writers[name].clone()),
+            )
+        })
+        .collect();
+    tasks.spawn(server::serve(
+        server::Listener::Tcp(intake_listener),
+        Arc::new(intake_routes),
+        server::Guard::new("intake", default.clone())
+            .tls(intake_tls.clone())
+            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
+            .tenants(tenants.keys()),
+        stop_rx.clone(),
+    ));
+    // OTLP clients and Fluent Bit send like tracers: ingest keys, the same tenants.
+    let otlp_routes = tenants
+        .iter()
+        .map(|(name, shared)| {
+            (
+                name.clone(),
+                streamsight_intake::spans::router(shared.clone(), writers[name].clone()),
+            )
+        })
+        .collect();
+    tasks.spawn(server::serve(
+        server::Listener::Tcp(otlp_listener),
+        Arc::new(otlp_routes),
+        server::Guard::new("otlp", default.clone())
+            .tls(intake_tls.clone())
+            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
+            .tenants(tenants.keys()),
+        stop_rx.clone(),
+    ));
+    let mut bound_intakes = Vec::new();
+    for bound in &config.intake_listeners {
+        let (listener, at) = bind_any(&bound.listen).await?;
+        let Some(shared) = tenants.get(&bound.tenant) else {
+            return Err(ServeError::Tenants(format!(
+                "intake listener {} is bound to tenant {:?}, which is not configured",
+                bound.listen, bound.tenant
+            )));
+        };
+        let router = streamsight_intake::router(shared.clone(), writers[&bound.tenant].clone());
+        let routes = Arc::new(std::collections::HashMap::from([(bound.tenant.clone(), router)]));
+        let guard = server::Guard::new("intake", shared.clone())
+            .auth(keys.clone(), auth::Scope::Ingest, None)
+            .bound_to(bound.tenant.clone())
+            .tenants([&bound.tenant]);
+        tasks.spawn(server::serve(listener, routes, guard, stop_rx.clone()));
+        bound_intakes.push(at);
+    }
+    // Administrative changes go to the log of the tenant they concern.
+    let audit: reload::AuditSink = {
+        let writers = writers.clone();
+        let runtime = tokio::runtime::Handle::current();
+        reload::AuditSink::new(move |tenant: &str, event| {
+            let writer = writers.get(tenant).or_else(|| writers.get(config::DEFAULT_TENANT));
+            if let Some(writer) = writer {
+                tracing::info!(tenant, ?event, "audit");
+                let record = streamsight_core::Record::Audit {
+                    at: clock::now(),
+                    event,
+                };
+                // Called from a reload's blocking thread.
+                if let Err(e) = runtime.block_on(writer.append(vec![record])) {
+                    tracing::error!(error = %e, "audit record not stored");
+                }
+            }
+        })
+    };
+    keys.audit_to(audit.clone());
+    if let Some(t) = &intake_tls {
+        t.audit_to("intake", audit.clone());
+    }
+    if let Some(t) = &api_tls {
+        t.audit_to("api", audit.clone());
+    }
+    let mut reloading: Vec<Arc<dyn reload::Reload>> = vec![keys];
+    reloading.extend(
+        [intake_tls, api_tls]
+            .into_iter()
+            .flatten()
+            .map(|t| t as Arc<dyn reload::Reload>),
+    );
+    tasks.spawn(until_stopped(
+        reload::watch(reloading, RELOAD_CHECK_EVERY),
+        stop_rx.clone(),
+    ));
+    for (name, shared) in &tenants {
+        let writer = &writers[name];
+        // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
+        for probe in &shared.config.probes {
+            let running = streamsight_probe::Probe::start(probe.clone())?;
+            shared.probes.add(running);
+        }
+        for dlq in &shared.config.dlq {
+            let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
+            shared.dlq.add(running);
+        }
+        // On a shared log, one node at a time polls each cluster and
+        // evaluates the alert rules.
+        if shared.config.log_is_shared() {
+            let leases = streamsight_store::leases::Leases::join(&shared.config.storage)?;
+            let _ = shared.leases.set(Arc::new(leases));
+        }
+        for cluster in shared.config.clusters.clone() {
+            let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
+            tasks.spawn(until_stopped(poller, stop_rx.clone()));
+        }
+        let housekeeping = housekeeping::housekeeping(shared.clone(), writer.clone(), retention_ms);
+        tasks.spawn(until_stopped(housekeeping, stop_rx.clone()));
+    }
+    Ok(Running {
+        intake_addr,
+        api_addr,
+        otlp_addr,
+        shared: default,
+        tenants,
+        bound_intakes,
+        tasks,
+        stop,
+        writers: writers.into_values().collect(),
+    })
+}
+
+/// Says, on a sharded log's directory, where this node's API answers.
+async fn join_directory(
+    config: &ServeConfig,
+    api_addr: SocketAddr,
+    tls: bool,
+    peer_key_sha256: String,
+) -> Result<streamsight_store::directory::Directory, ServeError> {
+    let api = match &config.advertise_api {
+        Some(url) => url.clone(),
+        None if api_addr.ip().is_unspecified() => {
+            return Err(ServeError::Sharding(format!(
+                "the API listens on {api_addr}: set advertise_api to where other nodes reach it"
+            )));
+        }
+        None => format!("{}://{api_addr}", if tls { "https" } else { "http" }),
+    };
+    let url = streamsight_store::KafkaUrl::parse(&config.storage)?;
+    let join = move || streamsight_store::directory::Directory::join(&url, api, peer_key_sha256);
+    Ok(tokio::task::spawn_blocking(join).await??)
+}
+
+/// `HOST:PORT` or `unix:PATH`; the address it ended up at (a port 0 resolved).
+async fn bind_any(listen: &str) -> Result<(server::Listener, String), ServeError> {
+    if let Some(path) = listen.strip_prefix("unix:") {
+        // A socket left by an earlier run would refuse the bind.
+        let _ = std::fs::remove_file(path);
+        let listener = tokio::net::UnixListener::bind(path).map_err(|source| ServeError::BindUnix {
+            path: path.to_owned(),
+            source,
+        })?;
+        return Ok((server::Listener::Unix(listener), listen.to_owned()));
+    }
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|e| ServeError::Tenants(format!("intake listener {listen:?} is not HOST:PORT or unix:PATH: {e}")))?;
+    let listener = bind(addr).await?;
+    let at = local_addr(&listener, addr)?;
+    Ok((server::Listener::Tcp(listener), at.to_string()))
+}
+
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+fn local_addr(l: &tokio::net::TcpListener, addr: SocketAddr) -> Result<SocketAddr, ServeError> {
+    l.local_addr().map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Runs `task` until the collector is told to stop. Tasks that store do so
+/// through the writer, which finishes what it was handed on its own.
+async fn until_stopped(task: impl std::future::Future<Output = ()>, stop: tokio::sync::watch::Receiver<bool>) {
+    tokio::select! {
+        () = task => {}
+        () = stopped(stop) => {}
+    }
+}

@@ -1,0 +1,376 @@
+//! API keys: who a request is and what it may do.
+//!
+//! A key is `ssk_<id>_<secret>`: a short public id (for listing and revoking)
+//! and 32 random bytes. The keys file keeps the id, the tenant, the scope and a
+//! SHA-256 of the secret, never the secret itself; a request's key is found by
+//! its id and its hash compared in constant time, so checking a key costs one
+//! hash whatever the number of keys. The file is read again on SIGHUP and when
+//! it changes ([`crate::reload`]): a revoked key is refused from the next read.
+
+use crate::error::{ApiError, ErrorKind};
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use streamsight_node::secrets::SECRET_BYTES;
+pub use streamsight_node::secrets::{constant_time_eq, digest, hex};
+
+/// What a key may do. `admin` may do everything.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Send telemetry to the intake.
+    Ingest,
+    /// Read the API, Burrow's API and `/metrics`.
+    Read,
+    Admin,
+}
+
+impl Scope {
+    pub fn allows(self, needed: Scope) -> bool {
+        self == Scope::Admin || self == needed
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Ingest => "ingest",
+            Scope::Read => "read",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+impl std::str::FromStr for Scope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ingest" => Ok(Scope::Ingest),
+            "read" => Ok(Scope::Read),
+            "admin" => Ok(Scope::Admin),
+            other => Err(format!("scope {other:?} is not ingest, read or admin")),
+        }
+    }
+}
+
+/// One key as the keys file keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredKey {
+    pub id: String,
+    pub tenant: String,
+    pub scope: Scope,
+    /// SHA-256 of the secret, hex.
+    pub sha256: String,
+    pub created_ms: i64,
+    #[serde(default)]
+    pub revoked_ms: Option<i64>,
+}
+
+/// The keys file: JSON, written whole (to a temporary file, then renamed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyFile {
+    pub keys: Vec<StoredKey>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("keys file {}: {why}", path.display())]
+    File { path: PathBuf, why: String },
+    #[error("no randomness for a key: {0}")]
+    Random(String),
+    #[error("no key {0}")]
+    UnknownKey(String),
+}
+
+const PREFIX: &str = "ssk_";
+const ID_BYTES: usize = 6;
+
+/// A token of a node of this log asking another itself, not for a caller:
+/// `PEER_PREFIX` and the node's peer key, whose hash the node announces in the
+/// log's directory. It reads, never changes (see `docs/scale-out.md`).
+pub const PEER_PREFIX: &str = "sspeer_";
+
+/// A new key: the token to hand out once, and what the keys file keeps of it.
+#[derive(Debug)]
+pub struct NewKey {
+    pub token: String,
+    pub stored: StoredKey,
+}
+
+pub fn generate(tenant: &str, scope: Scope, now_ms: i64) -> Result<NewKey, AuthError> {
+    let mut bytes = [0u8; ID_BYTES + SECRET_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| AuthError::Random(e.to_string()))?;
+    let (id, secret) = (hex(&bytes[..ID_BYTES]), hex(&bytes[ID_BYTES..]));
+    Ok(NewKey {
+        token: format!("{PREFIX}{id}_{secret}"),
+        stored: StoredKey {
+            id,
+            tenant: tenant.to_owned(),
+            scope,
+            sha256: digest(&secret),
+            created_ms: now_ms,
+            revoked_ms: None,
+        },
+    })
+}
+
+impl KeyFile {
+    /// The file at `path`; an empty one when there is none.
+    pub fn load(path: &Path) -> Result<Self, AuthError> {
+        match std::fs::read(path) {
+            Ok(bytes) => Self::parse(path, &bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(AuthError::File {
+                path: path.to_owned(),
+                why: e.to_string(),
+            }),
+        }
+    }
+
+    fn parse(path: &Path, bytes: &[u8]) -> Result<Self, AuthError> {
+        serde_json::from_slice(bytes).map_err(|e| AuthError::File {
+            path: path.to_owned(),
+            why: e.to_string(),
+        })
+    }
+
+    /// Writes the file whole, readable by its owner only.
+    pub fn save(&self, path: &Path) -> Result<(), AuthError> {
+        let fail = |e: std::io::Error| AuthError::File {
+            path: path.to_owned(),
+            why: e.to_string(),
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(fail)?;
+        }
+        let tmp = path.with_extension("tmp");
+        let text = serde_json::to_vec_pretty(self).map_err(|e| fail(std::io::Error::other(e)))?;
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(fail)?;
+            f.write_all(&text).map_err(fail)?;
+            f.sync_all().map_err(fail)?;
+        }
+        std::fs::rename(&tmp, path).map_err(fail)
+    }
+
+    pub fn revoke(&mut self, id: &str, now_ms: i64) -> Result<(), AuthError> {
+        let key = self
+            .keys
+            .iter_mut()
+            .find(|k| k.id == id)
+            .ok_or_else(|| AuthError::UnknownKey(id.to_owned()))?;
+        key.revoked_ms = key.revoked_ms.or(Some(now_ms));
+        Ok(())
+    }
+}
+
+/// Who a request is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub tenant: String,
+    pub scope: Scope,
+    pub key_id: String,
+}
+
+/// The refusal of a caller that is not an admin, when it is one: changes and
+/// the audit log are for admin keys; open, like everything, while no key
+/// exists (a caller with no key id came through a keyless route).
+pub fn unless_admin(caller: Option<&Caller>, what: &str) -> Option<axum::response::Response> {
+    match caller {
+        Some(c) if c.scope != Scope::Admin && !c.key_id.is_empty() => {
+            Some(ApiError::new(ErrorKind::Forbidden, format!("{what}: for admin keys")).into_response())
+        }
+        _ => None,
+    }
+}
+
+impl Caller {
+    /// A caller named by where it came from (a bound listener, a trusted
+    /// gateway), not by a key.
+    pub fn keyless(tenant: String, scope: Scope) -> Self {
+        Self {
+            tenant,
+            scope,
+            key_id: String::new(),
+        }
+    }
+
+    /// The tenant a request belongs to: its caller's, else `default`.
+    pub fn tenant_of<B>(request: &axum::http::Request<B>) -> &str {
+        request
+            .extensions()
+            .get::<Caller>()
+            .map_or(streamsight_node::config::DEFAULT_TENANT, |c| c.tenant.as_str())
+    }
+}
+
+/// The live keys, by id.
+#[derive(Debug, Default)]
+pub struct Keys {
+    by_id: HashMap<String, StoredKey>,
+}
+
+impl Keys {
+    pub fn new(file: &KeyFile) -> Self {
+        Self {
+            by_id: file
+                .keys
+                .iter()
+                .filter(|k| k.revoked_ms.is_none())
+                .map(|k| (k.id.clone(), k.clone()))
+                .collect(),
+        }
+    }
+
+    /// The live keys of a keys file's bytes; none when it is empty.
+    fn from_file(path: &Path, bytes: &[u8]) -> Result<Self, AuthError> {
+        if bytes.is_empty() {
+            return Ok(Self::default());
+        }
+        Ok(Self::new(&KeyFile::parse(path, bytes)?))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// The caller a token names, if it is a live key.
+    pub fn verify(&self, token: &str) -> Option<Caller> {
+        let (id, secret) = token.strip_prefix(PREFIX)?.split_once('_')?;
+        let key = self.by_id.get(id)?;
+        constant_time_eq(digest(secret).as_bytes(), key.sha256.as_bytes()).then(|| Caller {
+            tenant: key.tenant.clone(),
+            scope: key.scope,
+            key_id: key.id.clone(),
+        })
+    }
+}
+
+/// The keys file, read again when it changes.
+#[derive(Debug)]
+pub struct ReloadingKeys {
+    path: PathBuf,
+    current: RwLock<(Arc<Keys>, Vec<u8>)>,
+    audit: std::sync::OnceLock<crate::reload::AuditSink>,
+}
+
+impl ReloadingKeys {
+    pub fn new(path: PathBuf) -> Result<Self, AuthError> {
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        let keys = Keys::from_file(&path, &bytes)?;
+        Ok(Self {
+            path,
+            current: RwLock::new((Arc::new(keys), bytes)),
+            audit: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// From now on, keys that appear or go are reported to `sink`.
+    pub fn audit_to(&self, sink: crate::reload::AuditSink) {
+        let _ = self.audit.set(sink);
+    }
+
+    pub fn keys(&self) -> Arc<Keys> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0
+            .clone()
+    }
+}
+
+impl crate::reload::Reload for ReloadingKeys {
+    fn reload_if_changed(&self) -> bool {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            // A deleted file revokes every key: no keys, no access beyond loopback.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "keys file unreadable; keeping the keys");
+                return false;
+            }
+        };
+        if self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner).1 == bytes {
+            return false;
+        }
+        let keys = match Keys::from_file(&self.path, &bytes) {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::error!(error = %e, "keys file invalid; keeping the keys");
+                return false;
+            }
+        };
+        let previous = self.keys();
+        if let Some(sink) = self.audit.get() {
+            for k in keys.by_id.values().filter(|k| !previous.by_id.contains_key(&k.id)) {
+                let event = streamsight_core::AuditEvent::KeyCreated {
+                    id: k.id.clone(),
+                    tenant: k.tenant.clone(),
+                    scope: k.scope.as_str().to_owned(),
+                };
+                sink.report(&k.tenant, event);
+            }
+            for k in previous.by_id.values().filter(|k| !keys.by_id.contains_key(&k.id)) {
+                let event = streamsight_core::AuditEvent::KeyRevoked {
+                    id: k.id.clone(),
+                    tenant: k.tenant.clone(),
+                };
+                sink.report(&k.tenant, event);
+            }
+        }
+        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = (Arc::new(keys), bytes);
+        tracing::info!(path = %self.path.display(), "keys reloaded");
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_checked_by_its_id_and_hash_and_revoking_it_ends_it() {
+        let a = generate("default", Scope::Read, 1).unwrap();
+        let b = generate("default", Scope::Ingest, 2).unwrap();
+        assert!(a.token.starts_with("ssk_") && a.token.len() == 4 + 12 + 1 + 64);
+        assert!(!a.stored.sha256.contains(&a.token[17..]), "the secret is not stored");
+        let mut file = KeyFile {
+            keys: vec![a.stored.clone(), b.stored.clone()],
+        };
+        let keys = Keys::new(&file);
+        let caller = keys.verify(&a.token).unwrap();
+        assert_eq!(
+            (caller.scope, caller.key_id.as_str()),
+            (Scope::Read, a.stored.id.as_str())
+        );
+        // Another key's secret under this id, a changed byte, garbage: nobody.
+        let swapped = format!("ssk_{}_{}", a.stored.id, &b.token[17..]);
+        let mut flipped = a.token.clone();
+        flipped.pop();
+        flipped.push(if a.token.ends_with('0') { '1' } else { '0' });
+        for bad in [swapped.as_str(), flipped.as_str(), "ssk_", "", "Bearer x", "ssk_zz_zz"] {
+            assert_eq!(keys.verify(bad), None, "{bad}");
+        }
+        file.revoke(&a.stored.id, 3).unwrap();
+        assert_eq!(Keys::new(&file).verify(&a.token), None);
+        assert!(Keys::new(&file).verify(&b.token).is_some());
+        assert!(file.revoke("nope", 4).is_err());
+    }
+
+    #[test]
+    fn scopes() {
+        assert!(Scope::Admin.allows(Scope::Ingest) && Scope::Admin.allows(Scope::Read));
+        assert!(!Scope::Read.allows(Scope::Ingest) && !Scope::Ingest.allows(Scope::Read));
+        assert!(constant_time_eq(b"ab", b"ab") && !constant_time_eq(b"ab", b"ac") && !constant_time_eq(b"a", b"ab"));
+    }
+}

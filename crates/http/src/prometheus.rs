@@ -1,0 +1,45 @@
+//! Prometheus' text exposition format: escaped label values and metric
+//! families written whole, for every part of `/metrics`.
+
+use std::fmt::Write;
+
+/// Escapes a label value: backslash, double quote and newline.
+pub fn esc(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return v.into();
+    }
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").into()
+}
+
+pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// One metric family: its samples must be written together, after its header.
+#[derive(Debug)]
+pub struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    body: String,
+}
+
+impl Family {
+    pub fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            kind,
+            help,
+            body: String::new(),
+        }
+    }
+
+    pub fn sample(&mut self, labels: &str, value: impl std::fmt::Display) {
+        let _ = writeln!(self.body, "{}{{{labels}}} {value}", self.name);
+    }
+
+    pub fn write(&self, out: &mut String) {
+        header(out, self.name, self.kind, self.help);
+        out.push_str(&self.body);
+    }
+}

@@ -1,0 +1,64 @@
+//! What is read from files while serving (TLS certificates, API keys) is read
+//! again on SIGHUP and, between signals, whenever the files change.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where reloads report what administrators changed: the tenant it concerns,
+/// and the event (stored in that tenant's log).
+type Report = dyn Fn(&str, streamsight_core::AuditEvent) + Send + Sync;
+
+#[derive(Clone)]
+pub struct AuditSink(Arc<Report>);
+
+impl AuditSink {
+    pub fn new(report: impl Fn(&str, streamsight_core::AuditEvent) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(report))
+    }
+
+    pub fn report(&self, tenant: &str, event: streamsight_core::AuditEvent) {
+        (self.0)(tenant, event);
+    }
+}
+
+impl std::fmt::Debug for AuditSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditSink")
+    }
+}
+
+/// Something built from files that can be rebuilt while serving.
+pub trait Reload: Send + Sync + std::fmt::Debug {
+    /// Reads the files again and swaps in what they now say when it differs and
+    /// is usable; true when it did. What cannot be used is logged, and the
+    /// previous state stays.
+    fn reload_if_changed(&self) -> bool;
+}
+
+/// Reloads `items` on SIGHUP and every `every`.
+pub async fn watch(items: Vec<Arc<dyn Reload>>, every: Duration) {
+    if items.is_empty() {
+        return std::future::pending().await;
+    }
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut tick = tokio::time::interval(every);
+    loop {
+        let signalled = async {
+            match hangup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = signalled => tracing::info!("SIGHUP: reading TLS and key files again"),
+            _ = tick.tick() => {}
+        }
+        for item in &items {
+            let item = item.clone();
+            // File reads and parsing: a blocking thread's work.
+            let _ = tokio::task::spawn_blocking(move || item.reload_if_changed()).await;
+        }
+    }
+}

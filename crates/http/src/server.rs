@@ -1,0 +1,497 @@
+//! How both listeners serve HTTP: a cap on open connections, a deadline for
+//! headers (and for idle kept-alive connections), one for each request, and a
+//! cap on requests in flight. Over a cap the answer is 503 with `Retry-After`
+//! at once, never a queue that grows with the attack.
+
+use crate::auth::{Caller, ReloadingKeys, Scope};
+use crate::error::{ApiError, ErrorKind};
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::IntoResponse;
+use axum::response::Response;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::sync::Arc;
+use std::time::Duration;
+use streamsight_core::Limit;
+use streamsight_node::Shared;
+use streamsight_node::telemetry::IntakeEvent;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+/// What one listener enforces, from `[serve.limits]`.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    pub name: &'static str,
+    /// Requests in flight, per tenant: one tenant's flood never takes another's
+    /// places. Fixed at start (unknown tenants share `default`'s, and are
+    /// refused when dispatched).
+    in_flight: Arc<std::collections::HashMap<String, Arc<Semaphore>>>,
+    max_connections: usize,
+    header_timeout: Duration,
+    request_timeout: Duration,
+    /// Host names this listener answers to; `None` answers any.
+    hosts: Option<Arc<Vec<String>>>,
+    tls: Option<Arc<crate::tls::Reloading>>,
+    auth: Option<Auth>,
+    /// Paths answered without a key: they carry no data (the dashboard's pages).
+    public: fn(&str) -> bool,
+    shared: Arc<Shared>,
+}
+
+impl Guard {
+    pub fn new(name: &'static str, shared: Arc<Shared>) -> Self {
+        let limits = &shared.config.limits;
+        Self {
+            name,
+            in_flight: Arc::new(std::collections::HashMap::from([(
+                streamsight_node::config::DEFAULT_TENANT.to_owned(),
+                Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+            )])),
+            max_connections: limits.max_connections.max(1),
+            header_timeout: limits.header_timeout,
+            request_timeout: limits.request_timeout,
+            hosts: None,
+            tls: None,
+            auth: None,
+            public: |_| false,
+            shared,
+        }
+    }
+
+    /// Answers `public` paths without a key.
+    pub fn public_paths(mut self, public: fn(&str) -> bool) -> Self {
+        self.public = public;
+        self
+    }
+
+    /// On a loopback listener, answers only `Host`s that name loopback or one of
+    /// `extra`: a web page whose name was rebound to 127.0.0.1 still sends its
+    /// own name, and is refused.
+    pub fn loopback_hosts(mut self, addr: std::net::SocketAddr) -> Self {
+        if addr.ip().is_loopback() {
+            let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()];
+            let extra = &self.shared.config.limits.api_hosts;
+            hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
+            self.hosts = Some(Arc::new(hosts));
+        }
+        self
+    }
+
+    /// Gives each of `tenants` its own `max_in_flight` places.
+    pub fn tenants<'a>(mut self, tenants: impl IntoIterator<Item = &'a String>) -> Self {
+        let max = self.shared.config.limits.max_in_flight.max(1);
+        self.in_flight = Arc::new(
+            tenants
+                .into_iter()
+                .map(|t| (t.clone(), Arc::new(Semaphore::new(max))))
+                .collect(),
+        );
+        self
+    }
+
+    fn places(&self, request: &Request) -> Option<Arc<Semaphore>> {
+        self.in_flight
+            .get(Caller::tenant_of(request))
+            .or_else(|| self.in_flight.get(streamsight_node::config::DEFAULT_TENANT))
+            .cloned()
+    }
+
+    /// Serves TLS (handshake within `header_timeout`) when `tls` is set.
+    pub fn tls(mut self, tls: Option<Arc<crate::tls::Reloading>>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Asks for a key allowing `needed` (once the keys file holds any); with
+    /// `open_tenant`, a request without a key belongs to that tenant instead.
+    pub fn auth(mut self, keys: Arc<ReloadingKeys>, needed: Scope, open_tenant: Option<String>) -> Self {
+        let trusted = Arc::new(self.shared.config.trusted_proxies.clone());
+        self.auth = Some(Auth {
+            keys,
+            needed,
+            open_tenant,
+            trusted,
+            bound: None,
+            peers: Arc::default(),
+        });
+        self
+    }
+
+    /// Takes the peer keys the nodes of these tenants' sharded logs announce
+    /// (read only, for the tenant whose log's node presents it).
+    pub fn peers(mut self, tenants: Vec<(String, Arc<Shared>)>) -> Self {
+        if let Some(auth) = self.auth.as_mut() {
+            auth.peers = Arc::new(tenants);
+        }
+        self
+    }
+
+    /// Every request on this listener belongs to `tenant`, with or without a key.
+    pub fn bound_to(mut self, tenant: String) -> Self {
+        if let Some(auth) = self.auth.as_mut() {
+            auth.bound = Some(tenant);
+        }
+        self
+    }
+
+    fn limited(&self, limit: Limit) {
+        self.shared.telemetry.emit(IntakeEvent::Limited {
+            limit,
+            listener: self.name,
+        });
+    }
+}
+
+/// The address a connection came from.
+#[derive(Copy, Clone, Debug)]
+struct Peer(std::net::SocketAddr);
+
+/// The header a trusted gateway names the tenant with (Grafana Mimir's, Loki's).
+const SCOPE_HEADER: &str = "x-scope-orgid";
+
+#[derive(Clone, Debug)]
+struct Auth {
+    keys: Arc<ReloadingKeys>,
+    needed: Scope,
+    open_tenant: Option<String>,
+    trusted: Arc<Vec<std::net::IpAddr>>,
+    /// Everything on this listener is this tenant's, key or not.
+    bound: Option<String>,
+    /// Tenants whose sharded logs' nodes may ask with their peer keys.
+    peers: Arc<Vec<(String, Arc<Shared>)>>,
+}
+
+impl Auth {
+    /// The node of a tenant's sharded log that announced `secret`'s hash:
+    /// a read-only caller of that tenant.
+    fn peer(&self, secret: &str) -> Option<Caller> {
+        if secret.len() != 64 {
+            return None;
+        }
+        let sha256 = streamsight_node::secrets::digest(secret);
+        self.peers.iter().find_map(|(tenant, shared)| {
+            let keys = shared.directory.get()?.peer_keys();
+            let (node, _) = keys.into_iter().find(|(_, announced)| {
+                streamsight_node::secrets::constant_time_eq(announced.as_bytes(), sha256.as_bytes())
+            })?;
+            Some(Caller {
+                tenant: tenant.clone(),
+                scope: Scope::Read,
+                key_id: format!("peer:{node}"),
+            })
+        })
+    }
+
+    /// The caller, or the answer refusing the request.
+    fn check(&self, request: &Request) -> Result<Option<Caller>, Box<Response>> {
+        if let Some(tenant) = &self.bound {
+            return Ok(Some(Caller::keyless(tenant.clone(), self.needed)));
+        }
+        // A gateway in front (one of `trusted_proxies`) has authenticated the
+        // caller and names its tenant; from anyone else the header means nothing.
+        let peer = request.extensions().get::<Peer>().map(|p| p.0.ip());
+        if let Some(tenant) = request.headers().get(SCOPE_HEADER).and_then(|v| v.to_str().ok())
+            && peer.is_some_and(|ip| self.trusted.contains(&ip))
+        {
+            return Ok(Some(Caller::keyless(tenant.trim().to_owned(), self.needed)));
+        }
+        let keys = self.keys.keys();
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let token = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let unauthorized = |message: &str| {
+            ApiError::new(ErrorKind::Unauthorized, message)
+                .challenge("Bearer")
+                .into_response()
+        };
+        if let Some(secret) = token.and_then(|t| t.trim().strip_prefix(crate::auth::PEER_PREFIX)) {
+            return self
+                .peer(secret)
+                .ok_or_else(|| Box::new(unauthorized("not the key of a live node of this log")))
+                .and_then(|caller| {
+                    if caller.scope.allows(self.needed) {
+                        Ok(Some(caller))
+                    } else {
+                        Err(Box::new(
+                            ApiError::new(ErrorKind::Forbidden, "a node's peer key only reads").into_response(),
+                        ))
+                    }
+                });
+        }
+        match token.map(|t| keys.verify(t.trim())) {
+            Some(Some(caller)) if caller.scope.allows(self.needed) => Ok(Some(caller)),
+            Some(Some(caller)) => Err(Box::new(
+                ApiError::new(
+                    ErrorKind::Forbidden,
+                    format!(
+                        "a {} key cannot do this; it needs {}",
+                        caller.scope.as_str(),
+                        self.needed.as_str()
+                    ),
+                )
+                .into_response(),
+            )),
+            Some(None) => Err(Box::new(unauthorized(
+                "the key is not valid (unknown, revoked or mistyped)",
+            ))),
+            None => match &self.open_tenant {
+                Some(tenant) => Ok(Some(Caller::keyless(tenant.clone(), self.needed))),
+                None => Err(Box::new(unauthorized("this listener needs Authorization: Bearer KEY"))),
+            },
+        }
+    }
+}
+
+/// Resolves once the collector is told to stop.
+pub async fn stopped(mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Serves `router` on `listener` under `guard` until `stop`; then stops
+/// accepting, lets requests under way finish and returns.
+pub async fn serve(listener: Listener, routes: Routes, guard: Guard, stop: watch::Receiver<bool>) {
+    let router = Router::new()
+        .fallback(dispatch)
+        .with_state(routes)
+        .layer(middleware::from_fn_with_state(guard.clone(), per_request));
+    let connections = Arc::new(Semaphore::new(guard.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(guard.header_timeout);
+    let mut open = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stopped(stop.clone()) => break,
+        };
+        // Reap finished connections so the set does not grow.
+        while open.try_join_next().is_some() {}
+        let stream = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors, say: back off rather than spin.
+                tracing::warn!(error = %e, listener = guard.name, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            guard.limited(Limit::Connections);
+            open.spawn(refuse(stream));
+            continue;
+        };
+        let service = router.clone();
+        let (http, stop, tls, handshake) = (http.clone(), stop.clone(), guard.tls.clone(), guard.header_timeout);
+        open.spawn(async move {
+            match (stream, tls) {
+                (Accepted::Unix(stream), _) => {
+                    // Not a network peer: never a trusted proxy.
+                    let peer = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+                    connection(&http, TokioIo::new(stream), service, peer, stop).await;
+                }
+                (Accepted::Tcp(stream, peer), None) => {
+                    connection(&http, TokioIo::new(stream), service, peer, stop).await;
+                }
+                (Accepted::Tcp(stream, peer), Some(tls)) => {
+                    match tokio::time::timeout(handshake, tls.acceptor().accept(stream)).await {
+                        Ok(Ok(stream)) => connection(&http, TokioIo::new(stream), service, peer, stop).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
+            }
+            drop(permit);
+        });
+    }
+    while open.join_next().await.is_some() {}
+}
+
+/// Serves one connection until it ends or the collector stops (then the request
+/// under way is answered first).
+async fn connection<I>(
+    http: &hyper::server::conn::http1::Builder,
+    io: TokioIo<I>,
+    router: Router,
+    peer: std::net::SocketAddr,
+    stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use tower::ServiceExt;
+    // Who is at the other end: a trusted proxy may name the tenant.
+    let router = router.map_request(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(Peer(peer));
+        request
+    });
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let conn = http.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = stopped(stop) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Each tenant's routes: a request goes to its caller's tenant, so a handler only
+/// ever sees one tenant's services.
+pub type Routes = Arc<std::collections::HashMap<String, Router>>;
+
+async fn dispatch(State(routes): State<Routes>, request: Request) -> Response {
+    use tower::ServiceExt;
+    let Some(router) = routes.get(Caller::tenant_of(&request)).cloned() else {
+        // A key of a tenant no longer configured: nothing of anyone else's.
+        return ApiError::new(ErrorKind::UnknownTenant, "this key's tenant is not configured").into_response();
+    };
+    match router.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// Where a server takes connections: a TCP address or a Unix socket.
+#[derive(Debug)]
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+#[derive(Debug)]
+enum Accepted {
+    Tcp(tokio::net::TcpStream, std::net::SocketAddr),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Accepted> {
+        match self {
+            Listener::Tcp(l) => l.accept().await.map(|(s, peer)| Accepted::Tcp(s, peer)),
+            Listener::Unix(l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        }
+    }
+}
+
+/// Answers a connection over the cap without reading it, and closes it.
+async fn refuse(stream: Accepted) {
+    match stream {
+        Accepted::Tcp(s, _) => refuse_on(s).await,
+        Accepted::Unix(s) => refuse_on(s).await,
+    }
+}
+
+async fn refuse_on(mut stream: impl tokio::io::AsyncWrite + Unpin) {
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\nContent-Length: 62\r\nConnection: close\r\n\r\n{\"error\":\"overloaded\",\"message\":\"too many open connections\"}\n";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+}
+
+/// Host check, in-flight cap and deadline, for every request.
+async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if let Some(hosts) = &guard.hosts
+        && let Some(host) = request.headers().get(header::HOST)
+        && !host_allowed(host.as_bytes(), hosts)
+    {
+        return ApiError::new(
+            ErrorKind::HostNotAllowed,
+            "this listener answers loopback host names only (see limits.api_hosts)",
+        )
+        .into_response();
+    }
+    // Probes stay answerable while the API is busy, and without a key.
+    let probe = matches!(request.uri().path(), "/healthz" | "/readyz");
+    let mut request = request;
+    // Dashboard pages carry no data: a browser loads them, then asks for a key.
+    let public = probe || (guard.public)(request.uri().path());
+    if !public && let Some(auth) = &guard.auth {
+        match auth.check(&request) {
+            Ok(Some(caller)) => {
+                request.extensions_mut().insert(caller);
+            }
+            Ok(None) => {}
+            Err(refused) => return *refused,
+        }
+    }
+    let permit = if probe {
+        None
+    } else {
+        match guard.places(&request).map(Semaphore::try_acquire_owned) {
+            Some(Ok(p)) => Some(p),
+            None => None,
+            Some(Err(_)) => {
+                guard.limited(Limit::InFlight);
+                return ApiError::new(ErrorKind::Overloaded, "too many requests in flight").into_response();
+            }
+        }
+    };
+    let response = match tokio::time::timeout(guard.request_timeout, next.run(request)).await {
+        Ok(r) => r,
+        Err(_) => ApiError::new(
+            ErrorKind::RequestTimeout,
+            format!(
+                "the request was not read and answered within {:?}",
+                guard.request_timeout
+            ),
+        )
+        .into_response(),
+    };
+    drop(permit);
+    response
+}
+
+/// Runs a handler's reading of the services on a blocking thread: walking a
+/// large estate must not hold an async worker, nor the tasks queued behind it
+/// (a probe's answer among them).
+pub async fn off_worker(shared: Arc<Shared>, read: impl FnOnce(&Shared) -> Response + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(move || read(&shared)).await {
+        Ok(response) => response,
+        Err(e) => ApiError::new(ErrorKind::Internal, e.to_string()).into_response(),
+    }
+}
+
+fn host_allowed(host: &[u8], allowed: &[String]) -> bool {
+    let Ok(host) = std::str::from_utf8(host) else {
+        return false;
+    };
+    let host = host.trim().to_ascii_lowercase();
+    // Strip the port; an IPv6 literal keeps its brackets.
+    let name = match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host.as_str(),
+    };
+    allowed.iter().any(|a| a == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_compared_without_their_port() {
+        let allowed = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()];
+        for ok in ["localhost", "LOCALHOST:7411", "127.0.0.1:80", "[::1]:7411", "[::1]"] {
+            assert!(host_allowed(ok.as_bytes(), &allowed), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:7411",
+            "127.0.0.1.evil.example",
+            "",
+            "[::2]:1",
+        ] {
+            assert!(!host_allowed(bad.as_bytes(), &allowed), "{bad}");
+        }
+        assert!(!host_allowed(&[0xff, 0xfe], &allowed));
+    }
+}

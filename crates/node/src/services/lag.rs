@@ -1,0 +1,412 @@
+//! Lag and health: the engine behind its lock, the events it raised, each
+//! group's recent samples and every group's summary.
+
+use crate::sync::lock;
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+use streamsight_core::{Engine, EngineEvent, GroupId, Millis, PartitionId, Record, Status};
+
+/// Engine events kept for the API.
+const EVENTS_KEPT: usize = 1_000;
+
+/// The engine, read-only, held by the caller (intake waits meanwhile).
+#[derive(Debug)]
+pub struct EngineView<'a>(parking_lot::MutexGuard<'a, Engine>);
+
+impl Deref for EngineView<'_> {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        &self.0
+    }
+}
+
+/// One group's health at one housekeeping tick.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct GroupSample {
+    pub at_ms: i64,
+    pub status: Status,
+    pub total_lag: i64,
+    pub complete: bool,
+    pub max_lag_seconds: Option<f64>,
+    pub lag_seconds_lower_bound: bool,
+    /// Some partition's producers were failing: lag may read low.
+    pub producer_failing: bool,
+}
+
+/// One group's health now, with its worst partition and why, in words.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct GroupSummary {
+    /// The engine's id, where this node's engine holds the group whole.
+    #[serde(skip)]
+    pub id: Option<GroupId>,
+    pub cluster: String,
+    pub group: String,
+    pub status: Status,
+    pub reason: String,
+    pub partitions: usize,
+    /// Sum of the known lags; `complete` says whether every partition's was known.
+    pub total_lag: i64,
+    pub complete: bool,
+    pub max_lag_seconds: Option<f64>,
+    pub lag_seconds_lower_bound: bool,
+    pub producer_failing: bool,
+    /// The partition the status and reason are about.
+    pub worst_topic: Option<String>,
+    pub worst_partition: Option<i32>,
+}
+
+/// Every group's summary at one time, shared by every reader until it is too
+/// old or what the engine holds changes (see [`LagService::invalidate`]).
+#[derive(Debug, Default)]
+pub struct Summaries {
+    pub at: Millis,
+    pub groups: Vec<GroupSummary>,
+    generation: u64,
+}
+
+fn summarize(engine: &Engine, gid: GroupId, now: Millis) -> GroupSummary {
+    let mut fold = streamsight_core::GroupFold::default();
+    for &gp in engine.group_members(gid) {
+        fold.add(gp, engine.evaluate(gp, now));
+    }
+    summary_of(engine, gid, fold.finish(), now)
+}
+
+/// The summary of the group's partitions whose topic `keep` keeps; None when
+/// it keeps none.
+fn summarize_where(engine: &Engine, gid: GroupId, now: Millis, keep: &dyn Fn(&str) -> bool) -> Option<GroupSummary> {
+    let mut fold = streamsight_core::GroupFold::default();
+    for &gp in engine.group_members(gid) {
+        if keep(engine.names(gp).topic) {
+            fold.add(gp, engine.evaluate(gp, now));
+        }
+    }
+    (fold.partitions > 0).then(|| GroupSummary {
+        id: None,
+        ..summary_of(engine, gid, fold.finish(), now)
+    })
+}
+
+fn summary_of(
+    engine: &Engine,
+    gid: GroupId,
+    g: streamsight_core::GroupFold<streamsight_core::GroupPartitionId>,
+    now: Millis,
+) -> GroupSummary {
+    let (cluster, group) = engine.group_name(gid);
+    let worst = g
+        .worst
+        .as_ref()
+        .map(|(gp, r)| (engine.names(*gp), engine.reason(*gp, r, now)));
+    GroupSummary {
+        id: Some(gid),
+        cluster: cluster.to_owned(),
+        group: group.to_owned(),
+        status: g.status,
+        reason: worst.as_ref().map_or_else(
+            || "no partition of this group is known".to_owned(),
+            |(_, reason)| reason.clone(),
+        ),
+        partitions: g.partitions,
+        total_lag: g.total_lag,
+        complete: g.complete,
+        max_lag_seconds: g.max_lag_seconds,
+        lag_seconds_lower_bound: g.lag_seconds_lower_bound,
+        producer_failing: g.producer_failing,
+        worst_topic: worst.as_ref().map(|(n, _)| n.topic.to_owned()),
+        worst_partition: worst.map(|(n, _)| n.partition),
+    }
+}
+
+impl GroupSummary {
+    /// One group's summary from the summaries of its parts (each node's of
+    /// its shards): sums, the worst, and the worst part's reason.
+    pub fn merge(parts: Vec<GroupSummary>) -> Option<GroupSummary> {
+        let key = |g: &GroupSummary| (g.status, g.max_lag_seconds.unwrap_or(f64::INFINITY));
+        let mut parts = parts.into_iter();
+        let mut merged = parts.next()?;
+        merged.id = None;
+        for p in parts {
+            let worse = key(&p) > key(&merged);
+            merged.partitions += p.partitions;
+            merged.total_lag = merged.total_lag.saturating_add(p.total_lag);
+            merged.complete &= p.complete;
+            merged.producer_failing |= p.producer_failing;
+            if p.max_lag_seconds > merged.max_lag_seconds {
+                merged.max_lag_seconds = p.max_lag_seconds;
+                merged.lag_seconds_lower_bound = p.lag_seconds_lower_bound;
+            }
+            if worse {
+                merged.status = p.status;
+                merged.reason = p.reason;
+                merged.worst_topic = p.worst_topic;
+                merged.worst_partition = p.worst_partition;
+            }
+        }
+        Some(merged)
+    }
+}
+
+/// Records applied per hold of the engine's lock.
+const APPLY_CHUNK: usize = 1_024;
+
+/// Groups per hold of the engine in a walk over all of them (~6,400
+/// group-partitions at 100 partitions a group: a few milliseconds).
+const GROUP_PIECE: u32 = 64;
+/// Partitions per hold in a walk over all of them.
+const PARTITION_PIECE: u32 = 4_096;
+
+/// Lag and health: the engine, the events it raised, each group's recent samples.
+#[derive(Debug)]
+pub struct LagService {
+    /// Fair (eventually, and at once in a walk's pauses): intake is never
+    /// starved by a reader that walks the estate in pieces.
+    engine: parking_lot::Mutex<Engine>,
+    events: Mutex<VecDeque<EngineEvent>>,
+    history: Mutex<HashMap<GroupId, VecDeque<GroupSample>>>,
+    samples_kept: usize,
+    summaries: Mutex<Arc<Summaries>>,
+    /// Held while summarizing, so that readers arriving together share one pass.
+    summarizing: Mutex<()>,
+    /// Bumped when the engine holds other shards: summaries made before are
+    /// not reused, however young.
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl LagService {
+    pub fn new(engine: Engine, samples_kept: usize) -> Self {
+        Self {
+            engine: parking_lot::Mutex::new(engine),
+            events: Mutex::new(VecDeque::new()),
+            history: Mutex::new(HashMap::new()),
+            samples_kept: samples_kept.max(1),
+            summaries: Mutex::new(Arc::default()),
+            summarizing: Mutex::new(()),
+            generation: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Summaries made until now are not reused: a shard was caught up with
+    /// or forgotten, and a summary of what was held before would read as
+    /// complete.
+    pub fn invalidate(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    pub fn engine(&self) -> EngineView<'_> {
+        EngineView(self.engine.lock())
+    }
+
+    /// The recent engine events, oldest first.
+    pub fn events(&self) -> Vec<EngineEvent> {
+        lock(&self.events).iter().cloned().collect()
+    }
+
+    /// A group's recent samples, oldest first.
+    pub fn group_history(&self, group: GroupId) -> Vec<GroupSample> {
+        lock(&self.history)
+            .get(&group)
+            .map(|ring| ring.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Applies the engine's part of `records`; returns the events they raised,
+    /// which are also kept for the API.
+    pub fn apply(&self, records: &[Record]) -> Vec<EngineEvent> {
+        // A chunk at a time: readers (API handlers, the poller) wait for one
+        // chunk, never for a whole large batch.
+        let mut new_events = Vec::new();
+        for chunk in records.chunks(APPLY_CHUNK) {
+            let mut engine = self.engine.lock();
+            for r in chunk {
+                r.apply(&mut engine);
+            }
+            new_events.extend(engine.drain_events());
+            parking_lot::MutexGuard::unlock_fair(engine);
+        }
+        if !new_events.is_empty() {
+            let mut events = lock(&self.events);
+            for e in &new_events {
+                tracing::info!(event = ?e, "engine event");
+                if events.len() == EVENTS_KEPT {
+                    events.pop_front();
+                }
+                events.push_back(e.clone());
+            }
+        }
+        new_events
+    }
+
+    /// Every group's summary, computed at most once per `max_age_ms` however
+    /// many readers ask: a dashboard's refresh costs one pass over the estate
+    /// per interval, not one per viewer.
+    pub fn summaries(&self, now: Millis, max_age_ms: i64) -> Arc<Summaries> {
+        let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
+        let fresh = |s: &Arc<Summaries>| {
+            s.at.0 > 0 && now.since(s.at) < max_age_ms && s.at <= now && s.generation == generation
+        };
+        let cached = lock(&self.summaries).clone();
+        if fresh(&cached) {
+            return cached;
+        }
+        let _one = lock(&self.summarizing);
+        let cached = lock(&self.summaries).clone();
+        if fresh(&cached) {
+            return cached;
+        }
+        self.summarize(now)
+    }
+
+    /// `f` of every group, taking the engine for [`GROUP_PIECE`] groups at a
+    /// time: intake waits for one piece (milliseconds), never for a pass over
+    /// the estate. Groups made during the walk may be seen; none is seen twice.
+    pub fn each_group<T>(&self, mut f: impl FnMut(&Engine, GroupId) -> T) -> Vec<T> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        loop {
+            let engine = self.engine.lock();
+            if from >= engine.group_slots() {
+                return out;
+            }
+            out.extend(engine.groups_between(from, GROUP_PIECE).map(|g| f(&engine, g)));
+            from += GROUP_PIECE;
+            // Handed to a waiting thread, if any: else the next piece would
+            // take it again before a woken thread could.
+            parking_lot::MutexGuard::unlock_fair(engine);
+        }
+    }
+
+    /// The same over partitions, [`PARTITION_PIECE`] at a time.
+    pub fn each_partition(&self, mut f: impl FnMut(&Engine, PartitionId)) {
+        let mut from = 0;
+        loop {
+            let engine = self.engine.lock();
+            if from >= engine.partition_slots() {
+                return;
+            }
+            for pid in engine.partitions_between(from, PARTITION_PIECE) {
+                f(&engine, pid);
+            }
+            from += PARTITION_PIECE;
+            parking_lot::MutexGuard::unlock_fair(engine);
+        }
+    }
+
+    /// Every group's summary of its partitions in `keep`'s topics, computed
+    /// now (a node answering for some of the shards it holds).
+    pub fn summaries_where(&self, now: Millis, keep: &dyn Fn(&str) -> bool) -> Vec<GroupSummary> {
+        self.each_group(|engine, gid| summarize_where(engine, gid, now, keep))
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    fn summarize(&self, now: Millis) -> Arc<Summaries> {
+        // Read first: a change during the walk leaves this summary stale.
+        let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
+        let groups: Vec<GroupSummary> = self.each_group(|engine, gid| summarize(engine, gid, now));
+        let s = Arc::new(Summaries {
+            at: now,
+            groups,
+            generation,
+        });
+        *lock(&self.summaries) = s.clone();
+        s
+    }
+
+    /// Forgets the topics of shards no longer held; the groups' history
+    /// follows them to their new ids.
+    pub fn retain(&self, shards: &streamsight_core::shard::Shards) {
+        let mut engine = self.engine.lock();
+        let mut history = lock(&self.history);
+        let named: Vec<((String, String), VecDeque<GroupSample>)> = history
+            .drain()
+            .map(|(gid, samples)| {
+                let (cluster, group) = engine.group_name(gid);
+                ((cluster.to_owned(), group.to_owned()), samples)
+            })
+            .collect();
+        engine.retain(&|topic| shards.keeps_topic(topic));
+        for ((cluster, group), samples) in named {
+            if let Some(gid) = engine.find_group(&cluster, &group) {
+                history.insert(gid, samples);
+            }
+        }
+        self.invalidate();
+    }
+
+    /// Takes in a shard's engine state (this node holds it now).
+    pub fn import(&self, shard: streamsight_core::engine::EngineShard) {
+        self.engine.lock().import(shard);
+        self.invalidate();
+    }
+
+    /// Records each group's lag now, for its recent history.
+    pub fn sample_groups(&self, now: Millis) {
+        let summaries = {
+            let _one = lock(&self.summarizing);
+            self.summarize(now)
+        };
+        let mut history = lock(&self.history);
+        for g in &summaries.groups {
+            let Some(id) = g.id else { continue };
+            let ring = history.entry(id).or_default();
+            if ring.len() >= self.samples_kept {
+                ring.pop_front();
+            }
+            ring.push_back(GroupSample {
+                at_ms: now.0,
+                status: g.status,
+                total_lag: g.total_lag,
+                complete: g.complete,
+                max_lag_seconds: g.max_lag_seconds,
+                lag_seconds_lower_bound: g.lag_seconds_lower_bound,
+                producer_failing: g.producer_failing,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(status: Status, partitions: usize, lag: i64, seconds: Option<f64>, topic: &str) -> GroupSummary {
+        GroupSummary {
+            id: None,
+            cluster: "c".into(),
+            group: "g".into(),
+            status,
+            reason: format!("{topic} is why"),
+            partitions,
+            total_lag: lag,
+            complete: true,
+            max_lag_seconds: seconds,
+            lag_seconds_lower_bound: false,
+            producer_failing: false,
+            worst_topic: Some(topic.into()),
+            worst_partition: Some(0),
+        }
+    }
+
+    #[test]
+    fn a_group_held_in_parts_sums_and_takes_the_worst_part_reason() {
+        let merged = GroupSummary::merge(vec![
+            part(Status::Ok, 2, 10, Some(5.0), "a"),
+            part(Status::Warn, 3, 100, Some(50.0), "b"),
+            GroupSummary {
+                complete: false,
+                ..part(Status::Ok, 1, 0, None, "c")
+            },
+        ])
+        .unwrap();
+        assert_eq!((merged.partitions, merged.total_lag), (6, 110));
+        assert_eq!((merged.status, merged.reason.as_str()), (Status::Warn, "b is why"));
+        assert_eq!(merged.max_lag_seconds, Some(50.0));
+        assert!(!merged.complete, "a part with unknown lag leaves the sum incomplete");
+        assert!(GroupSummary::merge(Vec::new()).is_none());
+    }
+}
