@@ -6,6 +6,7 @@
 
 pub mod api;
 mod changes;
+mod feature;
 mod metrics;
 pub mod notify;
 pub mod round;

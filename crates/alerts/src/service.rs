@@ -12,10 +12,10 @@ use streamsight_core::alerts::rule::Rule;
 use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, SharedLabels, Silence, render};
 use streamsight_core::anomaly::{Detector, Sensitivity};
 use streamsight_core::{AlertEvent, Millis, Record};
+use streamsight_node::Shared;
 use streamsight_node::config::alerts as rules;
 use streamsight_node::signals as derived;
 use streamsight_node::sync::lock;
-use streamsight_node::{Feature, Shared};
 
 #[derive(Debug)]
 pub(crate) struct Book {
@@ -518,18 +518,4 @@ pub fn of(shared: &Shared) -> &AlertService {
     shared
         .feature::<AlertService>()
         .expect("the collector installs the alerts feature on every node")
-}
-
-impl Feature for AlertService {
-    fn apply(&self, records: &[Record]) {
-        AlertService::apply(self, records);
-    }
-
-    fn metrics(&self, out: &mut String, now: Millis) {
-        crate::metrics::render(self, out, now);
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }

@@ -2,7 +2,7 @@
 //! anything starts; then replay each tenant's store and spawn the servers,
 //! pollers, probes, DLQ monitors and housekeeping, stopped together.
 
-use crate::{housekeeping, polling, routes};
+use crate::{features, housekeeping, polling, routes};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -153,7 +153,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
     let (intake_tls, api_tls) = (reloading_tls(&config.intake_tls)?, reloading_tls(&config.api_tls)?);
     let mut tenants = std::collections::BTreeMap::new();
     for (name, c) in per_tenant {
-        let shared = Arc::new(crate::node(c, engine.clone())?);
+        let shared = Arc::new(features::node(c, engine.clone())?);
         let alerts = streamsight_alerts::of(&shared);
         alerts.start_notifiers(&shared.config.alerts);
         let _ = alerts.base_url.set(format!("http://{api_addr}"));

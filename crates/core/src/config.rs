@@ -1,6 +1,6 @@
 //! Tunables of the engine, with the defaults documented in `docs/engine.md`.
 
-use crate::history::{Compaction, HistoryParams, OffsetHistory};
+use crate::history::Compaction;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -99,67 +99,4 @@ pub enum ConfigError {
     BadPrecision(f32),
     #[error("reset_confirmations must be at least 1")]
     NoResetConfirmations,
-}
-
-impl EngineConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let points = history_capacity(self.history_bytes, self.history_compaction);
-        if points < HistoryParams::MIN_CAPACITY {
-            return Err(ConfigError::HistoryTooSmall {
-                given: self.history_bytes,
-                points,
-                min: HistoryParams::MIN_CAPACITY,
-                needed: crate::engine::PARTITION_FIXED_BYTES
-                    + HistoryParams::MIN_CAPACITY * OffsetHistory::point_bytes(self.history_compaction),
-            });
-        }
-        if !(self.history_precision.is_finite() && self.history_precision > 0.0) {
-            return Err(ConfigError::BadPrecision(self.history_precision));
-        }
-        if self.reset_confirmations == 0 {
-            return Err(ConfigError::NoResetConfirmations);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn history_params(&self) -> HistoryParams {
-        HistoryParams {
-            capacity: history_capacity(self.history_bytes, self.history_compaction),
-            min_resolution_ms: crate::time::duration_ms(self.min_resolution),
-            initial_precision: self.history_precision,
-            compaction: self.history_compaction,
-        }
-    }
-}
-
-/// Points that fit in the budget once the partition's fixed state is paid for.
-fn history_capacity(history_bytes: usize, compaction: Compaction) -> usize {
-    history_bytes.saturating_sub(crate::engine::PARTITION_FIXED_BYTES) / OffsetHistory::point_bytes(compaction)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_is_valid_and_fits_the_budget() {
-        let c = EngineConfig::default();
-        c.validate().unwrap();
-        let p = c.history_params();
-        assert!(p.capacity >= 180, "only {} points", p.capacity);
-        let by_age = EngineConfig {
-            history_compaction: Compaction::ByAge,
-            ..c
-        };
-        assert!(by_age.history_params().capacity >= 230);
-    }
-
-    #[test]
-    fn too_small_a_budget_is_refused() {
-        let c = EngineConfig {
-            history_bytes: 64,
-            ..EngineConfig::default()
-        };
-        assert!(matches!(c.validate(), Err(ConfigError::HistoryTooSmall { .. })));
-    }
 }

@@ -2,7 +2,7 @@
 //! writer applies records to.
 
 use std::sync::Mutex;
-use streamsight_core::journey::{Journey, Journeys, JourneysStats, TraceId};
+use streamsight_core::journey::{Journey, Journeys, JourneysStats, Kept, TraceId};
 use streamsight_core::{Millis, Record};
 use streamsight_node::config::journeys::JourneysConfig;
 use streamsight_node::sync::lock;
@@ -36,7 +36,13 @@ impl JourneyService {
 
     /// The spans and lines held of the shards, as records.
     pub fn export(&self, shards: &streamsight_core::shard::Shards) -> Vec<Record> {
-        lock(&self.index).export(&|topic| shards.keeps(topic))
+        let kept = lock(&self.index).export(&|topic| shards.keeps(topic));
+        kept.into_iter()
+            .map(|(at, k)| match k {
+                Kept::Span(span) => Record::Span { at, span },
+                Kept::Log(line) => Record::Log { at, line },
+            })
+            .collect()
     }
 
     /// Forgets the shards no longer held.

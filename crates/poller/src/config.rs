@@ -19,10 +19,10 @@ pub struct ClusterConfig {
     pub security_protocol: SecurityProtocol,
     /// Credentials for `sasl_plaintext` and `sasl_ssl`.
     #[serde(default)]
-    pub sasl: Option<crate::client::sasl::SaslConfig>,
+    pub sasl: Option<crate::sasl::SaslConfig>,
     /// Trust for `ssl` and `sasl_ssl` (Mozilla's roots when absent).
     #[serde(default)]
-    pub tls: Option<crate::client::tls::TlsConfig>,
+    pub tls: Option<crate::tls::TlsConfig>,
     #[serde(default = "default_poll_interval", with = "humantime_serde")]
     pub poll_interval: Duration,
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
@@ -139,7 +139,7 @@ impl ClusterConfig {
             _ => {}
         }
         if self.uses_tls() {
-            crate::client::tls::client_config(&self.tls.clone().unwrap_or_default()).map_err(|why| {
+            crate::tls::client_config(&self.tls.clone().unwrap_or_default()).map_err(|why| {
                 ClusterConfigError::Tls {
                     cluster: cluster.clone(),
                     why,
@@ -190,14 +190,14 @@ mod tests {
         ));
         let mut tls = ClusterConfig::new("a", "h:1");
         tls.security_protocol = SecurityProtocol::Ssl;
-        tls.tls = Some(crate::client::tls::TlsConfig {
+        tls.tls = Some(crate::tls::TlsConfig {
             ca_file: Some("/nonexistent.pem".into()),
             server_name: None,
         });
         let err = tls.validate().unwrap_err().to_string();
         assert!(err.contains("/nonexistent.pem"), "{err}");
         let mut stray = ClusterConfig::new("a", "h:1");
-        stray.tls = Some(crate::client::tls::TlsConfig::default());
+        stray.tls = Some(crate::tls::TlsConfig::default());
         assert!(matches!(
             stray.validate(),
             Err(ClusterConfigError::SecurityMismatch { .. })

@@ -8,7 +8,9 @@
 
 pub mod client;
 pub mod config;
+pub mod sasl;
 pub mod snapshot;
+pub mod tls;
 pub mod tracker;
 
 pub use client::{ClusterClient, KafkaError};

@@ -5,8 +5,8 @@
 //! than [`STALE_AFTER_MS`] (by the announcer's clock: nodes' clocks must agree
 //! within a second or so, as NTP keeps them) is a node gone.
 
-use crate::StoreError;
-use crate::kafka::{KafkaUrl, ensure_topic_with, kafka, lock};
+use crate::backend::StoreError;
+use crate::client::{KafkaUrl, ensure_topic_with, kafka, lock};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -108,8 +108,8 @@ pub struct Directory {
 impl Directory {
     /// Joins the directory of the log at `url` as a node whose API answers at `api`.
     pub fn join(url: &KafkaUrl, api: String, peer_key_sha256: String) -> Result<Self, StoreError> {
-        let shards = crate::kafka::ensure_topic(url, &url.topic, url.partitions)?;
-        let node = crate::kafka::node_name();
+        let shards = crate::client::ensure_topic(url, &url.topic, url.partitions)?;
+        let node = crate::client::node_name();
         let topic = url.nodes_topic();
         ensure_topic_with(url, &topic, 1, &[("cleanup.policy", "compact")])?;
         let producer: BaseProducer = url.client().set("message.timeout.ms", "5000").create().map_err(kafka)?;

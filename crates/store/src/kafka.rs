@@ -15,11 +15,9 @@
 //! (1 GiB); any other `key=value` is a librdkafka property (security
 //! settings, for one).
 
+use crate::backend::{Follow, Scanned, Store, StoreError};
+use crate::client::{KafkaUrl, decode, ensure_topic, kafka, lock, node_name};
 use crate::codec;
-use crate::{Follow, Scanned, Store, StoreError};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -34,114 +32,6 @@ use streamsight_core::{Millis, Record, Route};
 /// A message's encoded records stay under this: brokers refuse messages over
 /// `message.max.bytes` (1 MB by default).
 const MAX_MESSAGE_BYTES: usize = 512 << 10;
-const MAX_PARTITIONS: u32 = 10_000;
-
-/// Where the log lives and how to reach it, from a `kafka://` URL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KafkaUrl {
-    pub bootstrap: String,
-    pub topic: String,
-    pub partitions: u32,
-    pub replication: i32,
-    pub timeout: Duration,
-    /// `mode=sharded`: each node holds only the shards Kafka's group protocol
-    /// assigned it (see `shards`); `mode=replicated` (the default): every node
-    /// holds everything.
-    pub sharded: bool,
-    /// On a sharded log, how often a shard's holder snapshots it
-    /// (`snapshot_ms`, 60,000 by default; 0: never).
-    pub snapshot_every: Option<Duration>,
-    /// A snapshot larger than this (`max_snapshot_bytes`, 1 GiB) is not read:
-    /// the shard is read from its start instead.
-    pub max_snapshot_bytes: u64,
-    pub properties: BTreeMap<String, String>,
-}
-
-impl KafkaUrl {
-    pub fn parse(url: &str) -> Result<Self, StoreError> {
-        let bad = || StoreError::BadUrl(url.to_owned());
-        let rest = url.strip_prefix("kafka://").ok_or_else(bad)?;
-        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (bootstrap, topic) = rest.split_once('/').ok_or_else(bad)?;
-        let topic_ok = !topic.is_empty()
-            && topic.len() <= 249
-            && topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if bootstrap.is_empty() || !topic_ok {
-            return Err(bad());
-        }
-        let mut parsed = KafkaUrl {
-            bootstrap: bootstrap.to_owned(),
-            topic: topic.to_owned(),
-            partitions: 12,
-            replication: 1,
-            timeout: Duration::from_secs(10),
-            sharded: false,
-            snapshot_every: Some(Duration::from_secs(60)),
-            max_snapshot_bytes: 1 << 30,
-            properties: BTreeMap::new(),
-        };
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').ok_or_else(bad)?;
-            match key {
-                "partitions" => {
-                    parsed.partitions = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_PARTITIONS).contains(n))
-                        .ok_or_else(bad)?
-                }
-                "replication" => parsed.replication = value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?,
-                "timeout_ms" => {
-                    parsed.timeout = Duration::from_millis(value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?)
-                }
-                "snapshot_ms" => {
-                    let ms: u64 = value.parse().map_err(|_| bad())?;
-                    parsed.snapshot_every = (ms > 0).then(|| Duration::from_millis(ms));
-                }
-                "max_snapshot_bytes" => parsed.max_snapshot_bytes = value.parse().map_err(|_| bad())?,
-                "mode" => {
-                    parsed.sharded = match value {
-                        "sharded" => true,
-                        "replicated" => false,
-                        _ => return Err(bad()),
-                    }
-                }
-                _ => {
-                    parsed.properties.insert(key.to_owned(), value.to_owned());
-                }
-            }
-        }
-        Ok(parsed)
-    }
-
-    /// Where records every node needs whole (alerts, audit) go on a sharded log.
-    pub fn global_topic(&self) -> String {
-        format!("{}-global", self.topic)
-    }
-
-    /// Where the nodes of a sharded log say which shards they hold and where
-    /// their API answers.
-    pub fn nodes_topic(&self) -> String {
-        format!("{}-nodes", self.topic)
-    }
-
-    /// The consumer group whose assignment says which node holds which shard.
-    pub fn shards_group(&self) -> String {
-        format!("{}-shards", self.topic)
-    }
-
-    /// A librdkafka configuration reaching the log's brokers with the URL's
-    /// properties.
-    pub fn client(&self) -> ClientConfig {
-        let mut config = ClientConfig::new();
-        config.set("bootstrap.servers", &self.bootstrap);
-        for (k, v) in &self.properties {
-            config.set(k, v);
-        }
-        config
-    }
-}
-
 /// Acknowledgements of the messages of the append in progress, reported on
 /// the producer's own polling thread and waited for by the writer.
 #[derive(Default)]
@@ -169,10 +59,6 @@ impl ProducerContext for Acks {
         state.done += 1;
         self.reported.notify_all();
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The header naming the process that appended a message: a node applies its
@@ -210,87 +96,6 @@ fn producer(url: &KafkaUrl) -> Result<ThreadedProducer<Acks>, StoreError> {
         .set("message.max.bytes", (2 * MAX_MESSAGE_BYTES).to_string())
         .create_with_context(Acks::default())
         .map_err(kafka)
-}
-
-/// A name no other process or opening has: process id, time and a random seed.
-pub(crate) fn node_name() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    format!("{}-{:016x}", std::process::id(), h.finish())
-}
-
-/// The partition count of `topic`, created with `partitions` (and the URL's
-/// replication) when it is missing.
-pub fn ensure_topic(url: &KafkaUrl, topic: &str, partitions: u32) -> Result<u32, StoreError> {
-    ensure_topic_with(url, topic, partitions, &[])
-}
-
-/// The same, with topic configuration (`cleanup.policy`, …) when it is created.
-pub fn ensure_topic_with(
-    url: &KafkaUrl,
-    topic: &str,
-    partitions: u32,
-    config: &[(&str, &str)],
-) -> Result<u32, StoreError> {
-    let admin: AdminClient<DefaultClientContext> = url.client().create().map_err(kafka)?;
-    let count = || -> Result<Option<u32>, StoreError> {
-        let metadata = admin.inner().fetch_metadata(Some(topic), url.timeout).map_err(kafka)?;
-        Ok(metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic && t.error().is_none())
-            .map(|t| t.partitions().len() as u32)
-            .filter(|n| *n > 0))
-    };
-    if let Some(n) = count()? {
-        return Ok(n);
-    }
-    let new = config.iter().fold(
-        NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(url.replication)),
-        |new, (k, v)| new.set(k, v),
-    );
-    let options = AdminOptions::new().operation_timeout(Some(url.timeout));
-    // The admin API is async; its callers are not, and may run inside a
-    // runtime, so the request gets a thread and a runtime of its own.
-    let created = std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .map_err(|e| StoreError::Kafka(e.to_string()))?;
-            rt.block_on(admin.create_topics([&new], &options)).map_err(kafka)
-        })
-        .join()
-        .unwrap_or_else(|_| Err(StoreError::Kafka("topic creation panicked".into())))
-    })?;
-    for result in created {
-        match result {
-            Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((name, code)) => return Err(StoreError::Kafka(format!("creating topic {name}: {code}"))),
-        }
-    }
-    tracing::info!(topic, partitions, "topic created");
-    let deadline = Instant::now() + url.timeout;
-    loop {
-        if let Some(n) = count()? {
-            return Ok(n);
-        }
-        if Instant::now() > deadline {
-            return Err(StoreError::Kafka(format!(
-                "topic {topic} was created but has no partitions yet"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-pub(crate) fn kafka(e: KafkaError) -> StoreError {
-    StoreError::Kafka(e.to_string())
 }
 
 impl KafkaStore {
@@ -542,14 +347,6 @@ pub fn scan_partitions(
     Ok((Scanned { corrupt }, consumer))
 }
 
-/// The records of a log message; none (and a warning) when it is corrupt.
-pub(crate) fn decode(m: &rdkafka::message::BorrowedMessage<'_>) -> Vec<Record> {
-    codec::decode(m.payload().unwrap_or_default()).unwrap_or_else(|why| {
-        tracing::warn!(partition = m.partition(), offset = m.offset(), %why, "skipped a corrupt log message");
-        Vec::new()
-    })
-}
-
 /// Follows the log from where a scan ended: every message another node appends.
 pub struct KafkaFollow {
     consumer: BaseConsumer,
@@ -565,7 +362,7 @@ impl std::fmt::Debug for KafkaFollow {
 }
 
 impl Follow for KafkaFollow {
-    fn next(&mut self, wait: Duration) -> Result<Option<crate::Followed>, StoreError> {
+    fn next(&mut self, wait: Duration) -> Result<Option<crate::backend::Followed>, StoreError> {
         let deadline = Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -581,7 +378,7 @@ impl Follow for KafkaFollow {
                     if own {
                         continue;
                     }
-                    return Ok(Some(crate::Followed::Records(decode(&m))));
+                    return Ok(Some(crate::backend::Followed::Records(decode(&m))));
                 }
             }
             if Instant::now() >= deadline {

@@ -7,8 +7,9 @@
 //! only the assignment is used. During a rebalance two nodes may both hold a
 //! job for a moment, or none.
 
-use crate::kafka::kafka;
-use crate::{KafkaUrl, StoreError};
+use crate::backend::StoreError;
+use crate::client::KafkaUrl;
+use crate::client::kafka;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Message};
 use std::collections::BTreeSet;
@@ -59,7 +60,7 @@ impl Leases {
     pub fn join(storage: &str) -> Result<Self, StoreError> {
         let url = KafkaUrl::parse(storage)?;
         let topic = format!("{}-pollers", url.topic);
-        crate::kafka::ensure_topic(&url, &topic, LEASES)?;
+        crate::client::ensure_topic(&url, &topic, LEASES)?;
         let owned = Arc::new(Owned::default());
         let consumer: BaseConsumer<LeaseContext> = url
             .client()

@@ -9,9 +9,9 @@
 //! applies what it reads here, its own appends included, and nothing else:
 //! what it appends to a shard it does not hold is another's.
 
-use crate::kafka::{KafkaUrl, decode, kafka, lock};
+use crate::backend::{Follow, Followed, StoreError};
+use crate::client::{KafkaUrl, decode, kafka, lock};
 use crate::snapshots::{SnapshotCounts, SnapshotReader, SnapshotWriter};
-use crate::{Follow, Followed, StoreError};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;

@@ -12,8 +12,8 @@
 //! overwritten by a node that took the shard since, is not used (the shard is
 //! then read from its start, as without snapshots).
 
-use crate::StoreError;
-use crate::kafka::{KafkaUrl, ensure_topic_with, kafka};
+use crate::backend::StoreError;
+use crate::client::{KafkaUrl, ensure_topic_with, kafka};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -45,18 +45,7 @@ pub struct Manifest {
     pub offset: i64,
 }
 
-/// What snapshots did, for `/metrics`.
-#[derive(Debug, Default)]
-pub struct SnapshotCounts {
-    pub written: AtomicU64,
-    pub written_bytes: AtomicU64,
-    pub write_failures: AtomicU64,
-    pub restored: AtomicU64,
-    /// A manifest was found but its snapshot could not be used.
-    pub restore_failures: AtomicU64,
-    /// Log messages read to catch a gained shard up, after its snapshot if any.
-    pub replayed_messages: AtomicU64,
-}
+pub use crate::backend::SnapshotCounts;
 
 fn count(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
@@ -339,7 +328,7 @@ impl ProducerContext for WriterContext {
             Ok(m) => Ok(m.offset()),
             Err((e, _)) => Err(e.to_string()),
         };
-        crate::kafka::lock(&self.0.0).push(outcome);
+        crate::client::lock(&self.0.0).push(outcome);
     }
 }
 
@@ -436,7 +425,7 @@ fn send_all(
     shard: u32,
     messages: &[(String, Vec<u8>)],
 ) -> Result<Vec<i64>, StoreError> {
-    crate::kafka::lock(&delivered.0).clear();
+    crate::client::lock(&delivered.0).clear();
     for (key, payload) in messages {
         let record = BaseRecord::to(topic).partition(shard as i32).key(key).payload(payload);
         let mut record = record;
@@ -453,7 +442,7 @@ fn send_all(
         }
     }
     producer.flush(url.timeout).map_err(kafka)?;
-    let outcomes = std::mem::take(&mut *crate::kafka::lock(&delivered.0));
+    let outcomes = std::mem::take(&mut *crate::client::lock(&delivered.0));
     if outcomes.len() != messages.len() {
         return Err(StoreError::Kafka(format!(
             "{} of {} acknowledged",
@@ -477,7 +466,7 @@ fn write(
     let id = {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write(crate::kafka::node_name().as_bytes());
+        h.write(crate::client::node_name().as_bytes());
         h.write_u64(seed);
         h.write_u32(job.shard);
         h.finish()

@@ -4,10 +4,12 @@
 //! Files written before batches existed hold one JSON row per record in a `log`
 //! table; they are read first, and expire with retention like the rest.
 
-use crate::{Record, Scanned, Store, StoreError, codec};
+use crate::backend::{Scanned, Store, StoreError};
+use crate::codec;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::PathBuf;
 use streamsight_core::Millis;
+use streamsight_core::record::Record;
 
 /// Legacy rows handed over at a time when replaying a `log` table.
 const LEGACY_CHUNK: usize = 10_000;

@@ -1,9 +1,9 @@
 //! What a rule is: the signal it watches, its condition, timing, scope and
 //! words. Bounded, since rules also come from the network.
 
-use crate::Status;
 use crate::alerts::{Condition, Timing};
 use crate::anomaly::Direction;
+use crate::model::Status;
 use crate::time::duration_ms;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

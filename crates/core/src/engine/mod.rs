@@ -15,6 +15,7 @@ use std::collections::HashMap;
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+mod budget;
 mod evaluate;
 mod ids;
 mod ingest;

@@ -10,7 +10,7 @@
 mod store;
 pub mod verdict;
 
-pub use store::{Journey, JourneyLimits, Journeys, JourneysStats};
+pub use store::{Journey, JourneyLimits, Journeys, JourneysStats, Kept};
 
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};

@@ -8,6 +8,13 @@ use crate::time::Millis;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 
+/// A span or a log line the index holds, as [`Journeys::export`] hands it on.
+#[derive(Clone, Debug)]
+pub enum Kept {
+    Span(Box<Span>),
+    Log(Box<LogLine>),
+}
+
 /// Keys are random trace ids and names from the network: foldhash, seeded per map.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -277,8 +284,8 @@ impl Journeys {
     /// (in order, [`Journeys::add_span`]) make the same traces: each trace's
     /// first at its first sighting and its last at its last. Sampling
     /// decisions are not kept: they are made again, alike.
-    pub fn export(&self, keeps: &dyn Fn(Option<&str>) -> bool) -> Vec<crate::Record> {
-        let mut records = Vec::new();
+    pub fn export(&self, keeps: &dyn Fn(Option<&str>) -> bool) -> Vec<(Millis, Kept)> {
+        let mut kept = Vec::new();
         for (_, id) in &self.order {
             let Some(t) = self.traces.get(id) else { continue };
             let spans = t
@@ -286,22 +293,16 @@ impl Journeys {
                 .iter()
                 .filter(|s| keeps(s.messaging.as_ref().map(|m| m.topic.as_str())));
             let logs = t.logs.iter().filter(|_| keeps(None));
-            let start = records.len();
-            records.extend(spans.map(|s| crate::Record::Span {
-                at: t.first_seen,
-                span: Box::new(s.clone()),
-            }));
-            records.extend(logs.map(|l| crate::Record::Log {
-                at: t.first_seen,
-                line: Box::new(l.clone()),
-            }));
-            if records.len() > start
-                && let Some(crate::Record::Span { at, .. } | crate::Record::Log { at, .. }) = records.last_mut()
+            let start = kept.len();
+            kept.extend(spans.map(|s| (t.first_seen, Kept::Span(Box::new(s.clone())))));
+            kept.extend(logs.map(|l| (t.first_seen, Kept::Log(Box::new(l.clone())))));
+            if kept.len() > start
+                && let Some((at, _)) = kept.last_mut()
             {
                 *at = t.last_seen;
             }
         }
-        records
+        kept
     }
 
     /// Keeps `id` whatever the sampling (a failed send, a dead letter).

@@ -3,9 +3,9 @@
 //! order requests were sent, so many requests can be written before reading any.
 
 use super::KafkaError;
-use super::sasl::{self, Mechanism, SaslConfig, Scram};
-use super::tls::{self, Stream};
 use crate::config::ClusterConfig;
+use crate::sasl::{self, Mechanism, SaslConfig, Scram};
+use crate::tls::{self, Stream};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader, SaslAuthenticateRequest,

@@ -10,8 +10,8 @@
 //! pipelined on one connection.
 
 mod connection;
-pub mod sasl;
-pub mod tls;
+pub use crate::sasl;
+pub use crate::tls;
 
 use crate::config::ClusterConfig;
 use crate::snapshot::{
