@@ -32,7 +32,7 @@ fn cpu_ms(pid: u32) -> f64 {
 }
 
 async fn feed(http: &reqwest::Client, intake: &str) {
-    let now = dsm::now_ms();
+    let now = streamsight_testkit::now_ms();
     let mut backlogs = Vec::new();
     for t in 0..TOPICS {
         for p in 0..PARTITIONS {

@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use streamsight_wire::dsm::payload::{
     Backlog, Bucket, ConsumedCount, Delivery, FailedSends, Payload, ProducedCount, encode,
 };
@@ -25,9 +25,7 @@ const MAX_RSS_MB: u64 = 400;
 const MAX_DISK_MB: u64 = 64;
 const MAX_HEALTHZ_MS: u128 = 100;
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
+use streamsight_testkit::now_ms;
 
 /// (current, peak) resident set of a process, in KiB.
 fn rss_kib(pid: u32) -> (u64, u64) {
@@ -269,11 +267,7 @@ fn tally(codes: &[u16]) -> String {
         .join(", ")
 }
 
-fn gzip(raw: &[u8]) -> Vec<u8> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(raw).unwrap();
-    gz.finish().unwrap()
-}
+use streamsight_testkit::gzip;
 
 /// Opens `n` connections that each send half a request (`partial`) and wait;
 /// returns how long until the server had closed every one of them.

@@ -18,7 +18,13 @@ const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 /// Sends failed sends of `orders` to the intake, as the SDK reports them.
 async fn failing_producer(intake: &str) {
     let mut p = dsm::payload("checkout", vec![]);
-    p.failed_sends = vec![dsm::failed_sends("orders", 0, "MsgTimedOut", 3, dsm::now_ms())];
+    p.failed_sends = vec![dsm::failed_sends(
+        "orders",
+        0,
+        "MsgTimedOut",
+        3,
+        streamsight_testkit::now_ms(),
+    )];
     dsm::post(&reqwest::Client::new(), intake, &p).await;
 }
 

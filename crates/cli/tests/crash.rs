@@ -6,12 +6,10 @@
 mod support;
 
 use serde_json::Value;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
 
-fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
-}
+use streamsight_testkit::now_ns;
 
 fn payload(service: &str, start_ns: u64, tags: &[&str], value: i64) -> Vec<u8> {
     encode(&Payload {

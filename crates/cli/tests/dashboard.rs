@@ -293,7 +293,7 @@ async fn the_seed_incident_reads_right_on_the_group_page() {
     let http = reqwest::Client::new();
     // Seed time 170 s is now: 60 s into the producer's failure.
     let now_s = 170;
-    let t0 = dsm::now_ms() - now_s * 1000;
+    let t0 = streamsight_testkit::now_ms() - now_s * 1000;
     for p in seed_payloads(t0, now_s) {
         dsm::post(&http, &intake, &p).await;
     }
@@ -399,7 +399,7 @@ async fn a_journey_page_shows_the_path_and_where_it_stopped() {
         support::serve_with_line("dashboard-journey", "[serve]\nhistory_interval = \"1s\"\n", "memory://");
     let (api, otlp) = (support::field(&line, "api"), support::field(&line, "otlp"));
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let now_ns = dsm::now_ms() as u128 * 1_000_000;
+    let now_ns = streamsight_testkit::now_ms() as u128 * 1_000_000;
     let attrs = |pairs: &[(&str, &str)]| {
         pairs
             .iter()
@@ -466,7 +466,7 @@ async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
     let (_a, intake, api) = support::serve_with("dashboard-shards", toml, &log);
     let (mut b, _, _) = support::serve_with("dashboard-shards", toml, &log);
     let http = reqwest::Client::new();
-    let now = dsm::now_ms();
+    let now = streamsight_testkit::now_ms();
     let topics: Vec<String> = (0..8).map(|i| format!("t{i}")).collect();
     let points = topics
         .iter()

@@ -97,14 +97,20 @@ async fn every_metric_the_boards_and_rules_use_is_exported() {
         "[serve]\nhistory_interval = \"1s\"\n\n[[serve.clusters]]\nname = \"prod\"\nbootstrap = [\"{bootstrap}\"]\npoll_interval = \"1s\"\n"
     );
     let (_serve, intake, api) = support::serve_with("prometheus", &config, "memory://");
-    let t0 = dsm::now_ms() - 170_000;
+    let t0 = streamsight_testkit::now_ms() - 170_000;
     let mut producer = dsm::payload(
         "checkout",
         (0..=10)
             .map(|k| (t0 + k * 10_000, vec![dsm::produce("orders", 0, k * 100)]))
             .collect(),
     );
-    producer.failed_sends = vec![dsm::failed_sends("orders", 0, "MsgTimedOut", 5, dsm::now_ms())];
+    producer.failed_sends = vec![dsm::failed_sends(
+        "orders",
+        0,
+        "MsgTimedOut",
+        5,
+        streamsight_testkit::now_ms(),
+    )];
     let commits = (0..=34)
         .map(|k| {
             (

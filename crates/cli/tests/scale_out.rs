@@ -133,7 +133,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
     let dir = std::env::temp_dir().join(format!(
         "streamsight-scale-out-{mode}-{}-{}",
         std::process::id(),
-        dsm::now_ms()
+        streamsight_testkit::now_ms()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
@@ -143,7 +143,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
     );
     let client = reqwest::Client::new();
     let mut nodes: Vec<_> = (0..3).map(|_| support::serve(&log)).collect();
-    let now = dsm::now_ms();
+    let now = streamsight_testkit::now_ms();
 
     // Intake spread over the three nodes; every node answers for all of it.
     let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();

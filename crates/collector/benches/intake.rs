@@ -11,7 +11,7 @@ mod support;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use streamsight_collector::auth::Scope;
 use streamsight_collector::writer::Writer;
 use streamsight_collector::{ServeConfig, intake, metrics};
@@ -29,9 +29,7 @@ const PARTITIONS: usize = 100;
 /// Backlogs per payload: one bucket, a produce and a commit for each partition.
 const POINTS: usize = 2 * PARTITIONS;
 
-fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
-}
+use streamsight_testkit::now_ns;
 
 /// A payload like a busy service's: produce and commit backlogs for 100
 /// partitions and two pathway points, gzipped as tracers send it.

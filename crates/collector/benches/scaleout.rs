@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used)] // a bench that cannot set up should fail loudly
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use streamsight_collector::ServeConfig;
 use streamsight_collector::state::Shared;
 use streamsight_core::{EngineConfig, Millis, Observation, PartitionRef, Record};
@@ -19,9 +19,7 @@ use streamsight_testkit::{Tansu, free_port};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
+use streamsight_testkit::now_ms;
 
 fn broker(name: &str) -> Option<(Tansu, std::path::PathBuf)> {
     if streamsight_testkit::tansu_installed().is_none() {

@@ -27,12 +27,7 @@ fn kv(key: &str, v: Scalar) -> KeyValue {
     }
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
+use streamsight_testkit::now_ns;
 
 /// A producer's send span in the trace, and a consumer's process span in a
 /// trace of its own linked to it, as opentelemetry-instrumentation-confluent-kafka

@@ -8,15 +8,13 @@
 mod support;
 
 use serde_json::Value;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use streamsight_collector::{Running, serve};
 use streamsight_core::EngineConfig;
 use streamsight_testkit::{Tansu, eventually, free_port};
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
 
-fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
-}
+use streamsight_testkit::now_ns;
 
 /// A tansu broker of its own, in a directory removed when it is dropped.
 struct Broker {

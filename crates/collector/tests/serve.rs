@@ -4,16 +4,12 @@
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
 use serde_json::Value;
-use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
 use streamsight_collector::{Running, ServeConfig, serve};
 use streamsight_core::EngineConfig;
 use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, StatsPoint, encode};
 use streamsight_wire::dsm::sketch::Mapping;
 
-fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
-}
+use streamsight_testkit::now_ns;
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("streamsight-{name}-{}-{}", std::process::id(), now_ns()));
@@ -303,11 +299,7 @@ fn rmp_serde_bytes(p: &Payload) -> Vec<u8> {
     out
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(bytes).unwrap();
-    gz.finish().unwrap()
-}
+use streamsight_testkit::gzip;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {

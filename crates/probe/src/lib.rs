@@ -108,6 +108,9 @@ pub struct Probe {
     tracker: Arc<Mutex<ProbeTracker>>,
     stop: Arc<AtomicBool>,
     last_error: Arc<Mutex<Option<String>>>,
+    /// The task that sends and reads; it ends once told to stop, having let
+    /// go of the probe's clients.
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Probe {
@@ -149,10 +152,12 @@ impl Probe {
             tracker: Arc::new(Mutex::new(ProbeTracker::new(sla_ms))),
             stop: Arc::new(AtomicBool::new(false)),
             last_error: Arc::new(Mutex::new(None)),
+            task: None,
             config,
         };
+        let mut probe = probe;
         let id = format!("{}-{}", std::process::id(), now().0);
-        tokio::spawn(run(
+        probe.task = Some(tokio::spawn(run(
             probe.config.clone(),
             id,
             Arc::new(producer),
@@ -160,8 +165,19 @@ impl Probe {
             probe.tracker.clone(),
             probe.stop.clone(),
             probe.last_error.clone(),
-        ));
+        )));
         Ok(probe)
+    }
+
+    /// Stops the probe and returns once its producer and consumer are closed.
+    /// A consumer closed after its brokers are gone waits for a coordinator
+    /// that never answers (librdkafka's close): stop a probe before its
+    /// cluster goes away.
+    pub async fn shutdown(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
     }
 
     pub fn report(&self) -> ProbeReport {
@@ -228,7 +244,7 @@ async fn run(
     last_error: Arc<Mutex<Option<String>>>,
 ) {
     let set_error = |e: Option<String>| *last_error.lock().unwrap_or_else(|p| p.into_inner()) = e;
-    tokio::spawn(receive(id.clone(), consumer.clone(), tracker.clone(), stop.clone()));
+    let receiving = tokio::spawn(receive(id.clone(), consumer.clone(), tracker.clone(), stop.clone()));
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut assigned: BTreeSet<i32> = BTreeSet::new();
@@ -311,6 +327,8 @@ async fn run(
             });
         }
     }
+    // The receiver holds the consumer too: it ends within its 200 ms wait.
+    let _ = receiving.await;
 }
 
 async fn receive(id: String, consumer: Arc<StreamConsumer>, tracker: Arc<Mutex<ProbeTracker>>, stop: Arc<AtomicBool>) {

@@ -15,7 +15,7 @@ use rdkafka::producer::{DefaultProducerContext, FutureRecord};
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::Value;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use streamsight_collector::{Running, ServeConfig, serve};
 use streamsight_core::{EndOffsetSource, EngineConfig, Millis};
 use streamsight_core::{Observation, PartitionRef, Record};
@@ -34,9 +34,7 @@ struct Pipeline {
     timestamp: i64,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
+use streamsight_testkit::now_ms;
 
 async fn pipeline() -> Pipeline {
     let config = ServeConfig {

@@ -1,7 +1,8 @@
 //! What tests across the workspace share, so that no test file grows its own
 //! copy: a tansu broker (a Kafka-compatible broker in Rust, installed by
-//! `scripts/test`) run as its own process, free loopback ports, and waiting for
-//! a condition with a deadline instead of a sleep.
+//! `scripts/test`) run as its own process, free loopback ports, waiting for a
+//! condition with a deadline instead of a sleep, a watchdog that turns a hang
+//! into a failure, the clock's readings tracers stamp, and gzip.
 #![allow(clippy::unwrap_used, clippy::panic)] // test support: a failed set-up should fail loudly
 
 use std::path::{Path, PathBuf};
@@ -18,6 +19,67 @@ pub async fn eventually<T>(secs: u64, what: &str, mut f: impl AsyncFnMut() -> Op
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Fails the test binary with a message when it is still running after a
+/// bound far above its normal time: a hang (a client closing against a broker
+/// that is gone, a server that never answers) fails CI with its name instead
+/// of holding it until the job's own limit. Disarmed when dropped.
+#[derive(Debug)]
+pub struct Watchdog {
+    done: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Watchdog {
+    /// Arms a watchdog for `what`, which should end within `bound`.
+    pub fn arm(what: &str, bound: Duration) -> Watchdog {
+        let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let (what, waiting) = (what.to_owned(), done.clone());
+        std::thread::spawn(move || {
+            let (lock, ended) = &*waiting;
+            let guard = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (guard, timeout) = ended
+                .wait_timeout_while(guard, bound, |done| !*done)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if timeout.timed_out() && !*guard {
+                eprintln!("{what} is still running after {bound:?}: it hangs; aborting the test binary");
+                std::process::abort();
+            }
+        });
+        Watchdog { done }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let (lock, ended) = &*self.done;
+        *lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        ended.notify_all();
+    }
+}
+
+/// Now, in unix nanoseconds: the time tracers stamp their buckets with.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// Now, in unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// `raw` gzipped, as clients send bodies with `Content-Encoding: gzip`.
+pub fn gzip(raw: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(raw).unwrap();
+    gz.finish().unwrap()
 }
 
 /// A port nothing listens on right now.

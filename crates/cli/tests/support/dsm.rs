@@ -80,10 +80,3 @@ pub async fn post(client: &reqwest::Client, intake: &str, payload: &Payload) {
         resp.text().await.unwrap_or_default()
     );
 }
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
