@@ -2,10 +2,12 @@
 
 pub mod alerts;
 pub mod collector_client;
+pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod dlq;
 pub mod journey;
 pub mod lag;
+pub mod output;
 pub mod replay;
 pub mod scenario;

@@ -14,13 +14,9 @@ use streamsight_wire::dsm::backlog;
 /// The cluster events belong to when they do not name one.
 pub const DEFAULT_CLUSTER: &str = "default";
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// One JSON object per (group, topic, partition) per sample.
-    Json,
-    /// A table per sample, for people.
-    Table,
-}
+/// `json`: one JSON object per (group, topic, partition) per sample;
+/// `table`: a table per sample, for people.
+pub use crate::output::Format;
 
 #[derive(Clone, Debug)]
 pub struct ReplayOptions {

@@ -1,0 +1,45 @@
+//! `streamsight dlq`.
+
+use crate::output::{self, Format};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// DLQ topics the collector watches, with velocity and top reasons.
+    List {
+        #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
+        collector: String,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// The last records of a DLQ topic with their provenance (nothing is committed).
+    Tail {
+        topic: String,
+        #[arg(long)]
+        bootstrap_server: String,
+        /// Records per partition.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+}
+
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::List { collector, format } => {
+            let body = output::runtime()?.block_on(crate::dlq::list(&collector))?;
+            output::emit(format, &body, |mut out, body| crate::dlq::write_list(&mut out, body))
+        }
+        Command::Tail {
+            topic,
+            bootstrap_server,
+            limit,
+            format,
+        } => {
+            let records = crate::dlq::tail(&bootstrap_server, &topic, limit)?;
+            output::emit(format, &records, |mut out, records| {
+                crate::dlq::write_tail(&mut out, records)
+            })
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! `streamsight lag`.
+
+use crate::lag;
+use crate::output::{self, Format};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The collector's API.
+    #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
+    pub collector: String,
+    /// Ask this cluster directly (host:port[,host:port]) instead of a collector.
+    #[arg(long, conflicts_with = "cluster")]
+    pub bootstrap_server: Option<String>,
+    /// Only this group. Directly against a cluster whose brokers cannot list
+    /// groups, the group to ask for.
+    #[arg(long)]
+    pub group: Option<String>,
+    #[arg(long)]
+    pub topic: Option<String>,
+    /// Only this cluster (as the collector names it).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let filter = lag::Filter {
+        group: args.group,
+        topic: args.topic,
+    };
+    let rows = output::runtime()?.block_on(async {
+        match &args.bootstrap_server {
+            Some(b) => lag::from_cluster(b, filter.group.as_slice(), &filter).await,
+            None => lag::from_collector(&args.collector, args.cluster.as_deref(), &filter).await,
+        }
+    })?;
+    output::emit(args.format, &rows, |mut out, rows| {
+        lag::write_table(&mut out, rows)?;
+        writeln!(out)
+    })
+}
