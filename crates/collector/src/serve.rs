@@ -114,9 +114,34 @@ impl Drop for Running {
     }
 }
 
-/// Opens the store, replays it, binds both listeners and serves until the process
-/// ends. Port 0 in the config picks a free port: see [`Running`].
+/// Binds every listener and opens every store (a port in use or a bad keys
+/// file is said before anything runs), then replays each tenant's store and
+/// serves until the process ends. Port 0 in the config picks a free port: see
+/// [`Running`].
 pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running, ServeError> {
+    bind(config, engine).await?.spawn().await
+}
+
+type Tenants = std::collections::BTreeMap<String, Arc<Shared>>;
+type Writers = std::collections::BTreeMap<String, Writer>;
+
+/// Everything `serve` holds before a task runs: listeners bound, stores
+/// opened, keys and certificates read, each tenant's node built.
+struct Bound {
+    config: ServeConfig,
+    stores: Vec<(String, Box<dyn streamsight_store::Store>)>,
+    intake: (tokio::net::TcpListener, SocketAddr),
+    api: (tokio::net::TcpListener, SocketAddr),
+    otlp: (tokio::net::TcpListener, SocketAddr),
+    /// `[[serve.intake_listeners]]`: each listener, where it is, its tenant.
+    bound_intakes: Vec<(server::Listener, String, String)>,
+    keys: Arc<auth::ReloadingKeys>,
+    intake_tls: Option<Arc<tls::Reloading>>,
+    api_tls: Option<Arc<tls::Reloading>>,
+    tenants: Tenants,
+}
+
+async fn bind(config: ServeConfig, engine: EngineConfig) -> Result<Bound, ServeError> {
     config.alerts.validate().map_err(ServeError::Alerts)?;
     let per_tenant = config.per_tenant().map_err(ServeError::Tenants)?;
     let mut stores = Vec::new();
@@ -124,20 +149,27 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         streamsight_poller::config::validate_all(&c.clusters)?;
         stores.push((name.clone(), streamsight_store::open(&c.storage)?));
     }
-    let intake_listener = bind(config.intake_listen).await?;
-    let api_listener = bind(config.api_listen).await?;
-    let otlp_listener = bind(config.journeys.otlp_listen).await?;
-    let intake_addr = local_addr(&intake_listener, config.intake_listen)?;
-    let api_addr = local_addr(&api_listener, config.api_listen)?;
-    let otlp_addr = local_addr(&otlp_listener, config.journeys.otlp_listen)?;
-    let retention_ms = time_ms(config.retention);
+    let intake = bound_at(config.intake_listen).await?;
+    let api = bound_at(config.api_listen).await?;
+    let otlp = bound_at(config.journeys.otlp_listen).await?;
+    let mut bound_intakes = Vec::new();
+    for b in &config.intake_listeners {
+        if !per_tenant.iter().any(|(name, _)| *name == b.tenant) {
+            return Err(ServeError::Tenants(format!(
+                "intake listener {} is bound to tenant {:?}, which is not configured",
+                b.listen, b.tenant
+            )));
+        }
+        let (listener, at) = bind_any(&b.listen).await?;
+        bound_intakes.push((listener, at, b.tenant.clone()));
+    }
     let keys = Arc::new(auth::ReloadingKeys::new(config.keys_file.clone())?);
     if keys.keys().is_empty() && !config.insecure_no_auth {
         let bound = config
             .intake_listeners
             .iter()
             .filter_map(|b| b.listen.parse::<SocketAddr>().ok());
-        for addr in [intake_addr, api_addr, otlp_addr].into_iter().chain(bound) {
+        for addr in [intake.1, api.1, otlp.1].into_iter().chain(bound) {
             if !addr.ip().is_loopback() {
                 return Err(ServeError::Unauthenticated { addr });
             }
@@ -151,43 +183,159 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
             .map(|t| t.map(Arc::new))
     };
     let (intake_tls, api_tls) = (reloading_tls(&config.intake_tls)?, reloading_tls(&config.api_tls)?);
-    let mut tenants = std::collections::BTreeMap::new();
+    let mut tenants = Tenants::new();
     for (name, c) in per_tenant {
         let shared = Arc::new(features::node(c, engine.clone())?);
         let alerts = streamsight_alerts::of(&shared);
         alerts.start_notifiers(&shared.config.alerts);
-        let _ = alerts.base_url.set(format!("http://{api_addr}"));
+        let _ = alerts.base_url.set(format!("http://{}", api.1));
         tenants.insert(name, shared);
     }
-    let default = tenants[config::DEFAULT_TENANT].clone();
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    Ok(Bound {
+        config,
+        stores,
+        intake,
+        api,
+        otlp,
+        bound_intakes,
+        keys,
+        intake_tls,
+        api_tls,
+        tenants,
+    })
+}
 
-    // The API answers (readyz: not ready) while stored data is replayed.
-    let mut tasks = tokio::task::JoinSet::new();
-    let api_guard = server::Guard::new("api", default.clone())
-        .public_paths(streamsight_dashboard::is_public)
-        .loopback_hosts(api_addr)
-        .tls(api_tls.clone())
-        .auth(keys.clone(), auth::Scope::Read, None)
-        .peers(
-            tenants
-                .iter()
-                .map(|(name, shared)| (name.clone(), shared.clone()))
-                .collect(),
-        )
-        .tenants(tenants.keys());
-    let api_routes = tenants
-        .iter()
-        .map(|(name, shared)| (name.clone(), routes::api(shared.clone())))
-        .collect();
-    tasks.spawn(server::serve(
-        server::Listener::Tcp(api_listener),
-        Arc::new(api_routes),
-        api_guard,
-        stop_rx.clone(),
-    ));
-    let since = Millis(clock::now().0.saturating_sub(retention_ms));
-    let mut writers = std::collections::BTreeMap::new();
+impl Bound {
+    /// Serves the API at once (it answers `/readyz` 503 while stores replay),
+    /// replays each store, then serves the intakes and starts each tenant's
+    /// probes, DLQ monitors, pollers and housekeeping.
+    async fn spawn(self) -> Result<Running, ServeError> {
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        let Bound {
+            config,
+            stores,
+            intake,
+            api,
+            otlp,
+            bound_intakes,
+            keys,
+            intake_tls,
+            api_tls,
+            tenants,
+        } = self;
+        let default = tenants[config::DEFAULT_TENANT].clone();
+        let api_guard = server::Guard::new("api", default.clone())
+            .public_paths(streamsight_dashboard::is_public)
+            .loopback_hosts(api.1)
+            .tls(api_tls.clone())
+            .auth(keys.clone(), auth::Scope::Read, None)
+            .peers(
+                tenants
+                    .iter()
+                    .map(|(name, shared)| (name.clone(), shared.clone()))
+                    .collect(),
+            )
+            .tenants(tenants.keys());
+        let api_routes = tenants
+            .iter()
+            .map(|(name, shared)| (name.clone(), routes::api(shared.clone())))
+            .collect();
+        tasks.spawn(server::serve(
+            server::Listener::Tcp(api.0),
+            Arc::new(api_routes),
+            api_guard,
+            stop_rx.clone(),
+        ));
+        let retention_ms = time_ms(config.retention);
+        let since = Millis(clock::now().0.saturating_sub(retention_ms));
+        let writers = replay(stores, &tenants, since, api.1, api_tls.is_some()).await?;
+        tracing::info!(intake_addr = %intake.1, api_addr = %api.1, otlp_addr = %otlp.1, tenants = tenants.len(), "streamsight serving");
+        let routes_of = |router: fn(Arc<Shared>, Writer) -> axum::Router| -> server::Routes {
+            Arc::new(
+                tenants
+                    .iter()
+                    .map(|(name, shared)| (name.clone(), router(shared.clone(), writers[name].clone())))
+                    .collect(),
+            )
+        };
+        tasks.spawn(server::serve(
+            server::Listener::Tcp(intake.0),
+            routes_of(streamsight_intake::router),
+            server::Guard::new("intake", default.clone())
+                .tls(intake_tls.clone())
+                .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
+                .tenants(tenants.keys()),
+            stop_rx.clone(),
+        ));
+        // OTLP clients and Fluent Bit send like tracers: ingest keys, the same tenants.
+        tasks.spawn(server::serve(
+            server::Listener::Tcp(otlp.0),
+            routes_of(streamsight_intake::spans::router),
+            server::Guard::new("otlp", default.clone())
+                .tls(intake_tls.clone())
+                .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
+                .tenants(tenants.keys()),
+            stop_rx.clone(),
+        ));
+        let mut bound_at = Vec::new();
+        for (listener, at, tenant) in bound_intakes {
+            let shared = &tenants[&tenant];
+            let router = streamsight_intake::router(shared.clone(), writers[&tenant].clone());
+            let routes = Arc::new(std::collections::HashMap::from([(tenant.clone(), router)]));
+            let guard = server::Guard::new("intake", shared.clone())
+                .auth(keys.clone(), auth::Scope::Ingest, None)
+                .bound_to(tenant.clone())
+                .tenants([&tenant]);
+            tasks.spawn(server::serve(listener, routes, guard, stop_rx.clone()));
+            bound_at.push(at);
+        }
+        let audit = audit_sink(writers.clone());
+        keys.audit_to(audit.clone());
+        if let Some(t) = &intake_tls {
+            t.audit_to("intake", audit.clone());
+        }
+        if let Some(t) = &api_tls {
+            t.audit_to("api", audit.clone());
+        }
+        let mut reloading: Vec<Arc<dyn reload::Reload>> = vec![keys];
+        reloading.extend(
+            [intake_tls, api_tls]
+                .into_iter()
+                .flatten()
+                .map(|t| t as Arc<dyn reload::Reload>),
+        );
+        tasks.spawn(until_stopped(
+            reload::watch(reloading, RELOAD_CHECK_EVERY),
+            stop_rx.clone(),
+        ));
+        for (name, shared) in &tenants {
+            start_jobs(shared, &writers[name], retention_ms, &mut tasks, &stop_rx)?;
+        }
+        Ok(Running {
+            intake_addr: intake.1,
+            api_addr: api.1,
+            otlp_addr: otlp.1,
+            shared: default,
+            tenants,
+            bound_intakes: bound_at,
+            tasks,
+            stop,
+            writers: writers.into_values().collect(),
+        })
+    }
+}
+
+/// Each tenant's store replayed into its node, and the writer that goes on
+/// from there; on a sharded log, the node announced in the directory first.
+async fn replay(
+    stores: Vec<(String, Box<dyn streamsight_store::Store>)>,
+    tenants: &Tenants,
+    since: Millis,
+    api_addr: SocketAddr,
+    api_tls: bool,
+) -> Result<Writers, ServeError> {
+    let mut writers = Writers::new();
     for (name, store) in stores {
         let shared = tenants[&name].clone();
         if shared.config.log_is_sharded() {
@@ -197,7 +345,7 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
             } else {
                 auth::digest(&shared.peer_key)
             };
-            let directory = join_directory(&shared.config, api_addr, api_tls.is_some(), peer_key).await?;
+            let directory = join_directory(&shared.config, api_addr, api_tls, peer_key).await?;
             let _ = shared.directory.set(Arc::new(directory));
         }
         let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
@@ -205,134 +353,58 @@ pub async fn serve(config: ServeConfig, engine: EngineConfig) -> Result<Running,
         *lock(&streamsight_alerts::of(&tenants[&name]).writer) = Some(writer.clone());
         writers.insert(name, writer);
     }
-    tracing::info!(%intake_addr, %api_addr, %otlp_addr, tenants = tenants.len(), "streamsight serving");
-    let intake_routes = tenants
-        .iter()
-        .map(|(name, shared)| {
-            (
-                name.clone(),
-                streamsight_intake::router(shared.clone(), writers[name].clone()),
-            )
-        })
-        .collect();
-    tasks.spawn(server::serve(
-        server::Listener::Tcp(intake_listener),
-        Arc::new(intake_routes),
-        server::Guard::new("intake", default.clone())
-            .tls(intake_tls.clone())
-            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
-            .tenants(tenants.keys()),
-        stop_rx.clone(),
-    ));
-    // OTLP clients and Fluent Bit send like tracers: ingest keys, the same tenants.
-    let otlp_routes = tenants
-        .iter()
-        .map(|(name, shared)| {
-            (
-                name.clone(),
-                streamsight_intake::spans::router(shared.clone(), writers[name].clone()),
-            )
-        })
-        .collect();
-    tasks.spawn(server::serve(
-        server::Listener::Tcp(otlp_listener),
-        Arc::new(otlp_routes),
-        server::Guard::new("otlp", default.clone())
-            .tls(intake_tls.clone())
-            .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
-            .tenants(tenants.keys()),
-        stop_rx.clone(),
-    ));
-    let mut bound_intakes = Vec::new();
-    for bound in &config.intake_listeners {
-        let (listener, at) = bind_any(&bound.listen).await?;
-        let Some(shared) = tenants.get(&bound.tenant) else {
-            return Err(ServeError::Tenants(format!(
-                "intake listener {} is bound to tenant {:?}, which is not configured",
-                bound.listen, bound.tenant
-            )));
-        };
-        let router = streamsight_intake::router(shared.clone(), writers[&bound.tenant].clone());
-        let routes = Arc::new(std::collections::HashMap::from([(bound.tenant.clone(), router)]));
-        let guard = server::Guard::new("intake", shared.clone())
-            .auth(keys.clone(), auth::Scope::Ingest, None)
-            .bound_to(bound.tenant.clone())
-            .tenants([&bound.tenant]);
-        tasks.spawn(server::serve(listener, routes, guard, stop_rx.clone()));
-        bound_intakes.push(at);
-    }
-    // Administrative changes go to the log of the tenant they concern.
-    let audit: reload::AuditSink = {
-        let writers = writers.clone();
-        let runtime = tokio::runtime::Handle::current();
-        reload::AuditSink::new(move |tenant: &str, event| {
-            let writer = writers.get(tenant).or_else(|| writers.get(config::DEFAULT_TENANT));
-            if let Some(writer) = writer {
-                tracing::info!(tenant, ?event, "audit");
-                let record = streamsight_core::Record::Audit {
-                    at: clock::now(),
-                    event,
-                };
-                // Called from a reload's blocking thread.
-                if let Err(e) = runtime.block_on(writer.append(vec![record])) {
-                    tracing::error!(error = %e, "audit record not stored");
-                }
+    Ok(writers)
+}
+
+/// Administrative changes go to the log of the tenant they concern.
+fn audit_sink(writers: Writers) -> reload::AuditSink {
+    let runtime = tokio::runtime::Handle::current();
+    reload::AuditSink::new(move |tenant: &str, event| {
+        let writer = writers.get(tenant).or_else(|| writers.get(config::DEFAULT_TENANT));
+        if let Some(writer) = writer {
+            tracing::info!(tenant, ?event, "audit");
+            let record = streamsight_core::Record::Audit {
+                at: clock::now(),
+                event,
+            };
+            // Called from a reload's blocking thread.
+            if let Err(e) = runtime.block_on(writer.append(vec![record])) {
+                tracing::error!(error = %e, "audit record not stored");
             }
-        })
-    };
-    keys.audit_to(audit.clone());
-    if let Some(t) = &intake_tls {
-        t.audit_to("intake", audit.clone());
-    }
-    if let Some(t) = &api_tls {
-        t.audit_to("api", audit.clone());
-    }
-    let mut reloading: Vec<Arc<dyn reload::Reload>> = vec![keys];
-    reloading.extend(
-        [intake_tls, api_tls]
-            .into_iter()
-            .flatten()
-            .map(|t| t as Arc<dyn reload::Reload>),
-    );
-    tasks.spawn(until_stopped(
-        reload::watch(reloading, RELOAD_CHECK_EVERY),
-        stop_rx.clone(),
-    ));
-    for (name, shared) in &tenants {
-        let writer = &writers[name];
-        // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
-        for probe in &shared.config.probes {
-            let running = streamsight_probe::Probe::start(probe.clone())?;
-            shared.probes.add(running);
         }
-        for dlq in &shared.config.dlq {
-            let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
-            shared.dlq.add(running);
-        }
-        // On a shared log, one node at a time polls each cluster and
-        // evaluates the alert rules.
-        if shared.config.log_is_shared() {
-            let leases = streamsight_store::leases::Leases::join(&shared.config.storage)?;
-            let _ = shared.leases.set(Arc::new(leases));
-        }
-        for cluster in shared.config.clusters.clone() {
-            let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
-            tasks.spawn(until_stopped(poller, stop_rx.clone()));
-        }
-        let housekeeping = housekeeping::housekeeping(shared.clone(), writer.clone(), retention_ms);
-        tasks.spawn(until_stopped(housekeeping, stop_rx.clone()));
-    }
-    Ok(Running {
-        intake_addr,
-        api_addr,
-        otlp_addr,
-        shared: default,
-        tenants,
-        bound_intakes,
-        tasks,
-        stop,
-        writers: writers.into_values().collect(),
     })
+}
+
+/// A tenant's probes, DLQ monitors, pollers and housekeeping.
+fn start_jobs(
+    shared: &Arc<Shared>,
+    writer: &Writer,
+    retention_ms: i64,
+    tasks: &mut tokio::task::JoinSet<()>,
+    stop_rx: &tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    // Probes and DLQ monitors run their own threads and tasks; shutdown stops them.
+    for probe in &shared.config.probes {
+        let running = streamsight_probe::Probe::start(probe.clone())?;
+        shared.probes.add(running);
+    }
+    for dlq in &shared.config.dlq {
+        let running = streamsight_dlq::DlqMonitor::start(dlq.clone())?;
+        shared.dlq.add(running);
+    }
+    // On a shared log, one node at a time polls each cluster and
+    // evaluates the alert rules.
+    if shared.config.log_is_shared() {
+        let leases = streamsight_store::leases::Leases::join(&shared.config.storage)?;
+        let _ = shared.leases.set(Arc::new(leases));
+    }
+    for cluster in shared.config.clusters.clone() {
+        let poller = polling::poll_forever(shared.clone(), writer.clone(), cluster);
+        tasks.spawn(until_stopped(poller, stop_rx.clone()));
+    }
+    let housekeeping = housekeeping::housekeeping(shared.clone(), writer.clone(), retention_ms);
+    tasks.spawn(until_stopped(housekeeping, stop_rx.clone()));
+    Ok(())
 }
 
 /// Says, on a sharded log's directory, where this node's API answers.
@@ -370,12 +442,18 @@ async fn bind_any(listen: &str) -> Result<(server::Listener, String), ServeError
     let addr: SocketAddr = listen
         .parse()
         .map_err(|e| ServeError::Tenants(format!("intake listener {listen:?} is not HOST:PORT or unix:PATH: {e}")))?;
-    let listener = bind(addr).await?;
-    let at = local_addr(&listener, addr)?;
+    let (listener, at) = bound_at(addr).await?;
     Ok((server::Listener::Tcp(listener), at.to_string()))
 }
 
-async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+/// A listener on `addr`, and where it ended up (a port 0 resolved).
+async fn bound_at(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+    let listener = bind_tcp(addr).await?;
+    let at = local_addr(&listener, addr)?;
+    Ok((listener, at))
+}
+
+async fn bind_tcp(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
     tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Bind { addr, source })

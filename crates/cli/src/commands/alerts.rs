@@ -51,9 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let url = &args.collector;
     let change = match args.action {
         None => {
-            let body = runtime
-                .block_on(crate::alerts::list(url))
-                .map_err(anyhow::Error::msg)?;
+            let body = runtime.block_on(crate::alerts::list(url)).map_err(anyhow::Error::msg)?;
             return output::emit(args.format, &body, |mut out, body| {
                 crate::alerts::write_table(&mut out, body)
             });

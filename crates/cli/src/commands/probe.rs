@@ -71,7 +71,9 @@ fn write_table(
     )?;
     for p in &report.partitions {
         let q = |f: fn(&streamsight_core::probe::LatencySummary) -> f64| {
-            p.roundtrip_latency.as_ref().map_or("-".to_owned(), |s| format!("{:.3}", f(s)))
+            p.roundtrip_latency
+                .as_ref()
+                .map_or("-".to_owned(), |s| format!("{:.3}", f(s)))
         };
         writeln!(
             out,
