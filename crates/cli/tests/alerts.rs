@@ -10,7 +10,7 @@ mod support;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::dsm;
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
@@ -28,15 +28,9 @@ async fn failing_producer(intake: &str) {
     dsm::post(&reqwest::Client::new(), intake, &p).await;
 }
 
-async fn wait_for<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+/// Polls `check` for up to a minute.
+async fn wait_for<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
+    streamsight_testkit::eventually(60, what, check).await
 }
 
 const RULE: &str = "[[serve.alerts.rules]]\nname = \"producer_failing\"\nsignal = \"producer_failing\"\nabove = 0\n";

@@ -7,22 +7,15 @@ mod support;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use streamsight_wire::dsm::payload::{Backlog, Bucket, Payload, encode};
+use streamsight_wire::dsm::payload::{Payload, encode};
 
 use streamsight_testkit::now_ns;
 
 fn payload(service: &str, start_ns: u64, tags: &[&str], value: i64) -> Vec<u8> {
+    use streamsight_testkit::dsm::{backlog, bucket};
     encode(&Payload {
         service: service.into(),
-        stats: vec![Bucket {
-            start: start_ns,
-            duration: 10_000_000_000,
-            stats: vec![],
-            backlogs: vec![Backlog {
-                tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-                value,
-            }],
-        }],
+        stats: vec![bucket(start_ns, vec![backlog(tags, value)])],
         ..Default::default()
     })
 }

@@ -19,21 +19,10 @@ use std::time::{Duration, Instant};
 use support::browser::{Browser, seconds};
 use support::dsm;
 
-async fn get(client: &reqwest::Client, url: &str) -> Value {
-    client.get(url).send().await.unwrap().json().await.unwrap()
-}
+use streamsight_testkit::http::get_json as get;
 
-/// Polls `url` until `ready` holds, for up to 120 s.
 async fn wait_for(client: &reqwest::Client, url: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let v = get(client, url).await;
-        if ready(&v) {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}: {v}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    streamsight_testkit::http::wait_for_json(client, url, 120, what, ready).await
 }
 
 fn group<'a>(overview: &'a Value, name: &str) -> Option<&'a Value> {

@@ -23,9 +23,7 @@ const GROUP: &str = "shop-billing";
 const PRODUCED: usize = 100;
 const CONSUMED: usize = 40;
 
-async fn get(client: &reqwest::Client, url: &str) -> Value {
-    client.get(url).send().await.unwrap().json().await.unwrap()
-}
+use streamsight_testkit::http::get_json as get;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ddtrace_python_lag_matches_the_broker() {

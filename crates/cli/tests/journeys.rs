@@ -17,16 +17,7 @@ use support::{python, script, start};
 const TOPIC: &str = "orders";
 const GROUP: &str = "billing";
 
-async fn get(client: &reqwest::Client, url: &str) -> Value {
-    client
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap_or(Value::Null)
-}
+use streamsight_testkit::http::get_json as get;
 
 fn verdict(j: &Value, group: &str) -> Option<String> {
     j["verdicts"]

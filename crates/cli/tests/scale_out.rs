@@ -19,10 +19,7 @@ use support::dsm::{self, commit, produce};
 const TOPICS: usize = 6;
 
 async fn get(client: &reqwest::Client, api: &str, path: &str) -> (u16, Value) {
-    match client.get(format!("{api}{path}")).send().await {
-        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
-        Err(_) => (0, Value::Null),
-    }
+    streamsight_testkit::http::get(client, &format!("{api}{path}")).await
 }
 
 /// What a node answers of a group's lag.

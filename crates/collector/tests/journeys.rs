@@ -95,10 +95,7 @@ async fn post(client: &reqwest::Client, url: &str, content_type: &str, body: Vec
         .unwrap()
 }
 
-async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
-    let r = client.get(url).send().await.unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
+use streamsight_testkit::http::get;
 
 fn config(storage: &str) -> ServeConfig {
     let mut c = support::loopback(storage);

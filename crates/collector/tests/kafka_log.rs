@@ -76,12 +76,7 @@ async fn post(client: &reqwest::Client, node: &Running, body: Vec<u8>) -> u16 {
 }
 
 async fn get(client: &reqwest::Client, node: &Running, path: &str) -> (u16, Value) {
-    let response = client
-        .get(format!("http://{}{path}", node.api_addr))
-        .send()
-        .await
-        .unwrap();
-    (response.status().as_u16(), response.json().await.unwrap())
+    streamsight_testkit::http::get(client, &format!("http://{}{path}", node.api_addr)).await
 }
 
 async fn ready(client: &reqwest::Client, node: &Running) {

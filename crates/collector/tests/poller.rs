@@ -10,7 +10,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::Value;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use streamsight_collector::{ServeConfig, serve};
 use streamsight_core::EngineConfig;
 use streamsight_poller::ClusterConfig;
@@ -40,23 +40,10 @@ fn commit(cluster: &Mock, group: &str, topic: &str, offset: i64) {
     consumer.commit(&tpl, CommitMode::Sync).unwrap();
 }
 
-async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
-    let resp = client.get(url).send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap())
-}
+use streamsight_testkit::http::get;
 
-/// Polls `url` until `done` holds, within a deadline.
 async fn wait_for(client: &reqwest::Client, url: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, body) = get(client, url).await;
-        if done(&body) {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "never happened; last answer: {body:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    streamsight_testkit::http::wait_for_json(client, url, 30, "the poller's answer", done).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -130,9 +130,7 @@ async fn post_pipeline(client: &reqwest::Client, intake: &str, start_ns: u64) {
     }
 }
 
-async fn get_json(client: &reqwest::Client, url: &str) -> Value {
-    client.get(url).send().await.unwrap().json().await.unwrap()
-}
+use streamsight_testkit::http::get_json;
 
 async fn lag_row(client: &reqwest::Client, api: &str) -> Value {
     let lag = get_json(client, &format!("{api}/api/v1/lag?group=billing")).await;

@@ -5,6 +5,9 @@
 //! into a failure, the clock's readings tracers stamp, and gzip.
 #![allow(clippy::unwrap_used, clippy::panic)] // test support: a failed set-up should fail loudly
 
+pub mod dsm;
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

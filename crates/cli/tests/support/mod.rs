@@ -1,10 +1,10 @@
 // Each test crate includes this module and uses part of it.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
 //! Running `streamsight` and other programs from tests.
 
 pub mod browser;
-pub mod dsm;
+pub use streamsight_testkit::dsm;
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,5 @@
-// Included by the tests and the benchmark that feed a collector.
-#![allow(dead_code, unreachable_pub)]
-
-//! Data Streams payloads as tracers and the SDK send them, and their delivery.
+//! Data Streams payloads as tracers and the SDK send them, and their delivery:
+//! for every test and bench that feeds a collector.
 
 pub use streamsight_wire::dsm::payload::Payload;
 use streamsight_wire::dsm::payload::{Backlog, Bucket, FailedSends, encode};
@@ -29,6 +27,24 @@ pub fn commit(group: &str, topic: &str, partition: i32, offset: i64) -> Backlog 
             format!("partition:{partition}"),
         ],
         value: offset,
+    }
+}
+
+/// A backlog with these tags, as a tracer reports it.
+pub fn backlog(tags: &[&str], value: i64) -> Backlog {
+    Backlog {
+        tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        value,
+    }
+}
+
+/// One bucket of 10 s starting at `start_ns`, with `backlogs` and no stats.
+pub fn bucket(start_ns: u64, backlogs: Vec<Backlog>) -> Bucket {
+    Bucket {
+        start: start_ns,
+        duration: BUCKET_MS * NANOS_PER_MS,
+        stats: vec![],
+        backlogs,
     }
 }
 

@@ -1,0 +1,38 @@
+//! Asking a collector over HTTP, as its users do, in tests.
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// GET `url`: the status and the JSON body (`Null` when it is not JSON; status
+/// 0 when nothing answered).
+pub async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    match client.get(url).send().await {
+        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
+        Err(_) => (0, Value::Null),
+    }
+}
+
+/// GET `url`'s JSON body (`Null` when it is not JSON or nothing answered).
+pub async fn get_json(client: &reqwest::Client, url: &str) -> Value {
+    get(client, url).await.1
+}
+
+/// GETs `url` until its JSON body is `ready`, or fails after `secs` seconds
+/// naming `what` and the last answer.
+pub async fn wait_for_json(
+    client: &reqwest::Client,
+    url: &str,
+    secs: u64,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v = get_json(client, url).await;
+        if ready(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}: {v:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
