@@ -69,15 +69,22 @@ impl AlertService {
     }
 
     /// Writes the state the log must keep again when due (see [`Self::rewrite_due`]).
-    pub(crate) async fn rewrite(&self, writer: &streamsight_node::Writer, now: Millis, every: i64) {
+    pub(crate) async fn rewrite(
+        &self,
+        writer: &streamsight_node::Writer,
+        now: Millis,
+        every: i64,
+    ) -> Result<(), streamsight_node::AppendError> {
         let _changes = self.changes.lock().await;
         let records = self.rewrite_due(now, every);
         if !records.is_empty()
             && let Err(e) = writer.append(records).await
         {
-            tracing::error!(error = %e, "alert state not written again; retried next round");
+            // Retried next round.
             *lock(&self.rewritten_at) = None;
+            return Err(e);
         }
+        Ok(())
     }
 
     pub(crate) async fn silence(&self, silence: Silence, now: Millis) -> Result<(), ChangeError> {

@@ -5,6 +5,7 @@ use crate::signals::{self, SERIES_PATH};
 use streamsight_core::{AlertEvent, Millis, Record};
 use streamsight_node::Shared;
 use streamsight_node::sync::lock;
+use streamsight_node::telemetry::Failure;
 
 /// The lease whose holder evaluates the rules on a shared log.
 const ALERTS_LEASE: &str = "streamsight-alert-rules";
@@ -82,7 +83,7 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
         }
         // Written before anyone is told: a crash after this notifies on restart.
         if let Err(e) = writer.append(changed).await {
-            tracing::error!(error = %e, "alert changes not stored; retried next round");
+            shared.telemetry.failed(Failure::AlertsNotStored, &e);
             return;
         }
     }
@@ -90,7 +91,9 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
     // deleted; at least daily. A notification in flight at that moment is
     // written as told: at most once rather than at least once, for that one.
     let retention = streamsight_node::clock::time_ms(shared.config.retention).max(2_000);
-    of(&shared).rewrite(writer, now, (retention / 2).min(86_400_000)).await;
+    if let Err(e) = of(&shared).rewrite(writer, now, (retention / 2).min(86_400_000)).await {
+        shared.telemetry.failed(Failure::AlertsNotStored, &e);
+    }
     for (n, done, silenced) in of(&shared).due(now) {
         // A silenced alert counts as told: it is not sent when the silence ends.
         if silenced || of(&shared).notifiers().is_empty() {
@@ -118,7 +121,7 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
     if !done.is_empty()
         && let Err(e) = writer.append(done.clone()).await
     {
-        tracing::error!(error = %e, "notifications' delivery not stored; retried next round");
+        shared.telemetry.failed(Failure::AlertsNotStored, &e);
         lock(&of(&shared).delivered).extend(done);
     }
 }

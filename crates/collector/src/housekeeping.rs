@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use streamsight_core::Millis;
 use streamsight_node::clock::{self, time_ms};
+use streamsight_node::telemetry::Failure;
 use streamsight_node::{Shared, Writer};
 
 /// In-memory pathway buckets never cover less than this, whatever the window.
@@ -37,7 +38,7 @@ pub(crate) async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_
         if !expired.is_empty() {
             tracing::info!(records = expired.len(), "forgetting idle groups and topics");
             if let Err(e) = writer.append(expired).await {
-                tracing::error!(error = %e, "idle expiry not stored");
+                shared.telemetry.failed(Failure::IdleExpiryNotStored, &e);
             }
         }
     }

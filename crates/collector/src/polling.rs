@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 use streamsight_node::clock;
+use streamsight_node::telemetry::Failure;
 use streamsight_node::{Shared, Writer};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
 
@@ -53,7 +54,9 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
         let (durable, transient) = update.split(shared.config.log_is_shared());
         let stored = durable.len();
         if let Err(e) = writer.append_with_transient(durable, transient).await {
-            tracing::error!(cluster = %config.name, error = %e, "poll results not stored");
+            shared
+                .telemetry
+                .failed(Failure::PollNotStored, &format!("cluster {}: {e}", config.name));
         }
         let failed = !snap.metadata_ok;
         if failed {

@@ -13,6 +13,7 @@ use streamsight_http::{auth, reload, tls};
 use streamsight_node::clock::{self, time_ms};
 use streamsight_node::config::{self, ServeConfig};
 use streamsight_node::sync::lock;
+use streamsight_node::telemetry::Failure;
 use streamsight_node::{Shared, Writer, WriterError};
 
 /// How often TLS and key files are compared with what is served (SIGHUP
@@ -290,7 +291,7 @@ impl Bound {
             tasks.spawn(server::serve(listener, routes, guard, stop_rx.clone()));
             bound_at.push(at);
         }
-        let audit = audit_sink(writers.clone());
+        let audit = audit_sink(writers.clone(), tenants.clone());
         keys.audit_to(audit.clone());
         if let Some(t) = &intake_tls {
             t.audit_to("intake", audit.clone());
@@ -357,22 +358,32 @@ async fn replay(
 }
 
 /// Administrative changes go to the log of the tenant they concern.
-fn audit_sink(writers: Writers) -> reload::AuditSink {
+fn audit_sink(writers: Writers, tenants: Tenants) -> reload::AuditSink {
     let runtime = tokio::runtime::Handle::current();
-    reload::AuditSink::new(move |tenant: &str, event| {
-        let writer = writers.get(tenant).or_else(|| writers.get(config::DEFAULT_TENANT));
-        if let Some(writer) = writer {
-            tracing::info!(tenant, ?event, "audit");
-            let record = streamsight_core::Record::Audit {
-                at: clock::now(),
-                event,
+    // Keys and certificates are the listeners' (every tenant's): counted on `default`.
+    let default = tenants[config::DEFAULT_TENANT].clone();
+    let failed = move |failure: Failure, why: &str| default.telemetry.failed(failure, &why);
+    reload::AuditSink::new(
+        move |tenant: &str, event| {
+            let tenant = if writers.contains_key(tenant) {
+                tenant
+            } else {
+                config::DEFAULT_TENANT
             };
-            // Called from a reload's blocking thread.
-            if let Err(e) = runtime.block_on(writer.append(vec![record])) {
-                tracing::error!(error = %e, "audit record not stored");
+            if let (Some(writer), Some(shared)) = (writers.get(tenant), tenants.get(tenant)) {
+                tracing::info!(tenant, ?event, "audit");
+                let record = streamsight_core::Record::Audit {
+                    at: clock::now(),
+                    event,
+                };
+                // Called from a reload's blocking thread.
+                if let Err(e) = runtime.block_on(writer.append(vec![record])) {
+                    shared.telemetry.failed(Failure::AuditNotStored, &e);
+                }
             }
-        }
-    })
+        },
+        failed,
+    )
 }
 
 /// A tenant's probes, DLQ monitors, pollers and housekeeping.

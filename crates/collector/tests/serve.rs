@@ -716,3 +716,51 @@ async fn requests_and_connections_over_their_caps_are_refused_at_once() {
         assert!(!line.ends_with(" 0"), "{line}");
     }
 }
+
+/// Every refusal is one typed event, counted by listener and kind in one place
+/// (`/api/v1/intake`, `/metrics`) whichever feature refused: the API's own
+/// query parsing, the alerts' bodies, the OTLP intake's decoder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_is_counted_by_listener_and_kind() {
+    let running = start("memory://".into()).await;
+    let client = reqwest::Client::new();
+    let api = format!("http://{}", running.api_addr);
+    let refusals = |listener: &str, kind: &str| running.shared.telemetry.refusals(listener, kind);
+    let r = client.get(format!("{api}/api/v1/lag?nope=1")).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let r = client.get(format!("{api}/api/v1/no-such")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = client
+        .post(format!("http://{}/v1/traces", running.otlp_addr))
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(refusals("api", "bad_query"), 1);
+    assert_eq!(refusals("api", "not_found"), 1);
+    assert_eq!(refusals("otlp", "bad_json"), 1);
+    let (_, intake) = streamsight_testkit::http::get(&client, &format!("{api}/api/v1/intake")).await;
+    let listed = intake["intake"]["refusals"].as_array().unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|r| r["listener"] == "otlp" && r["kind"] == "bad_json" && r["count"] == 1),
+        "{listed:?}"
+    );
+    let metrics = client
+        .get(format!("{api}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("streamsight_refusals_total{listener=\"api\",kind=\"bad_query\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("streamsight_failures_total{failure=\"store_append\"} 0"));
+    running.shutdown().await;
+}

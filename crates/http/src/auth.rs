@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use streamsight_node::secrets::SECRET_BYTES;
 pub use streamsight_node::secrets::{constant_time_eq, digest, hex};
+use streamsight_node::telemetry::Failure;
 
 /// What a key may do. `admin` may do everything.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,7 +297,8 @@ impl crate::reload::Reload for ReloadingKeys {
             // A deleted file revokes every key: no keys, no access beyond loopback.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
-                tracing::error!(path = %self.path.display(), error = %e, "keys file unreadable; keeping the keys");
+                let why = format!("keys file {} unreadable; keeping the keys: {e}", self.path.display());
+                crate::reload::reload_failed(self.audit.get(), Failure::KeysReload, &why);
                 return false;
             }
         };
@@ -306,7 +308,8 @@ impl crate::reload::Reload for ReloadingKeys {
         let keys = match Keys::from_file(&self.path, &bytes) {
             Ok(keys) => keys,
             Err(e) => {
-                tracing::error!(error = %e, "keys file invalid; keeping the keys");
+                let why = format!("keys file invalid; keeping the keys: {e}");
+                crate::reload::reload_failed(self.audit.get(), Failure::KeysReload, &why);
                 return false;
             }
         };

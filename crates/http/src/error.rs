@@ -198,6 +198,8 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let body = serde_json::json!({ "error": self.kind.as_str(), "message": self.message });
         let mut response = (status, axum::Json(body)).into_response();
+        // The listener's guard counts the refusal by this kind (one place).
+        response.extensions_mut().insert(self.kind);
         let retry = match self.retry_after {
             Some(s) => Some(s),
             None if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS => Some(1),

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use streamsight_node::Shared;
+use streamsight_node::telemetry::Failure;
 use streamsight_store::directory::Owner;
 
 /// How long a node waits for another's part of an answer.
@@ -344,10 +345,11 @@ where
     let blocking = |shards: Option<BTreeSet<u32>>| {
         let shared = shared.clone();
         async move {
-            tokio::task::spawn_blocking(move || local(&shared, shards.as_ref()))
+            let answering = shared.clone();
+            tokio::task::spawn_blocking(move || local(&answering, shards.as_ref()))
                 .await
                 .unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "answering for this node's shards panicked");
+                    shared.telemetry.failed(Failure::Fanout, &e);
                     Vec::new()
                 })
         }
@@ -391,7 +393,7 @@ where
     while let Some(done) = asks.join_next().await {
         match done {
             Ok(part) => parts.push(part),
-            Err(e) => tracing::error!(error = %e, "a fan-out request panicked"),
+            Err(e) => shared.telemetry.failed(Failure::Fanout, &e),
         }
     }
     parts.sort_by(|a, b| a.0.cmp(&b.0));

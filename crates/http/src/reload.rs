@@ -3,21 +3,46 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use streamsight_node::telemetry::Failure;
 
 /// Where reloads report what administrators changed: the tenant it concerns,
 /// and the event (stored in that tenant's log).
 type Report = dyn Fn(&str, streamsight_core::AuditEvent) + Send + Sync;
 
+/// Where a reload that failed is said and counted (the old files stay in use).
+type Failed = dyn Fn(Failure, &str) + Send + Sync;
+
 #[derive(Clone)]
-pub struct AuditSink(Arc<Report>);
+pub struct AuditSink(Arc<Report>, Arc<Failed>);
 
 impl AuditSink {
-    pub fn new(report: impl Fn(&str, streamsight_core::AuditEvent) + Send + Sync + 'static) -> Self {
-        Self(Arc::new(report))
+    pub fn new(
+        report: impl Fn(&str, streamsight_core::AuditEvent) + Send + Sync + 'static,
+        failed: impl Fn(Failure, &str) + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(report), Arc::new(failed))
     }
 
     pub fn report(&self, tenant: &str, event: streamsight_core::AuditEvent) {
         (self.0)(tenant, event);
+    }
+
+    /// A reload that failed: a [`Failure`] event of the collector's.
+    pub fn failed(&self, failure: Failure, why: &str) {
+        (self.1)(failure, why);
+    }
+}
+
+/// Says a failed reload where it can be counted, or in the log alone
+/// before the collector has said where.
+pub fn reload_failed(sink: Option<&AuditSink>, failure: Failure, why: &str) {
+    match sink {
+        Some(sink) => sink.failed(failure, why),
+        None => tracing::error!(
+            failure = failure.as_str(),
+            why,
+            "reload failed; keeping what was loaded"
+        ),
     }
 }
 

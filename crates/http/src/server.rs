@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use streamsight_core::Limit;
 use streamsight_node::Shared;
-use streamsight_node::telemetry::IntakeEvent;
+use streamsight_node::telemetry::{Failure, IntakeEvent, Refusal};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -281,7 +281,7 @@ pub async fn serve(listener: Listener, routes: Routes, guard: Guard, stop: watch
             Ok(s) => s,
             Err(e) => {
                 // Out of file descriptors, say: back off rather than spin.
-                tracing::warn!(error = %e, listener = guard.name, "accept failed");
+                guard.shared.telemetry.failed(Failure::Accept, &e);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -398,7 +398,20 @@ async fn refuse_on(mut stream: impl tokio::io::AsyncWrite + Unpin) {
 }
 
 /// Host check, in-flight cap and deadline, for every request.
+/// Every request through the guard; every refusal counted by its kind.
 async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let response = guarded(&guard, request, next).await;
+    if let Some(kind) = response.extensions().get::<ErrorKind>() {
+        guard.shared.telemetry.refused(Refusal {
+            listener: guard.name,
+            kind: kind.as_str(),
+            status: response.status().as_u16(),
+        });
+    }
+    response
+}
+
+async fn guarded(guard: &Guard, request: Request, next: Next) -> Response {
     if let Some(hosts) = &guard.hosts
         && let Some(host) = request.headers().get(header::HOST)
         && !host_allowed(host.as_bytes(), hosts)

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 pub use streamsight_node::config::tls::ListenerTls;
+use streamsight_node::telemetry::Failure;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -69,7 +70,8 @@ impl Reloading {
         let files = match read_all(&self.settings) {
             Ok(files) => files,
             Err(e) => {
-                tracing::error!(error = %e, "TLS files unreadable; serving the previous certificate");
+                let why = format!("TLS files unreadable; serving the previous certificate: {e}");
+                crate::reload::reload_failed(self.audit.get().map(|(_, sink)| sink), Failure::TlsReload, &why);
                 return false;
             }
         };
@@ -92,7 +94,8 @@ impl Reloading {
                 true
             }
             Err(e) => {
-                tracing::error!(error = %e, "TLS reload failed; serving the previous certificate");
+                let why = format!("TLS reload failed; serving the previous certificate: {e}");
+                crate::reload::reload_failed(self.audit.get().map(|(_, sink)| sink), Failure::TlsReload, &why);
                 false
             }
         }

@@ -1,5 +1,7 @@
 //! The collector's own telemetry: every point is a typed event that logs and
-//! counts in one place, with a fixed set of labels.
+//! counts in one place, with a fixed set of labels: what the intake took and
+//! refused ([`IntakeEvent`]), every answer refused on any listener
+//! ([`Refusal`]), and every failure of the collector's own work ([`Failure`]).
 
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -132,6 +134,102 @@ pub enum IntakeEvent<'a> {
     },
 }
 
+/// Work of the collector's own that did not happen: each logs at its level
+/// and counts under its name, in [`IntakeTelemetry::failed`] alone.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// The store refused a batch: requests are answered 503.
+    StoreAppend,
+    StorageCap,
+    Retention,
+    /// Reading a shared log failed (said once until it recovers).
+    FollowLog,
+    /// The keys file could not be read or parsed: the old keys stay.
+    KeysReload,
+    /// A TLS certificate could not be read or used: the old one is served.
+    TlsReload,
+    Accept,
+    /// A node of a sharded log did not answer for its shards.
+    Fanout,
+    /// Alert changes, their delivery or the rewritten alert state not stored.
+    AlertsNotStored,
+    /// A poll's results not stored.
+    PollNotStored,
+    IdleExpiryNotStored,
+    AuditNotStored,
+}
+
+impl Failure {
+    pub const ALL: [Failure; 12] = [
+        Failure::StoreAppend,
+        Failure::StorageCap,
+        Failure::Retention,
+        Failure::FollowLog,
+        Failure::KeysReload,
+        Failure::TlsReload,
+        Failure::Accept,
+        Failure::Fanout,
+        Failure::AlertsNotStored,
+        Failure::PollNotStored,
+        Failure::IdleExpiryNotStored,
+        Failure::AuditNotStored,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::StoreAppend => "store_append",
+            Failure::StorageCap => "storage_cap",
+            Failure::Retention => "retention",
+            Failure::FollowLog => "follow_log",
+            Failure::KeysReload => "keys_reload",
+            Failure::TlsReload => "tls_reload",
+            Failure::Accept => "accept",
+            Failure::Fanout => "fanout",
+            Failure::AlertsNotStored => "alerts_not_stored",
+            Failure::PollNotStored => "poll_not_stored",
+            Failure::IdleExpiryNotStored => "idle_expiry_not_stored",
+            Failure::AuditNotStored => "audit_not_stored",
+        }
+    }
+
+    /// What the log says of it.
+    fn message(self) -> &'static str {
+        match self {
+            Failure::StoreAppend => "store append failed",
+            Failure::StorageCap => "storage cap failed",
+            Failure::Retention => "retention failed",
+            Failure::FollowLog => "following the shared log failed",
+            Failure::KeysReload => "keys file unreadable or invalid; keeping the keys",
+            Failure::TlsReload => "TLS reload failed; serving the previous certificate",
+            Failure::Accept => "accept failed",
+            Failure::Fanout => "a fan-out request failed",
+            Failure::AlertsNotStored => "alert changes not stored; retried next round",
+            Failure::PollNotStored => "poll results not stored",
+            Failure::IdleExpiryNotStored => "idle expiry not stored",
+            Failure::AuditNotStored => "audit record not stored",
+        }
+    }
+
+    /// Failures that lose nothing (retried, or the old state kept) warn; the
+    /// others are errors.
+    fn is_error(self) -> bool {
+        !matches!(self, Failure::FollowLog | Failure::Accept | Failure::Fanout)
+    }
+}
+
+/// An answer refused on a listener: its kind, as the client read it in `error`.
+#[derive(Copy, Clone, Debug)]
+pub struct Refusal {
+    pub listener: &'static str,
+    pub kind: &'static str,
+    pub status: u16,
+}
+
+/// Refusals of one (listener, kind) at most: the kinds are the collector's
+/// own (a fixed set), so this bounds nothing a client chooses.
+type RefusalCounts = std::sync::Mutex<std::collections::BTreeMap<(&'static str, &'static str), u64>>;
+
 #[derive(Debug, Default)]
 pub struct IntakeTelemetry {
     payloads: AtomicU64,
@@ -144,7 +242,10 @@ pub struct IntakeTelemetry {
     dropped_bytes: [AtomicU64; DroppedEndpoint::ALL.len()],
     limited: [AtomicU64; Limit::ALL.len()],
     corrupt_batches: AtomicU64,
+    failures: [AtomicU64; Failure::ALL.len()],
+    refusals: RefusalCounts,
     log_gate: LogGate,
+    refusal_gate: LogGate,
 }
 
 /// Lets one warning through per second.
@@ -171,6 +272,17 @@ pub struct IntakeStats {
     pub failed_send_reports: u64,
     pub errors: Vec<(IntakeError, u64)>,
     pub dropped: Vec<(DroppedEndpoint, u64, u64)>,
+    /// Every failure of the collector's own work, by name.
+    pub failures: Vec<(Failure, u64)>,
+    /// Every refused answer, by listener and kind.
+    pub refusals: Vec<RefusalCount>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RefusalCount {
+    pub listener: &'static str,
+    pub kind: &'static str,
+    pub count: u64,
 }
 
 impl IntakeTelemetry {
@@ -218,6 +330,54 @@ impl IntakeTelemetry {
         }
     }
 
+    /// Work of the collector's own that failed: logged at its level and counted.
+    pub fn failed(&self, failure: Failure, error: &dyn std::fmt::Display) {
+        self.failures[failure as usize].fetch_add(1, Relaxed);
+        if failure.is_error() {
+            tracing::error!(failure = failure.as_str(), error = %error, "{}", failure.message());
+        } else {
+            tracing::warn!(failure = failure.as_str(), error = %error, "{}", failure.message());
+        }
+    }
+
+    /// How often `failure` happened.
+    pub fn failures(&self, failure: Failure) -> u64 {
+        self.failures[failure as usize].load(Relaxed)
+    }
+
+    /// An answer refused on a listener: counted by listener and kind, logged
+    /// at debug (a 5xx at warn, once a second: a flood of bad requests never
+    /// becomes a flood of log lines).
+    pub fn refused(&self, r: Refusal) {
+        *crate::sync::lock(&self.refusals)
+            .entry((r.listener, r.kind))
+            .or_default() += 1;
+        if r.status >= 500 && self.refusal_gate.open() {
+            tracing::warn!(
+                listener = r.listener,
+                kind = r.kind,
+                status = r.status,
+                "request refused"
+            );
+        } else {
+            tracing::debug!(
+                listener = r.listener,
+                kind = r.kind,
+                status = r.status,
+                "request refused"
+            );
+        }
+    }
+
+    /// How often `listener` refused with `kind`.
+    pub fn refusals(&self, listener: &str, kind: &str) -> u64 {
+        crate::sync::lock(&self.refusals)
+            .iter()
+            .filter(|((l, k), _)| *l == listener && *k == kind)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
     /// Stored batches a replay could not decode and skipped.
     pub fn stored_batches_skipped(&self, n: u64) {
         self.corrupt_batches.fetch_add(n, Relaxed);
@@ -257,6 +417,14 @@ impl IntakeTelemetry {
                     )
                 })
                 .collect(),
+            failures: Failure::ALL
+                .iter()
+                .map(|&f| (f, self.failures[f as usize].load(Relaxed)))
+                .collect(),
+            refusals: crate::sync::lock(&self.refusals)
+                .iter()
+                .map(|(&(listener, kind), &count)| RefusalCount { listener, kind, count })
+                .collect(),
         }
     }
 }
@@ -264,6 +432,27 @@ impl IntakeTelemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_and_a_refusal_count_where_they_are_said() {
+        let t = IntakeTelemetry::default();
+        t.failed(Failure::StoreAppend, &"disk full");
+        t.failed(Failure::StoreAppend, &"disk full");
+        t.refused(Refusal {
+            listener: "api",
+            kind: "bad_query",
+            status: 400,
+        });
+        assert_eq!(t.failures(Failure::StoreAppend), 2);
+        assert_eq!(t.failures(Failure::Retention), 0);
+        assert_eq!(t.refusals("api", "bad_query"), 1);
+        let s = t.snapshot();
+        assert!(s.failures.contains(&(Failure::StoreAppend, 2)));
+        assert_eq!(s.refusals.len(), 1);
+        for f in Failure::ALL {
+            assert_eq!(Failure::ALL[f as usize], f, "ALL is in declaration order");
+        }
+    }
 
     #[test]
     fn events_are_counted_under_their_labels() {

@@ -8,6 +8,7 @@
 
 use crate::state::Shared;
 use crate::sync::lock;
+use crate::telemetry::Failure;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use streamsight_core::{Millis, Record};
@@ -189,9 +190,9 @@ fn apply_followed(follow: &mut dyn Follow, shared: &Shared) -> Option<StoreError
 }
 
 /// Said once when following starts failing and once when it recovers.
-fn follow_health(error: Option<&StoreError>, failing: &mut bool) {
+fn follow_health(shared: &Shared, error: Option<&StoreError>, failing: &mut bool) {
     match (error, *failing) {
-        (Some(e), false) => tracing::warn!(error = %e, "following the shared log failed"),
+        (Some(e), false) => shared.telemetry.failed(Failure::FollowLog, e),
         (None, true) => tracing::info!("following the shared log again"),
         _ => {}
     }
@@ -242,7 +243,7 @@ fn follow_shards(follow: &mut dyn Follow, shared: &Shared, stop: &AtomicBool) {
     let mut failing = false;
     while !stop.load(Ordering::Acquire) {
         let next = follow.next(FOLLOW_EVERY);
-        follow_health(next.as_ref().err(), &mut failing);
+        follow_health(shared, next.as_ref().err(), &mut failing);
         match next {
             Ok(Some(Followed::Records(records))) => shared.apply_owned(records),
             Ok(Some(Followed::Gained(_)) | None) => {}
@@ -285,7 +286,7 @@ fn write_loop(
             },
             Some(follow) => {
                 let error = apply_followed(follow, shared);
-                follow_health(error.as_ref(), &mut follow_failing);
+                follow_health(shared, error.as_ref(), &mut follow_failing);
                 match rx.recv_timeout(FOLLOW_EVERY) {
                     Ok(job) => job,
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
@@ -327,7 +328,7 @@ fn write_loop(
                 match store.cap_bytes(max_bytes) {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(deleted = n, max_bytes, "storage cap enforced"),
-                    Err(e) => tracing::error!(error = %e, "storage cap failed"),
+                    Err(e) => shared.telemetry.failed(Failure::StorageCap, &e),
                 }
             }
             match &result {
@@ -336,7 +337,9 @@ fn write_loop(
                     shared.apply(&transient);
                 }
                 Ok(()) => {}
-                Err(e) => tracing::error!(error = %e, records = batch.len(), "store append failed"),
+                Err(e) => shared
+                    .telemetry
+                    .failed(Failure::StoreAppend, &format!("{e} ({} records)", batch.len())),
             }
             for done in waiting {
                 let _ = done.send(result.clone());
@@ -346,7 +349,7 @@ fn write_loop(
             match store.delete_before(before) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "retention enforced"),
-                Err(e) => tracing::error!(error = %e, "retention failed"),
+                Err(e) => shared.telemetry.failed(Failure::Retention, &e),
             }
         }
     }
@@ -378,6 +381,32 @@ mod tests {
         fn delete_before(&mut self, _before: Millis) -> Result<u64, StoreError> {
             Ok(0)
         }
+    }
+
+    /// A disk that refuses every append.
+    struct FullDisk;
+
+    impl Store for FullDisk {
+        fn append(&mut self, _records: &[Record]) -> Result<(), StoreError> {
+            Err(StoreError::Kafka("disk full".into()))
+        }
+        fn scan(&mut self, _since: Millis, _each: &mut dyn FnMut(Vec<Record>)) -> Result<Scanned, StoreError> {
+            Ok(Scanned::default())
+        }
+        fn delete_before(&mut self, _before: Millis) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_append_is_a_failure_event_and_a_503_kind() {
+        let shared = Arc::new(Shared::new(ServeConfig::default(), EngineConfig::default()).unwrap());
+        let writer = Writer::start(Box::new(FullDisk), shared.clone(), Millis(0)).unwrap();
+        let refused = writer.append(records(3)).await;
+        assert!(matches!(refused, Err(AppendError::Storage(_))), "{refused:?}");
+        assert_eq!(shared.telemetry.failures(Failure::StoreAppend), 1);
+        assert!(shared.storage_failing.load(Ordering::Acquire));
+        drop(writer);
     }
 
     fn records(n: usize) -> Vec<Record> {

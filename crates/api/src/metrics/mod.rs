@@ -449,6 +449,32 @@ fn render_intake(out: &mut String, s: &IntakeStats) {
             endpoint.as_str()
         );
     }
+    header(
+        out,
+        "streamsight_failures_total",
+        "counter",
+        "Work of the collector's own that failed (a store append, a reload, a notification...), by failure.",
+    );
+    for (failure, n) in &s.failures {
+        let _ = writeln!(
+            out,
+            "streamsight_failures_total{{failure=\"{}\"}} {n}",
+            failure.as_str()
+        );
+    }
+    header(
+        out,
+        "streamsight_refusals_total",
+        "counter",
+        "Requests answered with an error, by listener and kind.",
+    );
+    for r in &s.refusals {
+        let _ = writeln!(
+            out,
+            "streamsight_refusals_total{{listener=\"{}\",kind=\"{}\"}} {}",
+            r.listener, r.kind, r.count
+        );
+    }
 }
 
 fn render_pathways(out: &mut String, g: &Graph) {
