@@ -117,14 +117,7 @@ async fn ddtrace_python_lag_matches_the_broker() {
     assert!(edges.contains(&("service:shop-checkout", "topic:orders")), "{graph}");
     assert!(edges.contains(&("topic:orders", "service:shop-billing")), "{graph}");
 
-    let metrics = client
-        .get(format!("{api}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
     assert!(
         metrics.contains(&format!("group=\"{GROUP}\",topic=\"orders\",partition=\"0\"}} {truth}")),
         "{metrics}"

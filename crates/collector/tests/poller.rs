@@ -117,14 +117,7 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
     let (code, _) = get(&client, &format!("{api}/v3/kafka/elsewhere/topic")).await;
     assert_eq!(code, 404);
 
-    let metrics = client
-        .get(format!("{api}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
     assert!(
         metrics.contains("streamsight_poller_polls_total{cluster_name=\"mock\"}"),
         "{metrics}"

@@ -203,14 +203,7 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     let p50 = graph["edges"][1]["edge_latency_seconds"]["p50"].as_f64().unwrap();
     assert!((p50 - 0.5).abs() < 0.01, "{p50}");
 
-    let metrics = client
-        .get(format!("{api}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
     assert!(
         metrics.contains(
             "kafka_consumergroup_group_lag{cluster_name=\"prod-1\",group=\"billing\",topic=\"orders\",partition=\"0\"} 501"
@@ -749,14 +742,7 @@ async fn every_refusal_is_counted_by_listener_and_kind() {
             .any(|r| r["listener"] == "otlp" && r["kind"] == "bad_json" && r["count"] == 1),
         "{listed:?}"
     );
-    let metrics = client
-        .get(format!("{api}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
     assert!(
         metrics.contains("streamsight_refusals_total{listener=\"api\",kind=\"bad_query\"} 1"),
         "{metrics}"

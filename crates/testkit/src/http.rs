@@ -36,3 +36,8 @@ pub async fn wait_for_json(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// GET `url`'s body as text (`/metrics`), asserting it answered.
+pub async fn get_text(client: &reqwest::Client, url: &str) -> String {
+    client.get(url).send().await.unwrap().text().await.unwrap()
+}
