@@ -77,7 +77,7 @@ async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
         "rules": of(&shared).rule_views(),
         "silences": of(&shared).silences(now),
         "notifiers": of(&shared).notifier_report(),
-        "group_signals": *of(&shared).group_signals(),
+        "group_signals": *shared.signals.groups(),
     }))
     .into_response()
 }

@@ -1,45 +1,14 @@
-//! The alerts' metrics: alerts by rule and state, failed notifications, and the
-//! derived signals per group.
+//! The alerts' metrics: alerts by rule and state and failed notifications
+//! (the signals the rules compare are the read model's, written by the API's
+//! `/metrics` with the base's series).
 
 use crate::service::AlertService;
 use streamsight_core::Millis;
 use streamsight_http::prometheus::esc;
-use streamsight_node::signals::GroupSignals;
 
-/// `streamsight_alerts{rule,state}`, `streamsight_notifications_failed_total`
-/// and the derived signals per group.
+/// `streamsight_alerts{rule,state}` and `streamsight_notifications_failed_total`.
 pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
     use std::fmt::Write;
-    let signals = alerts.group_signals();
-    for (name, help, value) in [
-        (
-            "streamsight_retention_margin_seconds",
-            "Seconds until retention deletes a message the group has not read (worst partition).",
-            (|g: &GroupSignals| g.retention_margin_seconds) as fn(&GroupSignals) -> Option<f64>,
-        ),
-        (
-            "streamsight_catch_up_seconds",
-            "Seconds until the group catches up at its current rates (worst partition; 1e12 while falling behind).",
-            |g| g.catch_up_seconds,
-        ),
-        (
-            "streamsight_partitions_not_committing",
-            "Partitions with lag the group stopped committing while its others move.",
-            |g| Some(f64::from(g.partitions_not_committing)),
-        ),
-    ] {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for g in signals.iter() {
-            if let Some(v) = value(g) {
-                let _ = writeln!(
-                    out,
-                    "{name}{{cluster_name=\"{}\",group=\"{}\"}} {v}",
-                    esc(&g.cluster),
-                    esc(&g.group)
-                );
-            }
-        }
-    }
     let mut counts: std::collections::BTreeMap<(String, &str), u64> = std::collections::BTreeMap::new();
     for r in alerts.rules().iter() {
         for state in ["pending", "firing", "no_data"] {

@@ -13,12 +13,6 @@ const ALERTS_LEASE: &str = "streamsight-alert-rules";
 /// One round on the housekeeping tick: evaluate, store what changed, notify
 /// what is due (never waiting for a receiver), store that it was.
 pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Writer, now: Millis) {
-    let derived = {
-        let shared = shared.clone();
-        tokio::task::spawn_blocking(move || of(&shared).derive(&shared, now))
-            .await
-            .unwrap_or_default()
-    };
     // On a shared log one node at a time evaluates, stores and notifies: the
     // others apply what it stores.
     if let Some(leases) = shared.leases.get()
@@ -67,7 +61,7 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
     };
     let changed = {
         let shared = shared.clone();
-        tokio::task::spawn_blocking(move || of(&shared).evaluate_with(&shared, now, &derived, gathered.as_ref()))
+        tokio::task::spawn_blocking(move || of(&shared).evaluate_with(&shared, now, gathered.as_ref()))
             .await
             .unwrap_or_default()
     };

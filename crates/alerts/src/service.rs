@@ -14,7 +14,7 @@ use streamsight_core::anomaly::{Detector, Sensitivity};
 use streamsight_core::{AlertEvent, Millis, Record};
 use streamsight_node::Shared;
 use streamsight_node::config::alerts as rules;
-use streamsight_node::signals as derived;
+use streamsight_node::signals as series;
 use streamsight_node::sync::lock;
 
 #[derive(Debug)]
@@ -47,15 +47,10 @@ pub struct AlertService {
     /// Where silences made through the API are stored; let go at shutdown so
     /// that the writer can finish.
     pub writer: Mutex<Option<streamsight_node::Writer>>,
-    /// How fast each partition's log start advances.
-    pub(crate) log_starts: Mutex<derived::LogStarts>,
     /// Counters' last readings per signal (see [`signals::per_minute`]).
-    pub(crate) readings: Mutex<std::collections::HashMap<signals::Key, signals::Readings>>,
+    pub(crate) readings: Mutex<std::collections::HashMap<signals::Query, signals::Readings>>,
     /// Each signal's labels of the last cycle (see [`signals::settle`]).
-    pub(crate) previous: Mutex<std::collections::HashMap<signals::Key, Vec<SharedLabels>>>,
-    /// The derived signals of the last evaluation, for /metrics and the API.
-    pub(crate) derived: Mutex<std::sync::Arc<Vec<derived::GroupSignals>>>,
-    pub(crate) max_series: usize,
+    pub(crate) previous: Mutex<std::collections::HashMap<signals::Query, Vec<SharedLabels>>>,
     /// Why the last round did not evaluate the rules, if it did not.
     pub(crate) skipped: Mutex<Option<String>>,
     /// Records that notifications were delivered, stored by the next round.
@@ -123,12 +118,9 @@ impl AlertService {
             notifiers: std::sync::OnceLock::new(),
             base_url: std::sync::OnceLock::new(),
             writer: Mutex::new(None),
-            log_starts: Mutex::default(),
-            derived: Mutex::default(),
             skipped: Mutex::default(),
             previous: Mutex::default(),
             readings: Mutex::default(),
-            max_series: config.max_series,
             delivered: std::sync::Arc::default(),
             rewritten_at: Mutex::new(None),
             changes: tokio::sync::Mutex::new(()),
@@ -223,19 +215,13 @@ impl AlertService {
     /// This node's part of every signal the rules read: what a sharded log's
     /// evaluating node merges with the others' (see [`signals::merge`]).
     pub fn local_series(&self, shared: &Shared, now: Millis) -> Vec<signals::KeyedSeries> {
-        let derived = self.group_signals();
         let rules = lock(&self.book).rules.clone();
-        let mut keyed: BTreeMap<signals::Key, &Rule> = BTreeMap::new();
-        for rule in rules.iter() {
-            keyed.entry(signals::key(rule)).or_insert(rule);
-        }
-        keyed
+        let queries: std::collections::BTreeSet<signals::Query> = rules.iter().map(signals::key).collect();
+        queries
             .into_iter()
-            .map(|((signal, statuses, aggregate), rule)| signals::KeyedSeries {
-                signal,
-                statuses,
-                aggregate,
-                series: signals::all(shared, rule, &derived, now),
+            .map(|query| {
+                let series = series::read(shared, &query, now);
+                signals::KeyedSeries::new(query, series)
             })
             .collect()
     }
@@ -252,34 +238,22 @@ impl AlertService {
         lock(&self.skipped).clone()
     }
 
-    /// The derived signals of this node's engine at `now`, kept for /metrics,
-    /// the API and the rules: every node derives them every round, whether it
-    /// evaluates the rules or not.
-    pub fn derive(&self, shared: &Shared, now: Millis) -> std::sync::Arc<Vec<derived::GroupSignals>> {
-        let derived = {
-            let mut starts = lock(&self.log_starts);
-            std::sync::Arc::new(derived::compute(&shared.lag, &mut starts, now, self.max_series))
-        };
-        *lock(&self.derived) = derived.clone();
-        derived
-    }
-
     /// Evaluates every rule at `now` on this node's services: the log records
     /// for what changed.
+    /// The derived signals are refreshed first, as a housekeeping round does.
     pub fn evaluate(&self, shared: &Shared, now: Millis) -> Vec<Record> {
-        let derived = self.derive(shared, now);
-        self.evaluate_with(shared, now, &derived, None)
+        shared.signals.refresh(&shared.lag, now);
+        self.evaluate_with(shared, now, None)
     }
 
-    /// The same with the derived signals made, and on a sharded log with
+    /// The same on the derived signals as they are, and on a sharded log with
     /// every signal's series merged from the nodes holding each shard
     /// (`gathered`) instead of read from this node's services.
     pub(crate) fn evaluate_with(
         &self,
         shared: &Shared,
         now: Millis,
-        derived: &[derived::GroupSignals],
-        gathered: Option<&BTreeMap<signals::Key, signals::Series>>,
+        gathered: Option<&BTreeMap<signals::Query, signals::Series>>,
     ) -> Vec<Record> {
         let (all_rules, mut records) = {
             let mut book = lock(&self.book);
@@ -297,7 +271,7 @@ impl AlertService {
                 let last = previous.remove(&key).unwrap_or_default();
                 let series = match gathered {
                     Some(gathered) => gathered.get(&key).cloned().unwrap_or_default(),
-                    None => signals::all(shared, same[0], derived, now),
+                    None => series::read(shared, &key, now),
                 };
                 let (all, labels) = signals::settle(series, &last);
                 previous.insert(key.clone(), labels);
@@ -423,11 +397,6 @@ impl AlertService {
                 })
             })
             .collect()
-    }
-
-    /// The derived signals per group as of the last evaluation.
-    pub fn group_signals(&self) -> std::sync::Arc<Vec<derived::GroupSignals>> {
-        lock(&self.derived).clone()
     }
 }
 

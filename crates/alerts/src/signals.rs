@@ -1,61 +1,21 @@
-//! The values rules compare: one series per group, topic, DLQ, probe partition,
-//! cluster or service, read from the services at one time.
+//! What the rules do with the read model's series ([`streamsight_node::signals`]):
+//! settle them against the last cycle's labels, turn counters into rates, and
+//! keep a rule's scope.
 
-use std::collections::BTreeMap;
-use streamsight_core::alerts::rule::{Aggregate, Rule, Signal};
+use streamsight_core::Millis;
+use streamsight_core::alerts::rule::Rule;
 use streamsight_core::alerts::{SharedLabels, glob_match};
-use streamsight_core::{Millis, Status};
-use streamsight_node::Shared;
-use streamsight_node::signals::GroupSignals;
+pub use streamsight_node::signals::{KeyedSeries, Query, Series, merge};
 
 /// Where a node of a sharded log answers with its part of the signals.
 pub const SERIES_PATH: &str = "/api/v1/alerts/series";
 
-/// Problem windows reconciled this recently count as missing messages now.
-const MISSING_WINDOW_MS: i64 = 600_000;
-
-fn labels(pairs: &[(&str, &str)]) -> SharedLabels {
-    SharedLabels::new(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+/// What a rule reads.
+pub fn key(rule: &Rule) -> Query {
+    Query::for_rule(rule)
 }
 
-/// One value per series, labels shared.
-pub type Series = Vec<(SharedLabels, Option<f64>)>;
-
-/// Every series of `rule`'s signal at `now`, before its scope: computed once per
-/// cycle for all the rules that share the signal (see [`scoped`]).
-pub fn all(shared: &Shared, rule: &Rule, derived: &[GroupSignals], now: Millis) -> Series {
-    let per_group = |value: fn(&GroupSignals) -> Option<f64>| {
-        derived
-            .iter()
-            .map(|g| (labels(&[("cluster", &g.cluster), ("group", &g.group)]), value(g)))
-            .collect()
-    };
-    match rule.signal {
-        Signal::RetentionMarginSeconds => per_group(|g| g.retention_margin_seconds),
-        Signal::CatchUpSeconds => per_group(|g| g.catch_up_seconds),
-        Signal::PartitionsNotCommitting => per_group(|g| Some(f64::from(g.partitions_not_committing))),
-        Signal::GroupLagMessages if rule.aggregate == Some(Aggregate::Max) => lag(shared, rule, now),
-        Signal::GroupLagSeconds | Signal::GroupLagMessages | Signal::GroupStatus => groups(shared, rule, now),
-        Signal::TopicLagSeconds
-        | Signal::TopicLagMessages
-        | Signal::PartitionLagSeconds
-        | Signal::PartitionLagMessages => lag(shared, rule, now),
-        Signal::FailedSends => failed_sends(shared),
-        Signal::MissingMessagesByCause => missing_by_cause(shared, now),
-        Signal::DeadLetters | Signal::SchemaViolations => dead_letters(shared, rule.signal),
-        Signal::ProbeLost => probes_lost(shared),
-        Signal::ProducerFailing => producer_failing(shared, now),
-        Signal::MissingMessages => missing(shared, now),
-        Signal::DlqVelocity => dlq(shared),
-        Signal::ProbeFailing => probes(shared),
-        Signal::ClusterUnreachable => clusters(shared),
-        Signal::ServiceReporting => services(shared, now),
-        Signal::ProduceRate => produce_rates(shared, now),
-        Signal::ConsumeRate => consume_rates(shared),
-    }
-}
-
-/// `all` sorted by labels with one value per label set, its labels replaced by
+/// A signal's series sorted by labels with one value per label set, its labels replaced by
 /// the equal ones of the signal's previous cycle (`previous`, sorted): alerts
 /// keep those, so the rules' walks compare pointers, not strings. Returns the
 /// labels to pass as `previous` next cycle.
@@ -73,92 +33,6 @@ pub fn settle(mut all: Series, previous: &[SharedLabels]) -> (Series, Vec<Shared
     }
     let labels = all.iter().map(|(l, _)| l.clone()).collect();
     (all, labels)
-}
-
-/// What makes two rules' signals the same series.
-pub type Key = (Signal, Vec<Status>, Option<Aggregate>);
-
-/// A signal's series as one node of a sharded log sees them: its part.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyedSeries {
-    pub(crate) signal: Signal,
-    pub(crate) statuses: Vec<Status>,
-    pub(crate) aggregate: Option<Aggregate>,
-    pub(crate) series: Series,
-}
-
-impl KeyedSeries {
-    pub fn key(&self) -> Key {
-        (self.signal, self.statuses.clone(), self.aggregate)
-    }
-}
-
-#[derive(Copy, Clone, Debug, PartialEq)]
-enum Merge {
-    Sum,
-    Max,
-    Min,
-}
-
-/// How the parts of a series on several nodes make the whole: a group's sums
-/// add up (an unknown part makes the whole unknown), its margin is its
-/// smallest, anything else its largest (a group's worst part; a series only
-/// one node has, a topic's or a partition's, is that node's; one every node
-/// sees alike, a DLQ's or a probe's, counts once).
-fn merge_of(key: &Key) -> Merge {
-    match key.0 {
-        Signal::GroupLagMessages if key.2 != Some(Aggregate::Max) => Merge::Sum,
-        Signal::ConsumeRate | Signal::PartitionsNotCommitting => Merge::Sum,
-        Signal::RetentionMarginSeconds => Merge::Min,
-        _ => Merge::Max,
-    }
-}
-
-fn combine(merge: Merge, a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (merge, a, b) {
-        (Merge::Sum, Some(a), Some(b)) => Some(a + b),
-        (Merge::Sum, _, _) => None,
-        (Merge::Max, Some(a), Some(b)) => Some(a.max(b)),
-        (Merge::Min, Some(a), Some(b)) => Some(a.min(b)),
-        (_, Some(x), None) | (_, None, Some(x)) => Some(x),
-        (_, None, None) => None,
-    }
-}
-
-/// Every signal's whole series from the nodes' parts, by key.
-pub fn merge(parts: Vec<KeyedSeries>) -> BTreeMap<Key, Series> {
-    let mut whole: BTreeMap<Key, BTreeMap<SharedLabels, Option<f64>>> = BTreeMap::new();
-    for part in parts {
-        let key = part.key();
-        let merge = merge_of(&key);
-        let series = whole.entry(key).or_default();
-        for (labels, value) in part.series {
-            match series.entry(labels) {
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(value);
-                }
-                std::collections::btree_map::Entry::Occupied(mut e) => {
-                    let v = e.get_mut();
-                    *v = combine(merge, *v, value);
-                }
-            }
-        }
-    }
-    whole.into_iter().map(|(k, s)| (k, s.into_iter().collect())).collect()
-}
-
-pub fn key(rule: &Rule) -> Key {
-    let statuses = if rule.signal == Signal::GroupStatus {
-        rule.statuses.clone()
-    } else {
-        Vec::new()
-    };
-    let aggregate = rule
-        .signal
-        .aggregates()
-        .then(|| rule.aggregate.unwrap_or(Aggregate::Sum));
-    (rule.signal, statuses, aggregate)
 }
 
 /// Counters are compared with their reading of about a minute before.
@@ -210,7 +84,7 @@ pub fn per_minute(counts: Series, previous: Readings, now: Millis) -> (Series, R
     (rates, readings)
 }
 
-/// The series of `all` in `rule`'s scope, with the rule's labels added (which
+/// The series of a signal in `rule`'s scope, with the rule's labels added (which
 /// keeps them sorted unless a rule label replaces one of the series').
 pub fn scoped(all: &[(SharedLabels, Option<f64>)], rule: &Rule) -> Series {
     all.iter()
@@ -230,310 +104,13 @@ pub fn scoped(all: &[(SharedLabels, Option<f64>)], rule: &Rule) -> Series {
         .collect()
 }
 
-fn groups(shared: &Shared, rule: &Rule, now: Millis) -> Series {
-    let summaries = shared.lag.summaries(now, shared.config.refresh_ms());
-    summaries
-        .groups
-        .iter()
-        .map(|g| {
-            let value = match rule.signal {
-                Signal::GroupLagSeconds => g.max_lag_seconds,
-                Signal::GroupLagMessages => g.complete.then_some(g.total_lag as f64),
-                // Stale is missing data: unknown, never "not stalled".
-                _ if g.status == Status::Stale && !rule.statuses.contains(&Status::Stale) => None,
-                _ => Some(f64::from(u8::from(rule.statuses.contains(&g.status)))),
-            };
-            (labels(&[("cluster", &g.cluster), ("group", &g.group)]), value)
-        })
-        .collect()
-}
-
-fn producer_failing(shared: &Shared, now: Millis) -> Series {
-    let mut topics: BTreeMap<(String, String), bool> = BTreeMap::new();
-    shared.lag.each_partition(|engine, pid| {
-        let (cluster, topic, _) = engine.partition_names(pid);
-        let failing = engine.evaluate_partition(pid, now).producer_failing;
-        *entry(&mut topics, cluster, topic, false) |= failing;
-    });
-    topics
-        .into_iter()
-        .map(|((c, t), failing)| {
-            (
-                labels(&[("cluster", &c), ("topic", &t)]),
-                Some(f64::from(u8::from(failing))),
-            )
-        })
-        .collect()
-}
-
-/// A topic's entry (its names copied for the lookup: a few small allocations
-/// per partition, with the engine let go between pieces of the walk).
-fn entry<'a, V>(map: &'a mut BTreeMap<(String, String), V>, cluster: &str, topic: &str, first: V) -> &'a mut V {
-    let key = (cluster.to_owned(), topic.to_owned());
-    map.entry(key).or_insert(first)
-}
-
-fn missing(shared: &Shared, now: Millis) -> Series {
-    let d = shared.deliveries.view();
-    let mut recent: BTreeMap<(&str, &str, &str), u64> = BTreeMap::new();
-    for w in d
-        .events
-        .iter()
-        .filter(|w| now.since(w.reconciled_at) <= MISSING_WINDOW_MS)
-    {
-        *recent.entry((&w.cluster, &w.group, &w.topic)).or_default() += w.missing.total();
-    }
-    d.ledger
-        .totals()
-        .keys()
-        .map(|(c, g, t)| {
-            let n = recent.get(&(c.as_str(), g.as_str(), t.as_str())).copied().unwrap_or(0);
-            (labels(&[("cluster", c), ("group", g), ("topic", t)]), Some(n as f64))
-        })
-        .collect()
-}
-
-fn dlq(shared: &Shared) -> Series {
-    shared
-        .dlq
-        .view()
-        .iter()
-        .flat_map(|m| {
-            let cluster = m.config.name.clone();
-            m.report()
-                .into_iter()
-                .map(move |t| (labels(&[("cluster", &cluster), ("topic", &t.dlq_topic)]), t.velocity))
-        })
-        .collect()
-}
-
-fn probes(shared: &Shared) -> Series {
-    shared
-        .probes
-        .view()
-        .iter()
-        .flat_map(|p| {
-            let (cluster, topic) = (p.config.name.clone(), p.config.topic.clone());
-            p.report().partitions.into_iter().map(move |r| {
-                let partition = r.partition.to_string();
-                let l = labels(&[("cluster", &cluster), ("topic", &topic), ("partition", &partition)]);
-                (l, Some(f64::from(u8::from(r.status != "ok"))))
-            })
-        })
-        .collect()
-}
-
-fn clusters(shared: &Shared) -> Series {
-    shared
-        .clusters
-        .view()
-        .iter()
-        .map(|(name, v)| {
-            let value = v.last.as_ref().map(|s| f64::from(u8::from(!s.metadata_ok)));
-            (labels(&[("cluster", name)]), value)
-        })
-        .collect()
-}
-
-fn services(shared: &Shared, now: Millis) -> Series {
-    let span = streamsight_node::clock::time_ms(shared.config.pathway_window);
-    let graph = shared.pathways.graph(now.0.saturating_sub(span), now.0 + 1);
-    graph
-        .nodes
-        .iter()
-        .filter(|n| n.kind == "service")
-        .map(|n| (labels(&[("service", &n.name)]), Some(1.0)))
-        .collect()
-}
-
-fn produce_rates(shared: &Shared, now: Millis) -> Series {
-    let mut topics: BTreeMap<(String, String), Option<f64>> = BTreeMap::new();
-    shared.lag.each_partition(|engine, pid| {
-        let (cluster, topic, _) = engine.partition_names(pid);
-        let rate = engine.produce_rate(pid, now, streamsight_core::Engine::RATE_WINDOW_MS);
-        let e = entry(&mut topics, cluster, topic, Some(0.0));
-        // Unknown for one partition: unknown for the topic (never a partial sum).
-        *e = match (*e, rate) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
-    });
-    topics
-        .into_iter()
-        .map(|((c, t), v)| (labels(&[("cluster", &c), ("topic", &t)]), v))
-        .collect()
-}
-
-/// Offsets committed per second over each partition's recent commits, summed
-/// (unknown while any partition's is).
-fn consume_rates(shared: &Shared) -> Series {
-    shared.lag.each_group(|engine, gid| {
-        let (cluster, group) = engine.group_name(gid);
-        let total = engine
-            .group_members(gid)
-            .iter()
-            .try_fold(0.0, |sum, &gp| engine.consume_rate(gp).map(|r| sum + r));
-        (labels(&[("cluster", cluster), ("group", group)]), total)
-    })
-}
-
-/// Lag per topic or partition of each group (and per group with `max`), from
-/// the engine's report of each group-partition, the engine taken a few groups
-/// at a time.
-fn lag(shared: &Shared, rule: &Rule, now: Millis) -> Series {
-    let seconds = matches!(rule.signal, Signal::TopicLagSeconds | Signal::PartitionLagSeconds);
-    let max = seconds || rule.aggregate == Some(Aggregate::Max);
-    let per_group = shared.lag.each_group(|engine, gid| {
-        let (cluster, group) = engine.group_name(gid);
-        // Per topic (and partition, when the signal is per partition): the
-        // combined value, `None` once unknown for good.
-        let mut acc: BTreeMap<(&str, Option<i32>), Option<f64>> = BTreeMap::new();
-        for &gp in engine.group_members(gid) {
-            let names = engine.names(gp);
-            let r = engine.evaluate(gp, now);
-            let key = match rule.signal {
-                Signal::PartitionLagSeconds | Signal::PartitionLagMessages => (names.topic, Some(names.partition)),
-                Signal::GroupLagMessages => ("", None),
-                _ => (names.topic, None),
-            };
-            let value = if seconds {
-                r.lag_seconds
-            } else {
-                r.lag_messages.map(|m| m as f64)
-            };
-            let slot = acc.entry(key).or_insert(if seconds { None } else { Some(0.0) });
-            *slot = match (seconds, *slot, value) {
-                // Seconds: the worst known partition's (unknown ones cannot lower it).
-                (true, a, Some(v)) => Some(a.map_or(v, |a: f64| a.max(v))),
-                (true, a, None) => a,
-                // Messages: unknown while any partition's is, never a partial sum.
-                (false, Some(a), Some(v)) => Some(if max { a.max(v) } else { a + v }),
-                (false, _, _) => None,
-            };
-        }
-        acc.into_iter()
-            .map(|((topic, partition), v)| {
-                let l = match (rule.signal, partition) {
-                    (Signal::GroupLagMessages, _) => labels(&[("cluster", cluster), ("group", group)]),
-                    (_, Some(p)) => labels(&[
-                        ("cluster", cluster),
-                        ("group", group),
-                        ("topic", topic),
-                        ("partition", &p.to_string()),
-                    ]),
-                    (_, None) => labels(&[("cluster", cluster), ("group", group), ("topic", topic)]),
-                };
-                (l, v)
-            })
-            .collect::<Vec<_>>()
-    });
-    per_group.into_iter().flatten().collect()
-}
-
-/// Failed sends so far per (cluster, topic, error): a counter.
-fn failed_sends(shared: &Shared) -> Series {
-    let d = shared.deliveries.view();
-    d.failures
-        .since(Millis(i64::MIN))
-        .flat_map(|((c, t), f)| {
-            f.by_error
-                .iter()
-                .map(move |(e, n)| (labels(&[("cluster", c), ("topic", t), ("error", e)]), Some(*n as f64)))
-        })
-        .collect()
-}
-
-fn missing_by_cause(shared: &Shared, now: Millis) -> Series {
-    use streamsight_core::delivery::Causes;
-    let d = shared.deliveries.view();
-    let mut recent: BTreeMap<(&str, &str, &str), [u64; 6]> = BTreeMap::new();
-    for w in d
-        .events
-        .iter()
-        .filter(|w| now.since(w.reconciled_at) <= MISSING_WINDOW_MS)
-    {
-        let sums = recent.entry((&w.cluster, &w.group, &w.topic)).or_default();
-        for (sum, n) in sums.iter_mut().zip(w.missing.values()) {
-            *sum = sum.saturating_add(n);
-        }
-    }
-    d.ledger
-        .totals()
-        .keys()
-        .flat_map(|(c, g, t)| {
-            let sums = recent
-                .get(&(c.as_str(), g.as_str(), t.as_str()))
-                .copied()
-                .unwrap_or_default();
-            Causes::NAMES.iter().zip(sums).map(move |(cause, n)| {
-                (
-                    labels(&[("cluster", c), ("group", g), ("topic", t), ("cause", cause)]),
-                    Some(n as f64),
-                )
-            })
-        })
-        .collect()
-}
-
-/// Dead letters read so far per reason, or those at validation per schema: counters.
-fn dead_letters(shared: &Shared, signal: Signal) -> Series {
-    let mut counts: BTreeMap<Vec<(&str, String)>, u64> = BTreeMap::new();
-    let monitors = shared.dlq.view();
-    for m in monitors.iter() {
-        for t in m.report() {
-            for (r, n) in &t.reasons {
-                let key = if signal == Signal::SchemaViolations {
-                    if r.stage != "validation" {
-                        continue;
-                    }
-                    vec![
-                        ("cluster", m.config.name.clone()),
-                        ("topic", r.source_topic.clone()),
-                        ("schema", r.schema.clone()),
-                        ("error_class", r.error_class.clone()),
-                    ]
-                } else {
-                    vec![
-                        ("cluster", m.config.name.clone()),
-                        ("topic", t.dlq_topic.clone()),
-                        ("source_topic", r.source_topic.clone()),
-                        ("error_class", r.error_class.clone()),
-                        ("stage", r.stage.clone()),
-                    ]
-                };
-                *counts.entry(key).or_default() += n;
-            }
-        }
-    }
-    counts
-        .into_iter()
-        .map(|(pairs, n)| {
-            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            (labels(&pairs), Some(n as f64))
-        })
-        .collect()
-}
-
-/// Probe records lost so far per probe partition: a counter.
-fn probes_lost(shared: &Shared) -> Series {
-    shared
-        .probes
-        .view()
-        .iter()
-        .flat_map(|p| {
-            let (cluster, topic) = (p.config.name.clone(), p.config.topic.clone());
-            p.report().partitions.into_iter().map(move |r| {
-                let partition = r.partition.to_string();
-                let l = labels(&[("cluster", &cluster), ("topic", &topic), ("partition", &partition)]);
-                (l, Some(r.lost as f64))
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> SharedLabels {
+        streamsight_node::signals::labels(pairs)
+    }
 
     fn series(n: f64) -> Series {
         vec![(labels(&[("topic", "orders")]), Some(n))]
@@ -562,69 +139,5 @@ mod tests {
         // Gone: forgotten.
         let (_, kept) = per_minute(Vec::new(), Vec::new(), Millis(140_000));
         assert!(kept.is_empty());
-    }
-
-    type Pairs<'a> = &'a [(&'a str, &'a str)];
-
-    fn part(signal: Signal, aggregate: Option<Aggregate>, series: &[(Pairs<'_>, Option<f64>)]) -> KeyedSeries {
-        KeyedSeries {
-            signal,
-            statuses: Vec::new(),
-            aggregate,
-            series: series.iter().map(|(l, v)| (labels(l), *v)).collect(),
-        }
-    }
-
-    #[test]
-    fn parts_of_a_group_on_several_nodes_make_the_whole() {
-        let billing: &[(&str, &str)] = &[("cluster", "c"), ("group", "billing")];
-        let audit: &[(&str, &str)] = &[("cluster", "c"), ("group", "audit")];
-        let sum = Some(Aggregate::Sum);
-        let merged = merge(vec![
-            part(
-                Signal::GroupLagMessages,
-                sum,
-                &[(billing, Some(2_404.0)), (audit, Some(5.0))],
-            ),
-            part(
-                Signal::GroupLagMessages,
-                sum,
-                &[(billing, Some(2_404.0)), (audit, None)],
-            ),
-            part(Signal::GroupLagSeconds, None, &[(billing, Some(30.0))]),
-            part(Signal::GroupLagSeconds, None, &[(billing, Some(90.0)), (audit, None)]),
-            part(Signal::RetentionMarginSeconds, None, &[(billing, Some(600.0))]),
-            part(Signal::RetentionMarginSeconds, None, &[(billing, Some(60.0))]),
-        ]);
-        let value = |signal, aggregate, l: &[(&str, &str)]| {
-            let key = (signal, Vec::new(), aggregate);
-            merged[&key].iter().find(|(x, _)| *x == labels(l)).map(|(_, v)| *v)
-        };
-        // Sums add up; a part unknown makes the whole unknown, never smaller.
-        assert_eq!(value(Signal::GroupLagMessages, sum, billing), Some(Some(4_808.0)));
-        assert_eq!(value(Signal::GroupLagMessages, sum, audit), Some(None));
-        // The group is as far behind as its worst part; its margin its least.
-        assert_eq!(value(Signal::GroupLagSeconds, None, billing), Some(Some(90.0)));
-        assert_eq!(value(Signal::RetentionMarginSeconds, None, billing), Some(Some(60.0)));
-    }
-
-    #[test]
-    fn a_series_every_node_sees_alike_counts_once() {
-        let dlq: &[(&str, &str)] = &[("cluster", "c"), ("topic", "orders.dlq")];
-        let orders: &[(&str, &str)] = &[("cluster", "c"), ("topic", "orders")];
-        let merged = merge(vec![
-            part(Signal::DlqVelocity, None, &[(dlq, Some(3.0))]),
-            part(Signal::DlqVelocity, None, &[(dlq, Some(3.0))]),
-            part(Signal::FailedSends, None, &[(orders, Some(7.0))]),
-            part(Signal::FailedSends, None, &[]),
-        ]);
-        assert_eq!(
-            merged[&(Signal::DlqVelocity, Vec::new(), None)],
-            vec![(labels(dlq), Some(3.0))]
-        );
-        assert_eq!(
-            merged[&(Signal::FailedSends, Vec::new(), None)],
-            vec![(labels(orders), Some(7.0))]
-        );
     }
 }

@@ -156,6 +156,11 @@ enum GroupDetailRow {
         part: String,
         sample: streamsight_node::services::GroupSample,
     },
+    /// The derived signals (the read model's) of the group's partitions a
+    /// node holds, as of its last housekeeping round.
+    Signals {
+        signals: streamsight_node::services::GroupSignals,
+    },
 }
 
 fn group_detail_rows(
@@ -189,6 +194,10 @@ fn group_detail_rows(
         })
         .collect();
     drop(engine);
+    // Of every shard this node holds: the fan-out asks a node for those.
+    if let Some(signals) = shared.signals.group(cluster, group) {
+        rows.push(GroupDetailRow::Signals { signals });
+    }
     let part = shared.directory.get().map_or("local", |d| d.node()).to_owned();
     rows.extend(
         shared
@@ -271,6 +280,7 @@ pub(crate) async fn group(
     fanout::answer(shared, &path, range.shards, query, &headers, local, |rows, coverage| {
         let mut fold = GroupFold::default();
         let (mut partitions, mut samples) = (Vec::new(), Vec::new());
+        let mut signals: Option<streamsight_node::services::GroupSignals> = None;
         for row in rows {
             match row {
                 GroupDetailRow::Partition {
@@ -292,6 +302,10 @@ pub(crate) async fn group(
                     }));
                 }
                 GroupDetailRow::Sample { part, sample } => samples.push((part, sample)),
+                GroupDetailRow::Signals { signals: part } => match &mut signals {
+                    Some(whole) => whole.merge(&part),
+                    None => signals = Some(part),
+                },
             }
         }
         if partitions.is_empty() && coverage.as_ref().is_none_or(|c| c.missing.is_empty()) {
@@ -312,6 +326,13 @@ pub(crate) async fn group(
             "status": fold.finish().status,
             "partitions": partitions,
             "history": merge_history(samples, interval_ms),
+            // Unknown until a housekeeping round derived them; a missing
+            // shard's part is not in them (`shards.missing` says so).
+            "signals": signals.map(|g| json!({
+                "retention_margin_seconds": g.retention_margin_seconds,
+                "catch_up_seconds": g.catch_up_seconds,
+                "partitions_not_committing": g.partitions_not_committing,
+            })),
         });
         with_coverage(body, coverage)
     })

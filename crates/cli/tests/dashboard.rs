@@ -121,6 +121,52 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
     b.wait_for_charts(2).await;
     b.screenshot("group-fraud-charts").await;
 
+    // The derived signals: one read model, the same values on the group page,
+    // in its API, in /metrics and in the alerts' API (read again until one
+    // housekeeping round's values are seen by all four).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let detail: Value = get(&http, &format!("{api}/api/v1/groups/demo/fraud")).await;
+        let signals = &detail["signals"];
+        let (Some(catch_up), Some(not_committing)) = (
+            signals["catch_up_seconds"].as_f64(),
+            signals["partitions_not_committing"].as_u64(),
+        ) else {
+            assert!(Instant::now() < deadline, "no derived signals for fraud: {detail}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        b.open(&format!("{api}/groups/demo/fraud")).await;
+        let shown = b.text("#signals").await;
+        let page_not_committing = b.text("#signals dd:nth-of-type(3)").await;
+        let page_catch_up = b.text("#signals dd:nth-of-type(2)").await;
+        let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
+        let exported: Option<f64> = metrics
+            .lines()
+            .find(|l| l.starts_with(r#"streamsight_catch_up_seconds{cluster_name="demo",group="fraud"}"#))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok());
+        let alerts: Value = get(&http, &format!("{api}/api/v1/alerts")).await;
+        let listed = alerts["group_signals"]
+            .as_array()
+            .and_then(|a| a.iter().find(|g| g["group"] == "fraud"))
+            .cloned()
+            .unwrap_or_default();
+        let agree = page_not_committing == not_committing.to_string()
+            && (catch_up >= 1e12) == page_catch_up.contains("never: falling behind")
+            && exported.is_some_and(|e| (e >= 1e12) == (catch_up >= 1e12))
+            && listed["partitions_not_committing"].as_u64() == Some(not_committing);
+        if agree {
+            assert!(shown.contains("Retention deletes unread messages in"), "{shown}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "page {shown:?}, API {signals}, /metrics {exported:?}, alerts {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    b.screenshot("group-fraud-signals").await;
+
     b.open(&format!("{api}/topics/demo/orders")).await;
     let topic = b.text("main").await;
     assert!(

@@ -1,5 +1,5 @@
 //! Housekeeping on the history interval: samples, reconciliation, pruning,
-//! journeys' decisions, the alert round, retention and idle expiry.
+//! journeys' decisions, the derived signals, the alert round, retention and idle expiry.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +27,9 @@ pub(crate) async fn housekeeping(shared: Arc<Shared>, writer: Writer, retention_
                 let kept = time_ms(shared.config.pathway_window).max(PATHWAYS_KEPT_MS);
                 shared.pathways.prune(now.0.saturating_sub(kept));
                 streamsight_journeys::housekeep(&shared, now);
+                // Every node derives them every round, whether it evaluates
+                // the rules or not: /metrics, the API and the dashboard read them.
+                shared.signals.refresh(&shared.lag, now);
                 idle_records(&shared, now)
             })
             .await

@@ -278,7 +278,7 @@ fn unread_messages_expiring_and_a_partition_left_behind_are_found() {
         (60..=80).contains(&expiring),
         "once the log start was seen moving for a minute: {expiring}"
     );
-    let signals = streamsight_collector::alerts::of(&shared).group_signals();
+    let signals = shared.signals.groups();
     let margin = signals[0].retention_margin_seconds.unwrap();
     assert!((1_000.0..1_200.0).contains(&margin), "2,000 s - 900 s: {margin}");
     let left = first(&changes, "partition_not_committing", AlertState::Firing).expect("a partition left behind");

@@ -23,6 +23,9 @@ pub struct Shared {
     pub probes: ProbeService,
     pub dlq: DlqService,
     pub audit: crate::services::AuditService,
+    /// The per-group signals derived on each housekeeping round (see
+    /// [`crate::signals`], the read model: every reader of a signal reads it there).
+    pub signals: crate::services::DerivedSignals,
     /// What the features above the base keep (alerts, journeys): applied
     /// after the base services, in order; the last one takes the records.
     features: Vec<Arc<dyn Feature>>,
@@ -79,6 +82,7 @@ impl Shared {
             probes: ProbeService::default(),
             dlq: DlqService::default(),
             audit: crate::services::AuditService::default(),
+            signals: crate::services::DerivedSignals::new(config.alerts.max_series),
             features,
             telemetry: IntakeTelemetry::default(),
             ready: AtomicBool::new(false),

@@ -5,6 +5,7 @@
 //! `partition="-1"`: the engine never holds such a partition.
 
 mod engine;
+mod signals;
 
 pub use engine::{Snapshots, render_engine};
 
@@ -116,6 +117,7 @@ pub fn render(shared: &Shared, now: Millis) -> String {
     render_deliveries(&mut out, &shared.deliveries.view());
     render_probes(&mut out, &shared.probes.view());
     render_dlq(&mut out, &shared.dlq.view());
+    signals::render_signals(&mut out, shared, now);
     for feature in shared.features() {
         feature.metrics(&mut out, now);
     }

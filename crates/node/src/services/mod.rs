@@ -5,8 +5,10 @@
 //! round: deliveries read the lag engine under their own lock; Burrow's handlers
 //! look up owners in the polling view while reading the engine.
 
+pub mod derived;
 mod lag;
 
+pub use derived::{DerivedSignals, GroupSignals};
 pub use lag::{EngineView, GroupSample, GroupSummary, LagService, Summaries};
 
 use crate::deliveries::Deliveries;

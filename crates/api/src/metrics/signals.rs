@@ -1,0 +1,47 @@
+//! The derived signals per group, as the read model has them
+//! ([`streamsight_node::signals`]): the series the alert rules compare.
+
+use std::fmt::Write;
+use streamsight_core::Millis;
+use streamsight_core::alerts::rule::Signal;
+use streamsight_http::prometheus::{Family, esc};
+use streamsight_node::Shared;
+use streamsight_node::signals::{self as series, Query};
+
+/// The signals written here: name, help, signal.
+const WRITTEN: [(&str, &str, Signal); 3] = [
+    (
+        "streamsight_retention_margin_seconds",
+        "Seconds until retention deletes a message the group has not read (worst partition).",
+        Signal::RetentionMarginSeconds,
+    ),
+    (
+        "streamsight_catch_up_seconds",
+        "Seconds until the group catches up at its current rates (worst partition; 1e12 while falling behind).",
+        Signal::CatchUpSeconds,
+    ),
+    (
+        "streamsight_partitions_not_committing",
+        "Partitions with lag the group stopped committing while its others move.",
+        Signal::PartitionsNotCommitting,
+    ),
+];
+
+/// Each signal's known values; an unknown one has no series (never 0).
+pub(crate) fn render_signals(out: &mut String, shared: &Shared, now: Millis) {
+    for (name, help, signal) in WRITTEN {
+        let mut family = Family::new(name, "gauge", help);
+        for (labels, value) in series::read(shared, &Query::of(signal), now) {
+            let Some(value) = value else { continue };
+            let mut text = String::new();
+            for (k, v) in labels.iter() {
+                // kafka-lag-exporter's name for the cluster, as every series here.
+                let k = if k == "cluster" { "cluster_name" } else { k.as_str() };
+                let sep = if text.is_empty() { "" } else { "," };
+                let _ = write!(text, "{sep}{k}=\"{}\"", esc(v));
+            }
+            family.sample(&text, value);
+        }
+        family.write(out);
+    }
+}
