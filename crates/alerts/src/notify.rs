@@ -80,6 +80,9 @@ async fn deliver(client: &reqwest::Client, c: &NotifierConfig, n: &Notification,
     let body = serde_json::to_vec(&body(c, n)).unwrap_or_default();
     let mut backoff = Duration::from_millis(500);
     let mut last = String::new();
+    // Only the receiver's host in what is said of it: a webhook's path (Slack's,
+    // a generic receiver's) is its secret.
+    let host = c.url.split('/').take(3).collect::<Vec<_>>().join("/");
     for attempt in 1..=ATTEMPTS {
         let mut req = client
             .post(&c.url)
@@ -94,10 +97,11 @@ async fn deliver(client: &reqwest::Client, c: &NotifierConfig, n: &Notification,
                 stats.sent.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
-            Ok(r) => last = format!("{} answered {}", c.url, r.status()),
-            Err(e) => last = format!("{}: {e}", c.url),
+            Ok(r) => last = format!("{host} answered {}", r.status()),
+            Err(e) => last = format!("{host}: {}", e.without_url()),
         }
-        tracing::warn!(attempt, error = %last, "notification not delivered");
+        // Each attempt at debug; the last one's failure is a typed event of the round's.
+        tracing::debug!(attempt, error = %last, "notification attempt failed");
         if attempt < ATTEMPTS {
             tokio::time::sleep(backoff).await;
             backoff *= 2;

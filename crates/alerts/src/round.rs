@@ -20,7 +20,7 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
     {
         // Why a round this node made earlier was skipped says nothing of
         // the node that evaluates now.
-        of(&shared).not_evaluated(None);
+        of(&shared).not_evaluated(&shared.telemetry, None);
         return;
     }
     // A node of a sharded log sees only its shards: rules run on every
@@ -42,17 +42,20 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
                 .iter()
                 .filter_map(|n| Some(format!("node {}: {}", n.node, n.error.as_ref()?)))
                 .collect();
-            of(&shared).not_evaluated(Some(format!(
-                "{} of {} shards ({}) did not answer{}",
-                missing.len(),
-                coverage.count,
-                missing.join(", "),
-                if failed.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {}", failed.join("; "))
-                }
-            )));
+            of(&shared).not_evaluated(
+                &shared.telemetry,
+                Some(format!(
+                    "{} of {} shards ({}) did not answer{}",
+                    missing.len(),
+                    coverage.count,
+                    missing.join(", "),
+                    if failed.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {}", failed.join("; "))
+                    }
+                )),
+            );
             return;
         }
         Some(signals::merge(parts))
@@ -65,7 +68,7 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
             .await
             .unwrap_or_default()
     };
-    of(&shared).not_evaluated(None);
+    of(&shared).not_evaluated(&shared.telemetry, None);
     if !changed.is_empty() {
         for r in &changed {
             if let Record::Alert { event, .. } = r
@@ -94,16 +97,30 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
             lock(&of(&shared).delivered).push(done);
             continue;
         }
-        let pending: Vec<_> = of(&shared)
-            .notifiers()
-            .iter()
-            .filter_map(|x| x.send(n.clone()))
-            .collect();
+        let mut pending = Vec::new();
+        for notifier in of(&shared).notifiers() {
+            match notifier.send(n.clone()) {
+                Some(answer) => pending.push((notifier.config.url.clone(), answer)),
+                None => shared.telemetry.failed(
+                    Failure::NotificationNotDelivered,
+                    &format!("rule {}: the notifier's queue is full", n.rule),
+                ),
+            }
+        }
         let delivered = of(&shared).delivered.clone();
+        let telemetry_of = shared.clone();
         tokio::spawn(async move {
             let mut told = false;
-            for p in pending {
-                told |= p.await.unwrap_or(false);
+            for (url, p) in pending {
+                let ok = p.await.unwrap_or(false);
+                if !ok {
+                    // Only the receiver's host: a webhook's path can hold its secret.
+                    let host = url.split('/').take(3).collect::<Vec<_>>().join("/");
+                    telemetry_of
+                        .telemetry
+                        .failed(Failure::NotificationNotDelivered, &format!("rule {} to {host}", n.rule));
+                }
+                told |= ok;
             }
             // Told at least one receiver: never again for this state.
             if told {

@@ -227,9 +227,9 @@ impl AlertService {
     }
 
     /// Says why the last round did not evaluate the rules (None: it did).
-    pub fn not_evaluated(&self, why: Option<String>) {
+    pub fn not_evaluated(&self, telemetry: &streamsight_node::telemetry::IntakeTelemetry, why: Option<String>) {
         if let Some(why) = &why {
-            tracing::warn!(why, "alert rules not evaluated this round");
+            telemetry.failed(streamsight_node::telemetry::Failure::RulesNotEvaluated, why);
         }
         *lock(&self.skipped) = why;
     }

@@ -60,7 +60,11 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
         }
         let failed = !snap.metadata_ok;
         if failed {
-            tracing::warn!(cluster = %config.name, errors = ?snap.errors, "cluster unreachable");
+            let errors = snap.errors.join("; ");
+            shared.telemetry.failed(
+                Failure::ClusterUnreachable,
+                &format!("cluster {}: {errors}", config.name),
+            );
         } else if !snap.errors.is_empty() {
             tracing::debug!(cluster = %config.name, errors = ?snap.errors, "poll partly failed");
         }

@@ -562,6 +562,47 @@ async fn a_signed_webhook_is_told_once_across_a_restart() {
     running.shutdown().await;
 }
 
+/// A receiver that never answers: the notification is not delivered after its
+/// retries, said once as the typed failure (counted in /metrics), and what is
+/// said of the receiver names its host, never the webhook's secret path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undelivered_notification_is_a_failure_event_without_the_webhooks_path() {
+    let port = streamsight_testkit::free_port();
+    let url = format!("http://127.0.0.1:{port}/hooks/T000/B000/s3cretpath");
+    let mut alerts: AlertsConfig = toml::from_str(&format!(
+        "[[notifiers]]\nurl = \"{url}\"\n\n[[rules]]\nname = \"producer_failing\"\nsignal = \"producer_failing\"\nabove = 0\n"
+    ))
+    .unwrap();
+    alerts.max_series = 1_000;
+    let config = ServeConfig {
+        history_interval: Duration::from_millis(200),
+        alerts,
+        ..support::loopback("memory://")
+    };
+    let running = streamsight_collector::serve(config, EngineConfig::default())
+        .await
+        .unwrap();
+    failed_sends(running.intake_addr).await;
+    let client = reqwest::Client::new();
+    let api = format!("http://{}", running.api_addr);
+    streamsight_testkit::eventually(60, "the undelivered notification counted", async || {
+        let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+        let counted = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("streamsight_failures_total{failure=\"notification_not_delivered\"} "))
+            .and_then(|n| n.parse::<u64>().ok());
+        counted.filter(|&n| n > 0)
+    })
+    .await;
+    let report = streamsight_testkit::http::get_json(&client, &format!("{api}/api/v1/alerts")).await;
+    let notifier = &report["notifiers"][0];
+    assert!(notifier["failed"].as_u64() >= Some(1), "{report}");
+    let said = notifier.to_string();
+    assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
+    assert!(!said.contains("s3cretpath"), "the webhook's path is its secret: {said}");
+    running.shutdown().await;
+}
+
 /// Sends one payload of failed sends to `orders` partition 0 through the intake.
 async fn failed_sends(intake_addr: std::net::SocketAddr) {
     let payload = streamsight_wire::dsm::payload::Payload {

@@ -192,4 +192,14 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
     assert_eq!(lag["rows"][0]["status"], "stale");
     let (_, burrow) = get(&client, &format!("{api}/v3/kafka/mock/consumer/billing/status")).await;
     assert_eq!(burrow["status"]["status"], "WARN");
+    // Said as the typed failure, logged and counted in one place.
+    streamsight_testkit::eventually(30, "the cluster-unreachable failure counted", async || {
+        let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+        let counted = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("streamsight_failures_total{failure=\"cluster_unreachable\"} "))
+            .and_then(|n| n.parse::<u64>().ok());
+        counted.filter(|&n| n > 0)
+    })
+    .await;
 }

@@ -158,10 +158,17 @@ pub enum Failure {
     PollNotStored,
     IdleExpiryNotStored,
     AuditNotStored,
+    /// A polled cluster's metadata could not be read this round.
+    ClusterUnreachable,
+    /// The alert round did not evaluate the rules (a shard did not answer).
+    RulesNotEvaluated,
+    /// A notification not delivered after its retries, or dropped with the
+    /// notifier's queue full.
+    NotificationNotDelivered,
 }
 
 impl Failure {
-    pub const ALL: [Failure; 12] = [
+    pub const ALL: [Failure; 15] = [
         Failure::StoreAppend,
         Failure::StorageCap,
         Failure::Retention,
@@ -174,6 +181,9 @@ impl Failure {
         Failure::PollNotStored,
         Failure::IdleExpiryNotStored,
         Failure::AuditNotStored,
+        Failure::ClusterUnreachable,
+        Failure::RulesNotEvaluated,
+        Failure::NotificationNotDelivered,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -190,6 +200,9 @@ impl Failure {
             Failure::PollNotStored => "poll_not_stored",
             Failure::IdleExpiryNotStored => "idle_expiry_not_stored",
             Failure::AuditNotStored => "audit_not_stored",
+            Failure::ClusterUnreachable => "cluster_unreachable",
+            Failure::RulesNotEvaluated => "rules_not_evaluated",
+            Failure::NotificationNotDelivered => "notification_not_delivered",
         }
     }
 
@@ -208,13 +221,23 @@ impl Failure {
             Failure::PollNotStored => "poll results not stored",
             Failure::IdleExpiryNotStored => "idle expiry not stored",
             Failure::AuditNotStored => "audit record not stored",
+            Failure::ClusterUnreachable => "cluster unreachable; polled again next round",
+            Failure::RulesNotEvaluated => "alert rules not evaluated this round; alerts keep their state",
+            Failure::NotificationNotDelivered => "notification not delivered",
         }
     }
 
     /// Failures that lose nothing (retried, or the old state kept) warn; the
     /// others are errors.
     fn is_error(self) -> bool {
-        !matches!(self, Failure::FollowLog | Failure::Accept | Failure::Fanout)
+        !matches!(
+            self,
+            Failure::FollowLog
+                | Failure::Accept
+                | Failure::Fanout
+                | Failure::ClusterUnreachable
+                | Failure::RulesNotEvaluated
+        )
     }
 }
 
