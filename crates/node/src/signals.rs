@@ -84,11 +84,12 @@ pub fn read(shared: &Shared, query: &Query, now: Millis) -> Series {
         Signal::FailedSends => failed_sends(shared),
         Signal::MissingMessagesByCause => missing_by_cause(shared, now),
         Signal::DeadLetters | Signal::SchemaViolations => dead_letters(shared, query.signal),
-        Signal::ProbeLost => probes_lost(shared),
+        // Records lost so far: a counter.
+        Signal::ProbeLost => per_probe_partition(shared, |r| r.lost as f64),
         Signal::ProducerFailing => producer_failing(shared, now),
         Signal::MissingMessages => missing(shared, now),
         Signal::DlqVelocity => dlq(shared),
-        Signal::ProbeFailing => probes(shared),
+        Signal::ProbeFailing => per_probe_partition(shared, |r| f64::from(u8::from(r.status != "ok"))),
         Signal::ClusterUnreachable => clusters(shared),
         Signal::ServiceReporting => services(shared, now),
         Signal::ProduceRate => produce_rates(shared, now),
@@ -262,7 +263,8 @@ fn dlq(shared: &Shared) -> Series {
         .collect()
 }
 
-fn probes(shared: &Shared) -> Series {
+/// One value per probe partition.
+fn per_probe_partition(shared: &Shared, value: fn(&streamsight_core::probe::PartitionProbeReport) -> f64) -> Series {
     shared
         .probes
         .view()
@@ -272,7 +274,7 @@ fn probes(shared: &Shared) -> Series {
             p.report().partitions.into_iter().map(move |r| {
                 let partition = r.partition.to_string();
                 let l = labels(&[("cluster", &cluster), ("topic", &topic), ("partition", &partition)]);
-                (l, Some(f64::from(u8::from(r.status != "ok"))))
+                (l, Some(value(&r)))
             })
         })
         .collect()
@@ -465,23 +467,6 @@ fn dead_letters(shared: &Shared, signal: Signal) -> Series {
         .map(|(pairs, n)| {
             let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
             (labels(&pairs), Some(n as f64))
-        })
-        .collect()
-}
-
-/// Probe records lost so far per probe partition: a counter.
-fn probes_lost(shared: &Shared) -> Series {
-    shared
-        .probes
-        .view()
-        .iter()
-        .flat_map(|p| {
-            let (cluster, topic) = (p.config.name.clone(), p.config.topic.clone());
-            p.report().partitions.into_iter().map(move |r| {
-                let partition = r.partition.to_string();
-                let l = labels(&[("cluster", &cluster), ("topic", &topic), ("partition", &partition)]);
-                (l, Some(r.lost as f64))
-            })
         })
         .collect()
 }
