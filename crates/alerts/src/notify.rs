@@ -80,9 +80,7 @@ async fn deliver(client: &reqwest::Client, c: &NotifierConfig, n: &Notification,
     let body = serde_json::to_vec(&body(c, n)).unwrap_or_default();
     let mut backoff = Duration::from_millis(500);
     let mut last = String::new();
-    // Only the receiver's host in what is said of it: a webhook's path (Slack's,
-    // a generic receiver's) is its secret.
-    let host = c.url.split('/').take(3).collect::<Vec<_>>().join("/");
+    let host = c.shown_url();
     for attempt in 1..=ATTEMPTS {
         let mut req = client
             .post(&c.url)

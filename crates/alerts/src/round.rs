@@ -100,7 +100,7 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
         let mut pending = Vec::new();
         for notifier in of(&shared).notifiers() {
             match notifier.send(n.clone()) {
-                Some(answer) => pending.push((notifier.config.url.clone(), answer)),
+                Some(answer) => pending.push((notifier.config.shown_url(), answer)),
                 None => shared.telemetry.failed(
                     Failure::NotificationNotDelivered,
                     &format!("rule {}: the notifier's queue is full", n.rule),
@@ -108,17 +108,16 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
             }
         }
         let delivered = of(&shared).delivered.clone();
-        let telemetry_of = shared.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
             let mut told = false;
-            for (url, p) in pending {
+            for (receiver, p) in pending {
                 let ok = p.await.unwrap_or(false);
                 if !ok {
-                    // Only the receiver's host: a webhook's path can hold its secret.
-                    let host = url.split('/').take(3).collect::<Vec<_>>().join("/");
-                    telemetry_of
-                        .telemetry
-                        .failed(Failure::NotificationNotDelivered, &format!("rule {} to {host}", n.rule));
+                    shared.telemetry.failed(
+                        Failure::NotificationNotDelivered,
+                        &format!("rule {} to {receiver}", n.rule),
+                    );
                 }
                 told |= ok;
             }

@@ -14,7 +14,6 @@ use streamsight_core::anomaly::{Detector, Sensitivity};
 use streamsight_core::{AlertEvent, Millis, Record};
 use streamsight_node::Shared;
 use streamsight_node::config::alerts as rules;
-use streamsight_node::signals as series;
 use streamsight_node::sync::lock;
 
 #[derive(Debug)]
@@ -220,7 +219,7 @@ impl AlertService {
         queries
             .into_iter()
             .map(|query| {
-                let series = series::read(shared, &query, now);
+                let series = signals::read(shared, &query, now);
                 signals::KeyedSeries::new(query, series)
             })
             .collect()
@@ -271,7 +270,7 @@ impl AlertService {
                 let last = previous.remove(&key).unwrap_or_default();
                 let series = match gathered {
                     Some(gathered) => gathered.get(&key).cloned().unwrap_or_default(),
-                    None => series::read(shared, &key, now),
+                    None => signals::read(shared, &key, now),
                 };
                 let (all, labels) = signals::settle(series, &last);
                 previous.insert(key.clone(), labels);
@@ -386,9 +385,8 @@ impl AlertService {
         self.notifiers()
             .iter()
             .map(|n| {
-                let host = n.config.url.split('/').take(3).collect::<Vec<_>>().join("/");
                 serde_json::json!({
-                    "url": host,
+                    "url": n.config.shown_url(),
                     "format": n.config.format,
                     "sent": n.stats.sent.load(Relaxed),
                     "failed": n.stats.failed.load(Relaxed),

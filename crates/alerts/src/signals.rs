@@ -5,7 +5,7 @@
 use streamsight_core::Millis;
 use streamsight_core::alerts::rule::Rule;
 use streamsight_core::alerts::{SharedLabels, glob_match};
-pub use streamsight_node::signals::{KeyedSeries, Query, Series, merge};
+pub use streamsight_node::signals::{KeyedSeries, Query, Series, merge, read};
 
 /// Where a node of a sharded log answers with its part of the signals.
 pub const SERIES_PATH: &str = "/api/v1/alerts/series";

@@ -547,11 +547,8 @@ groups = ["ledger"]
     assert!(codes.iter().all(|&c| c == 202), "{codes:?}");
     let (_, metrics) = t.get_text("/metrics").await;
     let limited = |what: &str| {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("streamsight_limited_total{{what=\"{what}\"}} ")))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
+        streamsight_testkit::http::sample(&metrics, &format!("streamsight_limited_total{{what=\"{what}\"}}"))
+            .map_or(0, |v| v as u64)
     };
     assert!(limited("topics") >= 80_000, "{}", limited("topics"));
     assert!(limited("groups") >= 80_000, "{}", limited("groups"));

@@ -141,10 +141,10 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
         let page_not_committing = b.text("#signals dd:nth-of-type(3)").await;
         let page_catch_up = b.text("#signals dd:nth-of-type(2)").await;
         let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
-        let exported: Option<f64> = metrics
-            .lines()
-            .find(|l| l.starts_with(r#"streamsight_catch_up_seconds{cluster_name="demo",group="fraud"}"#))
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok());
+        let exported = streamsight_testkit::http::sample(
+            &metrics,
+            r#"streamsight_catch_up_seconds{cluster_name="demo",group="fraud"}"#,
+        );
         let alerts: Value = get(&http, &format!("{api}/api/v1/alerts")).await;
         let listed = alerts["group_signals"]
             .as_array()

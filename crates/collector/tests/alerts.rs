@@ -587,11 +587,11 @@ async fn an_undelivered_notification_is_a_failure_event_without_the_webhooks_pat
     let api = format!("http://{}", running.api_addr);
     streamsight_testkit::eventually(60, "the undelivered notification counted", async || {
         let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
-        let counted = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("streamsight_failures_total{failure=\"notification_not_delivered\"} "))
-            .and_then(|n| n.parse::<u64>().ok());
-        counted.filter(|&n| n > 0)
+        let counted = streamsight_testkit::http::sample(
+            &metrics,
+            r#"streamsight_failures_total{failure="notification_not_delivered"}"#,
+        );
+        counted.filter(|&n| n > 0.0)
     })
     .await;
     let report = streamsight_testkit::http::get_json(&client, &format!("{api}/api/v1/alerts")).await;

@@ -195,11 +195,9 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
     // Said as the typed failure, logged and counted in one place.
     streamsight_testkit::eventually(30, "the cluster-unreachable failure counted", async || {
         let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
-        let counted = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("streamsight_failures_total{failure=\"cluster_unreachable\"} "))
-            .and_then(|n| n.parse::<u64>().ok());
-        counted.filter(|&n| n > 0)
+        let counted =
+            streamsight_testkit::http::sample(&metrics, r#"streamsight_failures_total{failure="cluster_unreachable"}"#);
+        counted.filter(|&n| n > 0.0)
     })
     .await;
 }

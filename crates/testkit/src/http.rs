@@ -41,3 +41,12 @@ pub async fn wait_for_json(
 pub async fn get_text(client: &reqwest::Client, url: &str) -> String {
     client.get(url).send().await.unwrap().text().await.unwrap()
 }
+
+/// The value of one series in Prometheus text (`name{labels}` exactly as
+/// written), if it is there.
+pub fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}

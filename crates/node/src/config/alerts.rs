@@ -117,6 +117,14 @@ pub struct NotifierConfig {
     pub routing_key: String,
 }
 
+impl NotifierConfig {
+    /// The receiver as it may be shown and logged: scheme and host, never the
+    /// path (a Slack webhook's, a generic receiver's, holds its secret).
+    pub fn shown_url(&self) -> String {
+        self.url.split('/').take(3).collect::<Vec<_>>().join("/")
+    }
+}
+
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
