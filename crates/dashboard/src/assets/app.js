@@ -286,9 +286,10 @@ function chart(title, history, value, label, failing, unit) {
 
 // The read model's derived signals, the values the alert rules compare:
 // unknown until the collector derived them (never shown as 0 or as fine).
-function groupSignals(s) {
+function groupSignals(s, parts) {
+  const unread = parts.some((p) => p.lag.lag_messages !== 0);
   const margin = s && s.retention_margin_seconds !== null ? duration(s.retention_margin_seconds)
-    : [unknown(), h('span', { class: 'muted' }, ' (nothing unread, or the log start not yet seen moving for a minute)')];
+    : [unknown(), h('span', { class: 'muted' }, unread ? ' (the log start was not seen moving over the last minute)' : ' (nothing unread)')];
   const catchUp = !s || s.catch_up_seconds === null ? unknown()
     : s.catch_up_seconds >= 1e12 ? h('span', { class: 'bad' }, 'never: falling behind') : duration(s.catch_up_seconds);
   return h('dl', { class: 'facts', id: 'signals', 'aria-label': 'Derived signals' },
@@ -318,7 +319,7 @@ const group = {
       failing.length ? h('div', { class: 'banner bad', role: 'alert', id: 'producer-failing' },
         h('strong', {}, 'Producers are failing'), ` on ${failing.join(', ')}: failed sends do not move the end offset, so lag reads lower than the truth until they recover. `,
         failing.map((t) => h('a', { href: topicHref(d.cluster, t) }, `Failures on ${t}`))) : null,
-      groupSignals(d.signals),
+      groupSignals(d.signals, parts),
       h('ul', { class: 'ranges', 'aria-label': 'Time range' }, RANGES.map(([r]) =>
         h('li', {}, h('a', { href: `?range=${r}`, 'aria-current': r === current ? 'true' : null }, r === current ? h('strong', {}, r) : r)))),
       h('div', { class: 'charts' },
