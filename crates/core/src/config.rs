@@ -27,6 +27,9 @@ pub struct EngineConfig {
     /// A lagging group is stopped only after not committing for this long at least.
     #[serde(with = "humantime_serde")]
     pub stop_grace: Duration,
+    /// Lag at or below this many messages counts as caught up for the health
+    /// rules (Burrow's `allowed-lag`); lag itself is still reported as it is.
+    pub allowed_lag: u32,
     /// A partition stays `producer_failing` this long after the last failure report.
     #[serde(with = "humantime_serde")]
     pub producer_failing_for: Duration,
@@ -79,6 +82,7 @@ impl Default for EngineConfig {
             min_commit_distance: Duration::from_secs(1),
             stale_after: Duration::from_secs(300),
             stop_grace: Duration::from_secs(60),
+            allowed_lag: 0,
             producer_failing_for: Duration::from_secs(60),
             reset_confirmations: 2,
             cardinality: Cardinality::default(),

@@ -46,16 +46,18 @@ fn messages(n: i64) -> String {
     }
 }
 
-/// Why `report` (with the commits it was computed from) has its status at `now`.
-pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis) -> String {
-    let mut out = status_reason(report, window, now);
+/// Why `report` (with the commits it was computed from) has its status at `now`;
+/// `stop_after_ms` is the silence the rules allowed this group
+/// ([`crate::health::stop_after_ms`]).
+pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_after_ms: i64) -> String {
+    let mut out = status_reason(report, window, now, stop_after_ms);
     if report.producer_failing {
         out.push_str("; producers are failing, so the end offset and lag may read low");
     }
     out
 }
 
-fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis) -> String {
+fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_after_ms: i64) -> String {
     let lag = report.lag_messages;
     let waiting = || {
         let mut s = format!("while {} wait", messages(lag.unwrap_or(0)));
@@ -99,7 +101,15 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis) -> Stri
             let since = report
                 .last_commit_at
                 .map_or_else(|| "a while".to_owned(), |t| duration(now.since(t)));
-            format!("no commit for {since} {}", waiting())
+            let cadence = match crate::health::commit_interval_ms(window) {
+                Some(every) => format!("it usually commits every {}, so ", duration(every)),
+                None => String::new(),
+            };
+            format!(
+                "no commit for {since} {}; {cadence}over {} without one is a stop",
+                waiting(),
+                duration(stop_after_ms)
+            )
         }
         Status::Stall => {
             let unchanged = match unchanged_since(window) {
@@ -113,24 +123,18 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis) -> Stri
                 waiting()
             )
         }
-        Status::Rewind => {
-            let back = (1..window.len())
-                .map(|i| (window.get(i - 1), window.get(i)))
-                .rev()
-                .find(|(a, b)| b.offset < a.offset);
-            match back {
-                Some((a, b)) => format!(
-                    "committed offset went back from {} to {} {} ago",
-                    a.offset,
-                    b.offset,
-                    duration(now.since(b.at))
-                ),
-                None => "committed offset went backwards".to_owned(),
-            }
-        }
+        Status::Rewind => match crate::health::unrecovered_rewind(window) {
+            Some((before, back, at)) => format!(
+                "committed offset went back from {before} to {back} {} ago and has not reached {before} again",
+                duration(now.since(at))
+            ),
+            None => "committed offset went backwards".to_owned(),
+        },
         Status::Warn => format!(
-            "lag has not decreased over the last {} commits: {} behind, oldest unread {}",
+            "lag grew over the last {} commits, from {} to {}, and never decreased: {} behind, oldest unread {}",
             window.len(),
+            window.first().map_or(0, |c| c.lag),
+            window.last().map_or(0, |c| c.lag),
             messages(lag.unwrap_or(0)),
             lag_seconds(report)
         ),
@@ -214,7 +218,7 @@ mod tests {
     fn a_stall_says_for_how_long_the_offset_has_not_moved() {
         let w = window(&[(900, 10_000), (1_000, 50_000), (1_000, 170_000), (1_000, 290_000)]);
         assert_eq!(
-            reason(&report(Status::Stall), &w, Millis(290_000)),
+            reason(&report(Status::Stall), &w, Millis(290_000), 60_000),
             "committed offset 1000 unchanged for 4 m while 501 messages wait (oldest 4 m 5 s old)"
         );
     }
@@ -223,7 +227,7 @@ mod tests {
     fn a_stall_older_than_the_window_is_at_least_the_window() {
         let w = window(&[(1_000, 50_000), (1_000, 170_000), (1_000, 290_000)]);
         assert!(
-            reason(&report(Status::Stall), &w, Millis(290_000))
+            reason(&report(Status::Stall), &w, Millis(290_000), 60_000)
                 .starts_with("committed offset 1000 unchanged for at least 4 m while")
         );
     }
@@ -239,7 +243,7 @@ mod tests {
         stale.committed_offset = None;
         stale.lag_messages = None;
         assert_eq!(
-            reason(&stale, &CommitWindow::default(), Millis(300_000)),
+            reason(&stale, &CommitWindow::default(), Millis(300_000), 60_000),
             "lag unknown: no committed offset seen for this group"
         );
     }
@@ -258,17 +262,18 @@ mod tests {
         ] {
             let mut r = report(status);
             r.producer_failing = true;
-            let text = reason(&r, &w, Millis(300_000));
+            let text = reason(&r, &w, Millis(300_000), 60_000);
             assert!(text.len() > 10, "{status:?}: {text}");
             assert!(text.ends_with("may read low"), "{status:?}: {text}");
         }
         assert!(
-            reason(&report(Status::Rewind), &w, Millis(300_000))
+            reason(&report(Status::Rewind), &w, Millis(300_000), 60_000)
                 .starts_with("committed offset went back from 1000 to 800")
         );
-        assert!(
-            reason(&report(Status::Stop), &w, Millis(300_000))
-                .starts_with("no commit for 10 s while 501 messages wait")
+        assert_eq!(
+            reason(&report(Status::Stop), &w, Millis(300_000), 300_000),
+            "no commit for 10 s while 501 messages wait (oldest 4 m 5 s old); \
+             it usually commits every 1 m 40 s, so over 5 m without one is a stop"
         );
     }
 }

@@ -63,6 +63,7 @@ impl Engine {
             health: HealthParams {
                 stale_after_ms: duration_ms(config.stale_after),
                 stop_grace_ms: duration_ms(config.stop_grace),
+                allowed_lag: i64::from(config.allowed_lag),
             },
             min_commit_distance_ms: duration_ms(config.min_commit_distance),
             producer_failing_ms: duration_ms(config.producer_failing_for),
