@@ -221,7 +221,8 @@ fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<(Option<St
 fn partition_status(s: Status) -> &'static str {
     match s {
         Status::Ok => "OK",
-        Status::Stale | Status::Warn => "WARN",
+        // Blocked by an open transaction: degraded, but not the consumer's fault.
+        Status::Stale | Status::Blocked | Status::Warn => "WARN",
         Status::Rewind => "REWIND",
         Status::Stall => "STALL",
         Status::Stop => "STOP",
@@ -232,7 +233,8 @@ fn partition_status(s: Status) -> &'static str {
 fn group_status(s: Status) -> &'static str {
     match s {
         Status::Ok => "OK",
-        Status::Stale | Status::Warn => "WARN",
+        // Blocked by an open transaction: degraded, but not the consumer's fault.
+        Status::Stale | Status::Blocked | Status::Warn => "WARN",
         Status::Rewind | Status::Stall | Status::Stop | Status::DataLoss => "ERR",
     }
 }

@@ -195,6 +195,8 @@ mod tests {
                 broker_unreachable: false,
                 last_commit_at: None,
                 end_offset_at: None,
+                last_stable_offset: None,
+                open_transaction_since: None,
             },
             consumer: None,
         };

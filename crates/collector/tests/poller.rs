@@ -201,3 +201,112 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
     })
     .await;
 }
+
+/// An open transaction (on testkit's broker on kafka-protocol's encodings: no
+/// broker here holds the last stable offset) over every surface: the lag API's
+/// fields and reason, `/metrics`, and the default `transaction_open` alert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_transaction_is_in_the_lag_api_metrics_and_the_default_alert() {
+    use std::collections::BTreeMap;
+    use streamsight_testkit::kafka::{WireBroker, WireCluster, WireGroup, WirePartition};
+    let broker = WireBroker::start(WireCluster {
+        topics: BTreeMap::from([(
+            "payments".to_owned(),
+            vec![WirePartition {
+                log_start: 0,
+                high_watermark: 120,
+                last_stable: 100,
+            }],
+        )]),
+        groups: BTreeMap::from([(
+            "ledger".to_owned(),
+            WireGroup {
+                state: "Stable".into(),
+                group_type: "classic".into(),
+                offsets: BTreeMap::from([(("payments".to_owned(), 0), 100)]),
+            },
+        )]),
+    })
+    .await;
+    let mut polled = ClusterConfig::new("wire", &broker.addr);
+    polled.poll_interval = Duration::from_millis(200);
+    polled.request_timeout = Duration::from_secs(1);
+    let config = ServeConfig {
+        clusters: vec![polled],
+        history_interval: Duration::from_millis(200),
+        ..support::loopback("memory://")
+    };
+    let engine = EngineConfig {
+        open_transaction_after: Duration::from_secs(1),
+        ..EngineConfig::default()
+    };
+    let running = serve(config, engine).await.unwrap();
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+
+    let lag = wait_for(&client, &format!("{api}/api/v1/lag?group=ledger"), |b| {
+        b["rows"][0]["status"] == "blocked"
+    })
+    .await;
+    let row = &lag["rows"][0];
+    assert_eq!(row["last_stable_offset"], 100, "{row:#}");
+    assert!(row["open_transaction_since_ms"].as_i64().is_some(), "{row:#}");
+    assert_eq!(row["lag_messages"], 20, "{row:#}");
+    let alerts = wait_for(&client, &format!("{api}/api/v1/alerts"), |b| {
+        b["alerts"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|a| a["rule"] == "transaction_open" && a["state"] == "firing")
+        })
+    })
+    .await;
+    let alert = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["rule"] == "transaction_open")
+        .unwrap();
+    assert_eq!(alert["labels"]["partition"], "0", "{alert:#}");
+    let metrics = client
+        .get(format!("{api}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = "cluster_name=\"wire\",topic=\"payments\",partition=\"0\"";
+    assert_eq!(
+        streamsight_testkit::http::sample(&metrics, &format!("kafka_partition_last_stable_offset{{{series}}}")),
+        Some(100.0),
+        "{metrics}"
+    );
+    // The read model's labels, sorted by name.
+    let held = streamsight_testkit::http::sample(
+        &metrics,
+        "streamsight_open_transaction_seconds{cluster_name=\"wire\",partition=\"0\",topic=\"payments\"}",
+    );
+    assert!(
+        held.is_some_and(|s| s >= 1.0),
+        "{held:?}: {}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("transaction"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    // The transaction commits: the LSO reaches the end, the group reads on.
+    broker.update(|c| {
+        c.topics.get_mut("payments").unwrap()[0].last_stable = 120;
+        c.groups
+            .get_mut("ledger")
+            .unwrap()
+            .offsets
+            .insert(("payments".to_owned(), 0), 120);
+    });
+    wait_for(&client, &format!("{api}/api/v1/lag?group=ledger"), |b| {
+        b["rows"][0]["status"] == "ok" && b["rows"][0]["open_transaction_since_ms"].is_null()
+    })
+    .await;
+    running.shutdown().await;
+}

@@ -33,6 +33,10 @@ pub struct EngineConfig {
     /// A partition stays `producer_failing` this long after the last failure report.
     #[serde(with = "humantime_serde")]
     pub producer_failing_for: Duration,
+    /// A last stable offset held below the end offset this long is an open
+    /// transaction that `read_committed` consumers cannot pass.
+    #[serde(with = "humantime_serde")]
+    pub open_transaction_after: Duration,
     /// Consecutive broker answers below an earlier one that make a reset.
     pub reset_confirmations: u32,
     /// How many names input may create (`[engine.cardinality]`).
@@ -84,6 +88,7 @@ impl Default for EngineConfig {
             stop_grace: Duration::from_secs(60),
             allowed_lag: 0,
             producer_failing_for: Duration::from_secs(60),
+            open_transaction_after: Duration::from_secs(60),
             reset_confirmations: 2,
             cardinality: Cardinality::default(),
         }

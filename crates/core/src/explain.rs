@@ -51,6 +51,17 @@ fn messages(n: i64) -> String {
 /// ([`crate::health::stop_after_ms`]).
 pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_after_ms: i64) -> String {
     let mut out = status_reason(report, window, now, stop_after_ms);
+    if let (Some(since), Some(held), false) = (
+        report.open_transaction_since,
+        report.last_stable_offset,
+        report.status == Status::Blocked,
+    ) {
+        let _ = write!(
+            out,
+            "; an open transaction has held offset {held} for {}: read_committed consumers cannot pass it",
+            duration(now.since(since))
+        );
+    }
     if report.producer_failing {
         out.push_str("; producers are failing, so the end offset and lag may read low");
     }
@@ -109,6 +120,17 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_af
                 "no commit for {since} {}; {cadence}over {} without one is a stop",
                 waiting(),
                 duration(stop_after_ms)
+            )
+        }
+        Status::Blocked => {
+            let held = report.last_stable_offset.unwrap_or(-1);
+            let since = report
+                .open_transaction_since
+                .map_or_else(|| "a while".to_owned(), |t| duration(now.since(t)));
+            format!(
+                "blocked by an open transaction: it has held offset {held} for {since}; \
+                 read_committed consumers cannot pass it {}",
+                waiting()
             )
         }
         Status::Stall => {
@@ -185,6 +207,8 @@ mod tests {
             broker_unreachable: false,
             last_commit_at: Some(Millis(290_000)),
             end_offset_at: Some(Millis(299_000)),
+            last_stable_offset: None,
+            open_transaction_since: None,
         }
     }
 
@@ -254,6 +278,7 @@ mod tests {
         for status in [
             Status::Ok,
             Status::Stale,
+            Status::Blocked,
             Status::Warn,
             Status::Rewind,
             Status::Stall,

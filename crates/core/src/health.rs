@@ -36,6 +36,9 @@ pub struct HealthInput<'a> {
     pub below_log_start: bool,
     /// Milliseconds since any source confirmed the end offset.
     pub end_age_ms: Option<i64>,
+    /// The committed offset is the last stable offset, held by a transaction
+    /// open for longer than `open_transaction_after`.
+    pub at_open_transaction: bool,
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -63,6 +66,9 @@ pub fn partition_status(input: &HealthInput<'_>, params: &HealthParams) -> Statu
     }
     if end_stale && input.now.since(last.at) > params.stale_after_ms {
         return Status::Stale;
+    }
+    if input.at_open_transaction {
+        return Status::Blocked;
     }
     window_status(input, params)
 }
@@ -174,6 +180,7 @@ mod tests {
                 lag_seconds: Some(lag_seconds),
                 below_log_start: false,
                 end_age_ms: Some(0),
+                at_open_transaction: false,
             },
             &PARAMS,
         )
@@ -278,6 +285,7 @@ mod tests {
             lag_seconds: Some(350.0),
             below_log_start: false,
             end_age_ms: Some(0),
+            at_open_transaction: false,
         };
         assert_eq!(partition_status(&input, &PARAMS), Status::Stop);
         let allowed = HealthParams {
@@ -285,6 +293,23 @@ mod tests {
             ..PARAMS
         };
         assert_eq!(partition_status(&input, &allowed), Status::Ok);
+    }
+
+    #[test]
+    fn waiting_at_an_open_transaction_is_blocked_not_stalled() {
+        let w = window(&[(500, 0, 20), (500, 100_000, 40), (500, 200_000, 60)]);
+        let mut input = HealthInput {
+            window: &w,
+            now: Millis(201_000),
+            lag_messages: Some(60),
+            lag_seconds: Some(150.0),
+            below_log_start: false,
+            end_age_ms: Some(0),
+            at_open_transaction: false,
+        };
+        assert_eq!(partition_status(&input, &PARAMS), Status::Stall);
+        input.at_open_transaction = true;
+        assert_eq!(partition_status(&input, &PARAMS), Status::Blocked);
     }
 
     proptest::proptest! {
@@ -352,6 +377,7 @@ mod tests {
             lag_seconds: None,
             below_log_start: false,
             end_age_ms: None,
+            at_open_transaction: false,
         };
         assert_eq!(partition_status(&input, &PARAMS), Status::Stale);
     }
@@ -366,6 +392,7 @@ mod tests {
             lag_seconds: Some(0.0),
             below_log_start: false,
             end_age_ms: Some(400_000),
+            at_open_transaction: false,
         };
         assert_eq!(partition_status(&input, &PARAMS), Status::Stale);
     }
@@ -380,6 +407,7 @@ mod tests {
             lag_seconds: Some(0.0),
             below_log_start: true,
             end_age_ms: Some(0),
+            at_open_transaction: false,
         };
         assert_eq!(partition_status(&input, &PARAMS), Status::DataLoss);
     }

@@ -67,6 +67,13 @@ pub enum ObservationOf<S> {
         partition: Partition<S>,
         offset: i64,
     },
+    /// The partition's last stable offset (ListOffsets with `read_committed`):
+    /// `read_committed` consumers read no further while a transaction is open.
+    StableOffset {
+        #[serde(flatten)]
+        partition: Partition<S>,
+        offset: i64,
+    },
     /// `offset` holds a transaction control marker, not a data record.
     ControlMarker {
         #[serde(flatten)]
@@ -140,6 +147,10 @@ impl<S> ObservationOf<S> {
                 offset: *offset,
             },
             O::ControlMarker { partition, offset } => O::ControlMarker {
+                partition: partition.map(&mut f),
+                offset: *offset,
+            },
+            O::StableOffset { partition, offset } => O::StableOffset {
                 partition: partition.map(&mut f),
                 offset: *offset,
             },
@@ -381,6 +392,9 @@ pub enum Status {
     Ok,
     /// Not enough fresh data to tell: lag unknown or unconfirmed. Never ok.
     Stale,
+    /// Waiting at the last stable offset, held by an open transaction: the group
+    /// reads `read_committed` and cannot pass it. Not the group's fault.
+    Blocked,
     /// Lagging and the lag never decreased over the window.
     Warn,
     /// The group's committed offset went backwards.
@@ -398,6 +412,7 @@ impl Status {
         match self {
             Status::Ok => "ok",
             Status::Stale => "stale",
+            Status::Blocked => "blocked",
             Status::Warn => "warn",
             Status::Rewind => "rewind",
             Status::Stall => "stall",
@@ -435,6 +450,17 @@ pub struct LagReport {
     /// When any source last confirmed the end offset.
     #[serde(rename = "end_offset_at_ms")]
     pub end_offset_at: Option<Millis>,
+    /// The partition's last stable offset, where a poller asked for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stable_offset: Option<i64>,
+    /// Since when an open transaction has held the last stable offset below the
+    /// end offset, once it has for `open_transaction_after`.
+    #[serde(
+        default,
+        rename = "open_transaction_since_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub open_transaction_since: Option<Millis>,
 }
 
 /// A group-partition's report with its names: the one row `/api/v1/lag`, Burrow's

@@ -123,6 +123,7 @@ impl Record {
                 | O::EndOffset { partition, .. }
                 | O::LogStart { partition, .. }
                 | O::ControlMarker { partition, .. }
+                | O::StableOffset { partition, .. }
                 | O::Unreachable { partition } => Some(&partition.topic),
                 O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } => Some(topic),
                 O::GroupDeleted { .. } => None,

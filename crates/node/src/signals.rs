@@ -94,6 +94,7 @@ pub fn read(shared: &Shared, query: &Query, now: Millis) -> Series {
         Signal::ServiceReporting => services(shared, now),
         Signal::ProduceRate => produce_rates(shared, now),
         Signal::ConsumeRate => consume_rates(shared),
+        Signal::OpenTransactionSeconds => open_transactions(shared, now),
     }
 }
 
@@ -220,6 +221,26 @@ fn producer_failing(shared: &Shared, now: Millis) -> Series {
             )
         })
         .collect()
+}
+
+fn open_transactions(shared: &Shared, now: Millis) -> Series {
+    let mut out = Series::new();
+    shared.lag.each_partition(|engine, pid| {
+        let report = engine.evaluate_partition(pid, now);
+        if report.last_stable_offset.is_none() {
+            return;
+        }
+        let (cluster, topic, partition) = engine.partition_names(pid);
+        let held = report
+            .open_transaction_since
+            .map_or(0.0, |t| now.since(t) as f64 / 1000.0);
+        let partition = partition.to_string();
+        out.push((
+            labels(&[("cluster", cluster), ("topic", topic), ("partition", &partition)]),
+            Some(held),
+        ));
+    });
+    out
 }
 
 /// A topic's entry (its names copied for the lookup: a few small allocations

@@ -44,6 +44,10 @@ pub struct PartitionSnapshot {
     pub leader: i32,
     pub log_start: Option<i64>,
     pub end: Option<i64>,
+    /// The last stable offset (ListOffsets `read_committed`): below `end` while a
+    /// transaction is open.
+    #[serde(default)]
+    pub stable: Option<i64>,
     /// Why the offsets are missing.
     pub error: Option<String>,
 }

@@ -44,6 +44,9 @@ struct PartitionSeen {
     end_at: Millis,
     end_at_stored: bool,
     log_start: Option<i64>,
+    /// The last stable offset stored, and whether it was below the end then:
+    /// a transaction opening where the offset already stood is a change too.
+    stable: Option<(i64, bool)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -165,6 +168,23 @@ impl Tracker {
                     ps.end_at_stored = true;
                 }
                 ps.end_at = at;
+                // After the end offset: the engine judges it against that end.
+                if let Some(stable) = p.stable {
+                    let seen_now = (stable, stable < end);
+                    let observed = record(
+                        at,
+                        Observation::StableOffset {
+                            partition: part(&cluster, &t.name, p.partition),
+                            offset: stable,
+                        },
+                    );
+                    if ps.stable == Some(seen_now) {
+                        out.transient.push(observed);
+                    } else {
+                        ps.stable = Some(seen_now);
+                        out.durable.push(observed);
+                    }
+                }
             }
             // Partitions only grow in Kafka; one that vanished went with a recreation.
             let listed: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
@@ -335,6 +355,7 @@ mod tests {
                 leader: 1,
                 log_start: Some(log_start),
                 end: Some(end),
+                stable: None,
                 error: None,
             }],
         });
@@ -452,6 +473,7 @@ mod tests {
             leader: 1,
             log_start: Some(0),
             end: Some(7),
+            stable: None,
             error: None,
         });
         grown.groups[0].offsets.push(CommittedOffset {

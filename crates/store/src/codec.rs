@@ -39,6 +39,7 @@ mod kind {
     pub(super) const ALERT: u8 = 14;
     pub(super) const SPAN: u8 = 15;
     pub(super) const LOG: u8 = 16;
+    pub(super) const STABLE_OFFSET: u8 = 17;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -128,6 +129,11 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                     }
                     O::ControlMarker { partition, offset } => {
                         head(kind::CONTROL_MARKER, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                    }
+                    O::StableOffset { partition, offset } => {
+                        head(kind::STABLE_OFFSET, &mut body);
                         part(partition, &mut names, &mut body);
                         put_i64(&mut body, *offset);
                     }
@@ -257,6 +263,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                 offset: r.i64()?,
             }),
             kind::CONTROL_MARKER => observation(O::ControlMarker {
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+            }),
+            kind::STABLE_OFFSET => observation(O::StableOffset {
                 partition: part(&mut r)?,
                 offset: r.i64()?,
             }),

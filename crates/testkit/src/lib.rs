@@ -7,6 +7,7 @@
 
 pub mod dsm;
 pub mod http;
+pub mod kafka;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -198,6 +198,11 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
         "gauge",
         "The partition's log start offset: the oldest offset still retained.",
     );
+    let mut stable = Family::new(
+        "kafka_partition_last_stable_offset",
+        "gauge",
+        "The partition's last stable offset: read_committed consumers read no further.",
+    );
     for pid in engine.partitions() {
         let ((cluster, topic, partition), p) = (engine.partition_names(pid), engine.evaluate_partition(pid, now));
         let labels = format!(
@@ -215,8 +220,11 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
         if let Some(o) = p.log_start_offset {
             earliest.sample(&labels, o);
         }
+        if let Some(o) = p.last_stable_offset {
+            stable.sample(&labels, o);
+        }
     }
-    for family in [&latest, &earliest, &produce, &failing] {
+    for family in [&latest, &earliest, &stable, &produce, &failing] {
         family.write(out);
     }
 }

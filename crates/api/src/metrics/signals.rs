@@ -1,4 +1,4 @@
-//! The derived signals per group, as the read model has them
+//! The derived signals per group (and the open transactions per partition), as the read model has them
 //! ([`streamsight_node::signals`]): the series the alert rules compare.
 
 use std::fmt::Write;
@@ -9,7 +9,7 @@ use streamsight_node::Shared;
 use streamsight_node::signals::{self as series, Query};
 
 /// The signals written here: name, help, signal.
-const WRITTEN: [(&str, &str, Signal); 3] = [
+const WRITTEN: [(&str, &str, Signal); 4] = [
     (
         "streamsight_retention_margin_seconds",
         "Seconds until retention deletes a message the group has not read (worst partition).",
@@ -24,6 +24,11 @@ const WRITTEN: [(&str, &str, Signal); 3] = [
         "streamsight_partitions_not_committing",
         "Partitions with lag the group stopped committing while its others move.",
         Signal::PartitionsNotCommitting,
+    ),
+    (
+        "streamsight_open_transaction_seconds",
+        "Seconds an open transaction has held the partition's last stable offset below its end (0 while none does).",
+        Signal::OpenTransactionSeconds,
     ),
 ];
 

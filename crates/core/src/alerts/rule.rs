@@ -72,6 +72,11 @@ pub enum Signal {
     SchemaViolations,
     /// Per probe partition (cluster, topic, partition): probe records lost per minute.
     ProbeLost,
+    /// Per polled partition (cluster, topic, partition): seconds an open
+    /// transaction has held the last stable offset below the end offset, once it
+    /// has for `open_transaction_after`; 0 while none does; no series where the
+    /// last stable offset was never read.
+    OpenTransactionSeconds,
 }
 
 impl Signal {

@@ -11,6 +11,8 @@ impl Engine {
             log_start_offset: p.log_start,
             producer_failing: self.producer_failing(p, now),
             end_offset_at: p.end_seen_at,
+            last_stable_offset: p.stable.offset(),
+            open_transaction_since: self.open_transaction_since(p, now),
             history_points: p.history.len(),
             history_precision: p.history.precision(),
         }
@@ -54,6 +56,8 @@ impl Engine {
             broker_unreachable: p.unreachable_since.is_some(),
             last_commit_at: last.map(|c| c.at),
             end_offset_at: p.end_seen_at,
+            last_stable_offset: p.stable.offset(),
+            open_transaction_since: self.open_transaction_since(p, now),
         };
         if let (Some(c), Some(end)) = (committed, report.end_offset) {
             // Records below the log start are gone: loss, reported apart, not lag.
@@ -85,6 +89,10 @@ impl Engine {
                 lag_seconds: report.lag_seconds,
                 below_log_start,
                 end_age_ms: p.end_seen_at.map(|t| now.since(t)),
+                // A read_committed reader's position stops exactly at the LSO.
+                at_open_transaction: report.open_transaction_since.is_some()
+                    && committed.is_some()
+                    && committed == report.last_stable_offset,
             },
             &self.health,
         );
@@ -134,6 +142,13 @@ impl Engine {
 
     pub(super) fn is_control_marker(&self, p: &PartitionState, offset: i64) -> bool {
         p.control_marker == Some(offset) || (p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1))
+    }
+
+    /// Since when an open transaction has held the partition's last stable offset
+    /// below its end, once it has for `open_transaction_after`.
+    pub(super) fn open_transaction_since(&self, p: &PartitionState, now: Millis) -> Option<Millis> {
+        let since = p.stable.held_since()?;
+        (now.since(since) >= self.open_transaction_ms).then_some(since)
     }
 
     /// How long a partition stays `producer_failing` after a failure report.

@@ -107,6 +107,13 @@ impl Engine {
                 self.log_start(pid, offset, at);
                 Ok(())
             }
+            Observation::StableOffset { partition, offset } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                let p = &mut self.partitions[pid.0 as usize];
+                p.stable = p.stable.observe(offset, p.broker_end, at);
+                Ok(())
+            }
             Observation::ControlMarker { partition, offset } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;
@@ -320,6 +327,7 @@ impl Engine {
         p.unconfirmed = None;
         p.log_start = None;
         p.control_marker = None;
+        p.stable = StableOffset::NONE;
         p.pending_end_reset = None;
         p.pending_log_start_reset = None;
         let partition = p.partition;

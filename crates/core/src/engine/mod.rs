@@ -29,7 +29,9 @@ use ids::{NameId, Names, TopicId, index_u32};
 pub use report::{EngineStats, GroupFold, GroupPartitionNames, GroupReport, Idle, MemoryUsage, PartitionReport};
 pub use shard::EngineShard;
 pub use state::PARTITION_FIXED_BYTES;
-use state::{ClusterUsage, GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, TopicState, Usage};
+use state::{
+    ClusterUsage, GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, StableOffset, TopicState, Usage,
+};
 
 #[derive(Debug)]
 pub struct Engine {
@@ -38,6 +40,7 @@ pub struct Engine {
     health: HealthParams,
     min_commit_distance_ms: i64,
     producer_failing_ms: i64,
+    open_transaction_ms: i64,
     names: Names,
     topic_ids: Map<(NameId, NameId), TopicId>,
     topics: Vec<TopicState>,
@@ -67,6 +70,7 @@ impl Engine {
             },
             min_commit_distance_ms: duration_ms(config.min_commit_distance),
             producer_failing_ms: duration_ms(config.producer_failing_for),
+            open_transaction_ms: duration_ms(config.open_transaction_after),
             config,
             names: Names::default(),
             topic_ids: Map::default(),

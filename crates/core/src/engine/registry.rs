@@ -113,6 +113,7 @@ impl Engine {
             unconfirmed: None,
             log_start: None,
             control_marker: None,
+            stable: StableOffset::NONE,
             pending_end_reset: None,
             pending_log_start_reset: None,
             last_failure_at: None,

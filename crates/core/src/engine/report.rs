@@ -33,6 +33,9 @@ pub struct PartitionReport {
     pub producer_failing: bool,
     #[serde(rename = "end_offset_at_ms")]
     pub end_offset_at: Option<Millis>,
+    pub last_stable_offset: Option<i64>,
+    #[serde(rename = "open_transaction_since_ms")]
+    pub open_transaction_since: Option<Millis>,
     pub history_points: usize,
     /// The history's current error bound on lag seconds (see docs/engine.md).
     pub history_precision: f32,

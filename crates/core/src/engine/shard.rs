@@ -35,6 +35,8 @@ struct PartitionShard {
     unconfirmed: Option<(i64, Millis)>,
     log_start: Option<i64>,
     control_marker: Option<i64>,
+    #[serde(default)]
+    stable: StableOffset,
     pending_end_reset: Option<PendingReset>,
     pending_log_start_reset: Option<PendingReset>,
     last_failure_at: Option<Millis>,
@@ -86,6 +88,7 @@ impl Engine {
                     unconfirmed: p.unconfirmed,
                     log_start: p.log_start,
                     control_marker: p.control_marker,
+                    stable: p.stable,
                     pending_end_reset: p.pending_end_reset,
                     pending_log_start_reset: p.pending_log_start_reset,
                     last_failure_at: p.last_failure_at,
@@ -156,6 +159,7 @@ impl Engine {
                 state.unconfirmed = p.unconfirmed;
                 state.log_start = p.log_start;
                 state.control_marker = p.control_marker;
+                state.stable = p.stable;
                 state.pending_end_reset = p.pending_end_reset;
                 state.pending_log_start_reset = p.pending_log_start_reset;
                 state.last_failure_at = p.last_failure_at;

@@ -42,6 +42,8 @@ pub(super) struct PartitionState {
     pub(super) unconfirmed: Option<(i64, Millis)>,
     pub(super) log_start: Option<i64>,
     pub(super) control_marker: Option<i64>,
+    /// The last stable offset and since when it has stood there below the end.
+    pub(super) stable: StableOffset,
     pub(super) pending_end_reset: Option<PendingReset>,
     pub(super) pending_log_start_reset: Option<PendingReset>,
     pub(super) last_failure_at: Option<Millis>,
@@ -91,4 +93,50 @@ pub(super) struct Usage {
     pub(super) clusters: Map<NameId, ClusterUsage>,
     pub(super) partitions: usize,
     pub(super) group_partitions: usize,
+}
+
+/// A partition's last stable offset as the poller last read it. Two plain words
+/// (offsets are never negative; no time is `i64::MIN`) rather than two options,
+/// which would double what every partition pays for it out of its history budget.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct StableOffset {
+    offset: i64,
+    held_since: i64,
+}
+
+impl Default for StableOffset {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl StableOffset {
+    pub(super) const NONE: Self = Self {
+        offset: -1,
+        held_since: i64::MIN,
+    };
+
+    /// The broker answered `offset` at `at`, with the end offset `end`: a stable
+    /// offset below the end keeps the time it was first seen there.
+    pub(super) fn observe(self, offset: i64, end: Option<i64>, at: Millis) -> Self {
+        let below_end = end.is_some_and(|end| offset < end);
+        let held_since = match self.held_since() {
+            Some(since) if self.offset == offset && below_end => since,
+            _ if below_end => at,
+            _ => Millis(i64::MIN),
+        };
+        Self {
+            offset,
+            held_since: held_since.0,
+        }
+    }
+
+    pub(super) fn offset(self) -> Option<i64> {
+        (self.offset >= 0).then_some(self.offset)
+    }
+
+    /// Since when the offset has stood below the end offset.
+    pub(super) fn held_since(self) -> Option<Millis> {
+        (self.held_since != i64::MIN).then_some(Millis(self.held_since))
+    }
 }

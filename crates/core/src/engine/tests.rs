@@ -578,3 +578,67 @@ fn a_tracer_cannot_raise_lag_above_what_the_broker_answered() {
     assert!(p.history.points().iter().any(|pt| pt.end == 160 && pt.at == secs(7)));
     assert!(p.history.end() == Some(400) && p.unconfirmed.is_none());
 }
+
+fn stable(e: &mut Engine, at: i64, offset: i64) {
+    e.observe(
+        secs(at),
+        &Observation::StableOffset {
+            partition: part(0),
+            offset,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_group_held_at_an_open_transaction_is_blocked_and_the_reason_names_it() {
+    let mut e = engine();
+    // A transaction opened at offset 100 and never ended; the high watermark moves
+    // on, the last stable offset stays; a read_committed group waits there.
+    for t in 0..=10 {
+        broker_end(&mut e, t * 10, 100 + t * 10);
+        stable(&mut e, t * 10, 100);
+        commit(&mut e, t * 10, 100).unwrap();
+    }
+    let id = e.find("c", "g", T, 0).unwrap();
+    // 59 s held: not yet an open transaction, so the rules see a stall.
+    let early = e.evaluate(id, secs(59));
+    assert_eq!(early.open_transaction_since, None);
+    assert_eq!(early.last_stable_offset, Some(100));
+    let r = e.evaluate(id, secs(100));
+    assert_eq!(r.status, Status::Blocked);
+    // Held since the first poll that saw it below the end.
+    assert_eq!(r.open_transaction_since, Some(secs(10)));
+    assert_eq!(r.lag_messages, Some(100));
+    let why = e.reason(id, &r, secs(100));
+    assert!(
+        why.starts_with("blocked by an open transaction: it has held offset 100 for 1 m 30 s; read_committed consumers cannot pass it while 100 messages wait"),
+        "{why}"
+    );
+    let p = e.evaluate_partition(e.partition_of(id), secs(100));
+    assert_eq!(p.open_transaction_since, Some(secs(10)));
+    // The transaction ends: the LSO reaches the end and nothing is held.
+    broker_end(&mut e, 110, 200);
+    stable(&mut e, 110, 200);
+    let r = e.evaluate(id, secs(111));
+    assert_eq!((r.open_transaction_since, r.last_stable_offset), (None, Some(200)));
+    assert_ne!(r.status, Status::Blocked);
+}
+
+#[test]
+fn a_read_uncommitted_group_past_the_open_transaction_is_judged_by_its_own_commits_and_told() {
+    let mut e = engine();
+    for t in 0..=10 {
+        broker_end(&mut e, t * 10, 100 + t * 10);
+        stable(&mut e, t * 10, 100);
+        commit(&mut e, t * 10, 95 + t * 10).unwrap();
+    }
+    let id = e.find("c", "g", T, 0).unwrap();
+    let r = e.evaluate(id, secs(100));
+    assert_eq!(r.status, Status::Ok);
+    let why = e.reason(id, &r, secs(100));
+    assert!(
+        why.contains("; an open transaction has held offset 100 for 1 m 30 s"),
+        "{why}"
+    );
+}

@@ -190,7 +190,7 @@ const overview = {
     for (const c of inc.clusters_unreachable) {
       items.push(h('li', {}, h('strong', {}, 'Cluster unreachable: '), h('a', { href: '/clusters' }, c.cluster), ` — ${(c.errors || []).slice(0, 2).join('; ')}`));
     }
-    const order = ['data_loss', 'stop', 'stall', 'rewind', 'warn', 'stale', 'ok'];
+    const order = ['data_loss', 'stop', 'stall', 'rewind', 'warn', 'blocked', 'stale', 'ok'];
     const counts = order.filter((s) => d.counts[s]).map((s) =>
       h('li', {}, h('a', { href: overviewUrl({ status: s, page: null }), 'aria-label': `${d.counts[s]} groups ${s}` }, badge(s), ` ${num(d.counts[s])}`)));
     const g = d.groups;
@@ -306,7 +306,7 @@ const group = {
   },
   render(d) {
     const parts = d.partitions;
-    const rank = ['ok', 'stale', 'warn', 'rewind', 'stall', 'stop', 'data_loss'];
+    const rank = ['ok', 'stale', 'blocked', 'warn', 'rewind', 'stall', 'stop', 'data_loss'];
     const worst = parts.reduce((w, p) => (!w || rank.indexOf(p.lag.status) > rank.indexOf(w.lag.status) ? p : w), null);
     const failing = [...new Set(parts.filter((p) => p.lag.producer_failing).map((p) => p.topic))];
     const current = params.get('range') || '1h';
@@ -424,7 +424,7 @@ function layout(nodes, edges) {
   return { pos, width: 40 + cols.length * (W + GAP) - GAP, height: 40 + rows * (H + VGAP) - VGAP };
 }
 
-const STROKE = { ok: '#1e6b34', warn: '#9a6200', stale: '#5f6b7a', producer_failing: '#a8071a', stall: '#a8071a', stop: '#a8071a', rewind: '#a8071a', data_loss: '#a8071a' };
+const STROKE = { ok: '#1e6b34', warn: '#9a6200', blocked: '#9a6200', stale: '#5f6b7a', producer_failing: '#a8071a', stall: '#a8071a', stop: '#a8071a', rewind: '#a8071a', data_loss: '#a8071a' };
 
 function edgeText(e) {
   const q = e.edge_latency_seconds;

@@ -89,6 +89,12 @@ pub fn default_rules() -> Vec<Rule> {
             30,
             "sends to {topic} ({cluster}) are failing: lag reads low until they recover",
         ),
+        Rule::new(
+            "transaction_open",
+            Signal::OpenTransactionSeconds,
+            0,
+            "an open transaction has held {topic} partition {partition} ({cluster}) for {value} s: read_committed consumers cannot pass it",
+        ),
         stall,
         loss,
         Rule::new(

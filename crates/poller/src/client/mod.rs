@@ -41,6 +41,8 @@ use tokio_rustls::rustls::ClientConfig;
 const GROUPS_PER_REQUEST: usize = 100;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+/// ListOffsets' isolation level that answers the last stable offset (v2+).
+const READ_COMMITTED: i8 = 1;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KafkaError {
@@ -252,6 +254,7 @@ impl ClusterClient {
                     leader: p.leader_id.0,
                     log_start: None,
                     end: None,
+                    stable: None,
                     error: (p.leader_id.0 < 0).then(|| "no leader".to_owned()),
                 })
                 .collect();
@@ -267,7 +270,8 @@ impl ClusterClient {
         Ok(())
     }
 
-    /// Earliest and latest offsets of every partition, two requests per leader.
+    /// Earliest, latest and last stable offsets of every partition, three
+    /// requests per leader.
     async fn offsets(&mut self, snap: &mut Snapshot) {
         let mut by_leader: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
         for t in &snap.topics {
@@ -305,7 +309,14 @@ impl ClusterClient {
         let mut unknown_leaders = Vec::new();
         for (leader, topics) in &by_leader {
             match self.brokers.get(leader) {
-                Some(addr) => work.push((addr.clone(), vec![request(topics, EARLIEST), request(topics, LATEST)])),
+                Some(addr) => work.push((
+                    addr.clone(),
+                    vec![
+                        request(topics, EARLIEST),
+                        request(topics, LATEST),
+                        request(topics, LATEST).with_isolation_level(READ_COMMITTED),
+                    ],
+                )),
                 None => unknown_leaders.push(*leader),
             }
         }
@@ -321,10 +332,12 @@ impl ClusterClient {
                                 let entry = found.entry((t.name.0.to_string(), p.partition_index)).or_default();
                                 if p.error_code != 0 {
                                     entry.2 = Some(format!("ListOffsets error code {}", p.error_code));
-                                } else if i == 0 {
-                                    entry.0 = Some(p.offset);
                                 } else {
-                                    entry.1 = Some(p.offset);
+                                    match i {
+                                        0 => entry.0 = Some(p.offset),
+                                        1 => entry.1 = Some(p.offset),
+                                        _ => entry.3 = Some(p.offset),
+                                    }
                                 }
                             }
                         }
@@ -343,9 +356,12 @@ impl ClusterClient {
                     p.error = Some(reason.clone());
                 } else if unknown_leaders.contains(&p.leader) {
                     p.error = Some(format!("leader {} is not a known broker", p.leader));
-                } else if let Some((start, end, error)) = found.remove(&(t.name.clone(), p.partition)) {
+                } else if let Some((start, end, error, stable)) = found.remove(&(t.name.clone(), p.partition)) {
                     p.log_start = start.filter(|&o| o >= 0);
                     p.end = end.filter(|&o| o >= 0);
+                    // Never above the end: a broker answering both in one poll
+                    // can see a transaction end in between.
+                    p.stable = stable.filter(|&o| o >= 0).map(|o| p.end.map_or(o, |e| o.min(e)));
                     p.error = error;
                 } else if p.error.is_none() {
                     p.error = Some("leader did not answer for this partition".into());
@@ -355,5 +371,6 @@ impl ClusterClient {
     }
 }
 
-/// Earliest and latest offsets of one partition, or why they are missing.
-type ListedOffsets = (Option<i64>, Option<i64>, Option<String>);
+/// Earliest, latest offsets of one partition, or why they are missing, and its
+/// last stable offset.
+type ListedOffsets = (Option<i64>, Option<i64>, Option<String>, Option<i64>);
