@@ -212,10 +212,21 @@ fn owner(shared: &Shared, cluster: &str, group: &str, topic: &str, partition: i3
     )
 }
 
-fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<(Option<String>, usize)> {
+/// What the last poll said of a group: its state, type and member count.
+struct Described {
+    state: Option<String>,
+    group_type: Option<String>,
+    members: usize,
+}
+
+fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<Described> {
     let snap = shared.clusters.snapshot(cluster)?;
     let g = snap.group(group)?;
-    Some((g.state.clone(), g.members.len()))
+    Some(Described {
+        state: g.state.clone(),
+        group_type: g.group_type.clone(),
+        members: g.members.len(),
+    })
 }
 
 fn partition_status(s: Status) -> &'static str {
@@ -300,11 +311,11 @@ fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool, par
     let state = group_state(shared, cluster, group);
     if partitions.is_empty() {
         // A group the brokers list but with nothing committed: known, lag unknown.
-        let (state, members) = state?;
+        let d = state?;
         return Some(json!({
             "cluster": cluster, "group": group, "status": "WARN", "complete": 0.0,
             "partitions": [], "partition_count": 0, "maxlag": null, "totallag": 0,
-            "streamsight": { "status": Status::Stale, "state": state, "members": members },
+            "streamsight": { "status": Status::Stale, "state": d.state, "group_type": d.group_type, "members": d.members },
         }));
     }
     let count = partitions.len();
@@ -343,8 +354,9 @@ fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool, par
             "status": status,
             "lag_complete": lag_complete,
             "max_lag_seconds": max_lag_seconds,
-            "state": state.as_ref().and_then(|s| s.0.clone()),
-            "members": state.map(|s| s.1),
+            "state": state.as_ref().and_then(|s| s.state.clone()),
+            "group_type": state.as_ref().and_then(|s| s.group_type.clone()),
+            "members": state.map(|s| s.members),
         },
     }))
 }

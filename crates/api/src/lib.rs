@@ -207,6 +207,8 @@ fn cluster_rows(shared: &Shared) -> Vec<(String, serde_json::Value)> {
                         json!({
                             "group": g.name,
                             "state": g.state,
+                            "group_type": g.group_type,
+                            "group_epoch": g.group_epoch,
                             "protocol_type": g.protocol_type,
                             "members": g.members,
                             "committed_partitions": g.offsets.len(),

@@ -597,3 +597,179 @@ async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Kafka 4 estate (testkit's broker on kafka-protocol's encodings: no broker
+/// here lists group types or holds a transaction open): the cluster page names
+/// each group's type, a `consumer` group is described with its members, and a
+/// group waiting at an open transaction reads `blocked` with the transaction
+/// named, not stalled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_4_groups_and_an_open_transaction_read_right() {
+    use std::collections::BTreeMap;
+    use streamsight_testkit::kafka::{WireBroker, WireCluster, WireGroup, WireMember, WirePartition};
+    let offsets = |pairs: &[(i32, i64)]| {
+        pairs
+            .iter()
+            .map(|&(p, o)| (("payments".to_owned(), p), o))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let open = WirePartition {
+        log_start: 0,
+        high_watermark: 140,
+        last_stable: 100,
+    };
+    let closed = WirePartition {
+        log_start: 0,
+        high_watermark: 80,
+        last_stable: 80,
+    };
+    let broker = WireBroker::start(WireCluster {
+        topics: BTreeMap::from([("payments".to_owned(), vec![open, closed])]),
+        groups: BTreeMap::from([
+            (
+                "ledger".to_owned(),
+                WireGroup {
+                    state: "Stable".into(),
+                    group_type: "consumer".into(),
+                    offsets: offsets(&[(0, 100), (1, 80)]),
+                    epoch: 12,
+                    members: vec![WireMember {
+                        member_id: "m-1".into(),
+                        client_id: "ledger-app".into(),
+                        host: "/10.0.0.7".into(),
+                        epoch: 12,
+                        assignment: vec![("payments".into(), vec![0, 1])],
+                    }],
+                },
+            ),
+            (
+                "legacy".to_owned(),
+                WireGroup {
+                    state: "Stable".into(),
+                    group_type: "classic".into(),
+                    offsets: offsets(&[(1, 70)]),
+                    ..WireGroup::default()
+                },
+            ),
+            (
+                "work-queue".to_owned(),
+                WireGroup {
+                    state: "Stable".into(),
+                    group_type: "share".into(),
+                    ..WireGroup::default()
+                },
+            ),
+        ]),
+        ..WireCluster::default()
+    })
+    .await;
+    let toml = format!(
+        "[engine]\nopen_transaction_after = \"1s\"\n\n[serve]\nhistory_interval = \"1s\"\n\n\
+         [[serve.clusters]]\nname = \"k4\"\nbootstrap = [\"{}\"]\npoll_interval = \"250ms\"\n",
+        broker.addr
+    );
+    let (_serve, _intake, api) = support::serve_with("dashboard-k4", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let lag = wait_for(
+        &http,
+        &format!("{api}/api/v1/lag?group=ledger"),
+        "ledger blocked",
+        |v| {
+            v["rows"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|r| r["status"] == "blocked"))
+        },
+    )
+    .await;
+    let row = lag["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["partition"] == 0)
+        .unwrap();
+    assert_eq!(row["consumer"]["group_type"], "consumer", "{row:#}");
+    assert_eq!(row["consumer"]["client_id"], "ledger-app", "{row:#}");
+    let burrow = get(&http, &format!("{api}/v3/kafka/k4/consumer/ledger/status")).await;
+    assert_eq!(burrow["status"]["streamsight"]["group_type"], "consumer", "{burrow:#}");
+    let metrics = http
+        .get(format!("{api}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (group, kind) in [("ledger", "consumer"), ("legacy", "classic"), ("work-queue", "share")] {
+        let series = format!(
+            "streamsight_group_info{{cluster_name=\"k4\",group=\"{group}\",group_type=\"{kind}\",state=\"Stable\"}}"
+        );
+        assert_eq!(
+            streamsight_testkit::http::sample(&metrics, &series),
+            Some(1.0),
+            "{series}"
+        );
+    }
+
+    // One partition whose catch-up cannot be told (no second commit) makes the
+    // group's unknown, never the other partition's 0 s.
+    let detail = get(&http, &format!("{api}/api/v1/groups/k4/ledger")).await;
+    assert!(
+        detail["signals"]["catch_up_seconds"].is_null(),
+        "{:#}",
+        detail["signals"]
+    );
+
+    let b = Browser::start(1400, 1000).await;
+    b.open(&format!("{api}/clusters")).await;
+    b.wait_until(
+        "the groups table",
+        "return document.body.innerText.includes('work-queue')",
+    )
+    .await;
+    b.check_page("k4-cluster-groups").await;
+    let rows: Vec<Vec<String>> = serde_json::from_value(
+        b.eval(
+            "return [...document.querySelectorAll('table')].find(t => t.innerText.includes('work-queue'))
+               .querySelectorAll('tbody tr').values().map(r => [...r.cells].map(c => c.innerText)).toArray()",
+        )
+        .await,
+    )
+    .unwrap();
+    let kinds: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str(), r[2].as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ledger", "consumer", "Stable"),
+            ("legacy", "classic", "Stable"),
+            ("work-queue", "share", "Stable")
+        ],
+        "{rows:?}"
+    );
+
+    b.open(&format!("{api}/groups/k4/ledger")).await;
+    b.wait_for_charts(2).await;
+    b.check_page("k4-group-blocked").await;
+    let page = b.text("main").await;
+    assert!(
+        page.contains("Catches up in\tunknown") || page.contains("Catches up in\nunknown"),
+        "{page}"
+    );
+    let why = b.text("#why").await;
+    assert!(
+        why.contains("blocked by an open transaction") && why.contains("offset 100"),
+        "{why}"
+    );
+    let first: Vec<String> = serde_json::from_value(
+        b.eval("return [...document.querySelectorAll('tbody tr')[0].cells].map(c => c.innerText)")
+            .await,
+    )
+    .unwrap();
+    assert_eq!(first[2], "BLOCKED", "{first:?}");
+    assert!(
+        first[8].contains("ledger-app") && first[8].contains("consumer group"),
+        "{first:?}"
+    );
+}

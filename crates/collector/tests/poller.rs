@@ -224,8 +224,10 @@ async fn an_open_transaction_is_in_the_lag_api_metrics_and_the_default_alert() {
                 state: "Stable".into(),
                 group_type: "classic".into(),
                 offsets: BTreeMap::from([(("payments".to_owned(), 0), 100)]),
+                ..WireGroup::default()
             },
         )]),
+        ..WireCluster::default()
     })
     .await;
     let mut polled = ClusterConfig::new("wire", &broker.addr);

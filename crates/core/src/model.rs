@@ -482,6 +482,9 @@ pub struct LagRow {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Consumer {
     pub group_state: Option<String>,
+    /// `classic`, `consumer` (KIP-848), `share`, where the broker says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_type: Option<String>,
     pub member_id: Option<String>,
     pub client_id: Option<String>,
     pub host: Option<String>,

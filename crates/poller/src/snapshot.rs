@@ -58,6 +58,13 @@ pub struct GroupSnapshot {
     /// Kafka's group state (`Stable`, `Empty`, `PreparingRebalance`, `Dead`...).
     pub state: Option<String>,
     pub protocol_type: Option<String>,
+    /// ListGroups v5's group type: `classic`, `consumer` (KIP-848, Kafka 4's
+    /// default), `share` (KIP-932), ...; `None` where the broker does not say.
+    #[serde(default)]
+    pub group_type: Option<String>,
+    /// The group epoch (ConsumerGroupDescribe), for `consumer` groups.
+    #[serde(default)]
+    pub group_epoch: Option<i32>,
     /// Found by ListGroups (rather than only asked for by name).
     pub listed: bool,
     pub members: Vec<MemberSnapshot>,
@@ -71,6 +78,9 @@ pub struct MemberSnapshot {
     pub client_id: String,
     pub host: String,
     pub assignment: Vec<(String, Vec<i32>)>,
+    /// The member epoch (ConsumerGroupDescribe), for `consumer` groups.
+    #[serde(default)]
+    pub member_epoch: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -104,6 +114,7 @@ impl Snapshot {
         let member = g.owner(topic, partition);
         Some(streamsight_core::Consumer {
             group_state: g.state.clone(),
+            group_type: g.group_type.clone(),
             member_id: member.map(|m| m.member_id.clone()),
             client_id: member.map(|m| m.client_id.clone()),
             host: member.map(|m| m.host.clone()),
@@ -117,6 +128,8 @@ impl GroupSnapshot {
             name: name.to_owned(),
             state: None,
             protocol_type: None,
+            group_type: None,
+            group_epoch: None,
             listed: false,
             members: Vec::new(),
             offsets: Vec::new(),
@@ -133,8 +146,10 @@ impl GroupSnapshot {
         })
     }
 
-    /// The group exists: listed, or with members or committed offsets.
+    /// The group exists: listed, or with committed offsets, whatever one API
+    /// says of its state (classic DescribeGroups calls a Kafka 4 `consumer`
+    /// group dead), or with members the broker does not call dead.
     pub fn exists(&self) -> bool {
-        self.state.as_deref() != Some("Dead") && (self.listed || !self.members.is_empty() || !self.offsets.is_empty())
+        self.listed || !self.offsets.is_empty() || (!self.members.is_empty() && self.state.as_deref() != Some("Dead"))
     }
 }

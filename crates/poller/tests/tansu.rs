@@ -94,6 +94,8 @@ async fn groups_are_listed_described_and_forgotten_when_deleted() {
     let billing = snap.group("billing").expect("billing listed");
     assert_eq!(billing.state.as_deref(), Some("Stable"), "{billing:?}");
     assert_eq!(billing.members.len(), 1);
+    // ListGroups v5 on a real broker: the group's type.
+    assert_eq!(billing.group_type.as_deref(), Some("classic"), "{billing:?}");
     // tansu leaves client_id and the member's assignment empty, where Kafka fills
     // them; decoding assignments is unit-tested in the client.
     assert!(billing.members[0].member_id.starts_with("billing-1"));

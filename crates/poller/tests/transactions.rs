@@ -46,8 +46,10 @@ async fn an_open_transaction_blocks_read_committed_groups_and_is_named() {
                 state: "Stable".into(),
                 group_type: "classic".into(),
                 offsets: offsets(100, 50, 70),
+                ..WireGroup::default()
             },
         )]),
+        ..WireCluster::default()
     })
     .await;
     let mut config = ClusterConfig::new("wire", &broker.addr);

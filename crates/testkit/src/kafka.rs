@@ -3,13 +3,15 @@
 //! offset as the high watermark and lists no groups; tansu 0.6.0 neither holds a
 //! `read_committed` reader at an open transaction nor ends one (no EndTxn). It
 //! answers ApiVersions, Metadata, ListOffsets (`read_uncommitted` and
-//! `read_committed`), FindCoordinator, ListGroups (with group types), and
-//! DescribeGroups and OffsetFetch for classic groups, from a [`WireCluster`] a test
-//! changes between polls. Every frame is decoded and encoded by kafka-protocol,
+//! `read_committed`), FindCoordinator, ListGroups (with group types),
+//! DescribeGroups (classic groups; a `consumer` group is unknown to it, as on
+//! Kafka 4), ConsumerGroupDescribe (API 69, KIP-848) and OffsetFetch, from a
+//! [`WireCluster`] a test changes between polls. Every frame is decoded and encoded by kafka-protocol,
 //! the crate the poller's own client uses, at the version the client picked from
 //! what this broker advertises.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::consumer_group_describe_response as cgd;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -44,12 +46,26 @@ pub struct WireGroup {
     pub group_type: String,
     /// (topic, partition) → committed offset.
     pub offsets: BTreeMap<(String, i32), i64>,
+    /// The group epoch ConsumerGroupDescribe answers.
+    pub epoch: i32,
+    pub members: Vec<WireMember>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WireMember {
+    pub member_id: String,
+    pub client_id: String,
+    pub host: String,
+    pub epoch: i32,
+    pub assignment: Vec<(String, Vec<i32>)>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WireCluster {
     pub topics: BTreeMap<String, Vec<WirePartition>>,
     pub groups: BTreeMap<String, WireGroup>,
+    /// Advertise no ConsumerGroupDescribe, as a broker before Kafka 3.7 does.
+    pub without_consumer_group_describe: bool,
 }
 
 /// The broker, listening on loopback until dropped with its runtime.
@@ -83,7 +99,7 @@ impl WireBroker {
 }
 
 /// The versions advertised: each a range the poller's client speaks.
-const VERSIONS: [(ApiKey, i16, i16); 7] = [
+const VERSIONS: [(ApiKey, i16, i16); 8] = [
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::Metadata, 1, 9),
     (ApiKey::ListOffsets, 1, 7),
@@ -91,6 +107,7 @@ const VERSIONS: [(ApiKey, i16, i16); 7] = [
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::OffsetFetch, 2, 7),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 async fn serve(mut socket: tokio::net::TcpStream, cluster: Arc<Mutex<WireCluster>>, port: u16) {
@@ -143,6 +160,9 @@ fn answer(mut frame: bytes::Bytes, cluster: &WireCluster, port: u16) -> Option<V
                 .with_api_keys(
                     VERSIONS
                         .iter()
+                        .filter(|(k, ..)| {
+                            !(cluster.without_consumer_group_describe && *k == ApiKey::ConsumerGroupDescribe)
+                        })
                         .map(|&(k, min, max)| {
                             ApiVersion::default()
                                 .with_api_key(k as i16)
@@ -287,6 +307,54 @@ fn answer(mut frame: bytes::Bytes, cluster: &WireCluster, port: u16) -> Option<V
                 })
                 .collect();
             DescribeGroupsResponse::default()
+                .with_groups(groups)
+                .encode(&mut out, version)
+                .ok()?;
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let request = ConsumerGroupDescribeRequest::decode(&mut frame, version).ok()?;
+            let groups = request
+                .group_ids
+                .iter()
+                .map(|g| {
+                    let described = cgd::DescribedGroup::default().with_group_id(g.clone());
+                    match cluster.groups.get(g.0.as_str()) {
+                        Some(group) if group.group_type == "consumer" => described
+                            .with_group_state(name(&group.state))
+                            .with_group_epoch(group.epoch)
+                            .with_assignment_epoch(group.epoch)
+                            .with_assignor_name(name("uniform"))
+                            .with_members(
+                                group
+                                    .members
+                                    .iter()
+                                    .map(|m| {
+                                        let assignment = cgd::Assignment::default().with_topic_partitions(
+                                            m.assignment
+                                                .iter()
+                                                .map(|(t, ps)| {
+                                                    cgd::TopicPartitions::default()
+                                                        .with_topic_name(TopicName(name(t)))
+                                                        .with_partitions(ps.clone())
+                                                })
+                                                .collect(),
+                                        );
+                                        cgd::Member::default()
+                                            .with_member_id(name(&m.member_id))
+                                            .with_member_epoch(m.epoch)
+                                            .with_client_id(name(&m.client_id))
+                                            .with_client_host(name(&m.host))
+                                            .with_assignment(assignment.clone())
+                                            .with_target_assignment(assignment)
+                                    })
+                                    .collect(),
+                            ),
+                        // GROUP_ID_NOT_FOUND, as for a classic group on Kafka 4.
+                        _ => described.with_error_code(69),
+                    }
+                })
+                .collect();
+            ConsumerGroupDescribeResponse::default()
                 .with_groups(groups)
                 .encode(&mut out, version)
                 .ok()?;

@@ -21,6 +21,29 @@ struct GroupLag<'a> {
 
 /// kafka-lag-exporter's per-group series. Sums are written only when every
 /// partition's lag is known; the maxima are over the partitions known.
+/// One series per polled group: its type and state as the brokers said, so
+/// that a Kafka 4 `consumer` group and a share group are told from a classic one.
+fn render_group_info(out: &mut String, snapshots: &Snapshots) {
+    let mut info = Family::new(
+        "streamsight_group_info",
+        "gauge",
+        "1 per polled group, with its type (classic, consumer, share) and state as the brokers answered.",
+    );
+    for (cluster, snap) in snapshots.iter() {
+        for g in snap.groups.iter().filter(|g| g.exists()) {
+            let labels = format!(
+                "cluster_name=\"{}\",group=\"{}\",group_type=\"{}\",state=\"{}\"",
+                esc(cluster),
+                esc(&g.name),
+                esc(g.group_type.as_deref().unwrap_or("unknown")),
+                esc(g.state.as_deref().unwrap_or("unknown"))
+            );
+            info.sample(&labels, 1);
+        }
+    }
+    info.write(out);
+}
+
 fn render_group_aggregates(out: &mut String, groups: &BTreeMap<(&str, &str), GroupLag<'_>>, snapshots: &Snapshots) {
     let mut max_lag = Family::new(
         "kafka_consumergroup_group_max_lag",
@@ -178,6 +201,7 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
             status.as_str()
         );
     }
+    render_group_info(out, snapshots);
     let mut latest = Family::new(
         "kafka_partition_latest_offset",
         "gauge",

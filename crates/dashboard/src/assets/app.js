@@ -336,7 +336,7 @@ const group = {
           p.lag.end_offset === null ? unknown() : num(p.lag.end_offset),
           lagMessages(p.lag.lag_messages),
           lagSeconds(p.lag.lag_seconds, p.lag.lag_seconds_lower_bound),
-          p.consumer ? [p.consumer.client_id || p.consumer.member_id || '', p.consumer.host ? ` @ ${p.consumer.host}` : ''] : h('span', { class: 'muted' }, 'not described'),
+          p.consumer ? [p.consumer.client_id || p.consumer.member_id || '', p.consumer.host ? ` @ ${p.consumer.host}` : '', p.consumer.group_type && p.consumer.group_type !== 'classic' ? h('span', { class: 'muted' }, ` (${p.consumer.group_type} group)`) : ''] : h('span', { class: 'muted' }, 'not described'),
           ago(p.lag.last_commit_at_ms, d.now_ms),
         ])),
     ];
@@ -542,14 +542,14 @@ const clusters = {
           h('h2', {}, `${name} `, badge(!s ? 'unknown' : ok ? 'ok' : 'down')),
           h('dl', { class: 'facts' },
             h('dt', {}, 'Bootstrap'), h('dd', {}, h('code', {}, poller.bootstrap.join(', '))),
-            h('dt', {}, 'Polls'), h('dd', {}, `${num(poller.polls)} (${num(poller.failed_polls)} failed), every ${duration(poller.poll_interval_ms / 1000)}`),
+            h('dt', {}, 'Polls'), h('dd', {}, `${num(poller.polls)} (${num(poller.failed_polls)} failed), every ${poller.poll_interval_ms < 1000 ? `${num(poller.poll_interval_ms)} ms` : duration(poller.poll_interval_ms / 1000)}`),
             h('dt', {}, 'Requests'), h('dd', {}, num(poller.requests)),
             h('dt', {}, 'Last poll took'), h('dd', {}, poller.last_poll_ms === null ? unknown() : `${poller.last_poll_ms.toFixed(0)} ms`),
             s ? [h('dt', {}, 'Topics / partitions'), h('dd', {}, `${num(s.topics)} / ${num(s.partitions)}`)] : null),
           s && s.errors.length ? h('div', { class: 'banner bad' }, h('strong', {}, 'Errors in the last poll: '), s.errors.join('; ')) : null,
           s ? table('Brokers', [['Id', 'num'], ['Address'], ['Reachable']], s.brokers.map((b) => [b.id, h('code', {}, b.addr), b.reachable ? 'yes' : badge('down')])) : null,
-          s ? table('Groups as the brokers describe them', [['Group'], ['State'], ['Members', 'num'], ['Committed partitions', 'num'], ['Error']],
-            s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.state || '', num((g.members || []).length), num(g.committed_partitions), g.error || '']), 'No group listed.') : h('p', { class: 'muted' }, 'Not polled yet.'));
+          s ? table('Groups as the brokers describe them', [['Group'], ['Type'], ['State'], ['Members', 'num'], ['Committed partitions', 'num'], ['Error']],
+            s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.group_type || h('span', { class: 'muted' }, 'not said'), g.state || '', num((g.members || []).length), num(g.committed_partitions), g.error || '']), 'No group listed.') : h('p', { class: 'muted' }, 'Not polled yet.'));
       }) : h('p', { class: 'muted' }, 'No cluster is polled (configure [[serve.clusters]] or --cluster).')];
   },
 };

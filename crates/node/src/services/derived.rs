@@ -152,6 +152,7 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
         .collect();
     let recent = |t: &Option<Millis>| t.is_some_and(|t| now.since(t) <= SIBLING_RECENT_MS);
     let moving = last_commits.iter().filter(|t| recent(t)).count();
+    let mut catch_up_unknown = false;
     for (i, &gp) in members.iter().enumerate() {
         let r = engine.evaluate(gp, now);
         let pid = engine.partition_of(gp);
@@ -173,15 +174,24 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
                     Some(out.retention_margin_seconds.map_or(margin, |m: f64| m.min(margin)));
             }
         }
-        // Catch-up: lag over (consume rate − produce rate).
+        // Catch-up: lag over (consume rate − produce rate), both over the same
+        // span (from the window's first commit to now): a produce rate over the
+        // last minute against a consume rate over older commits said "never"
+        // while producers had stopped and the lag fell.
         let consume = engine.consume_rate(gp);
-        let produce = engine.produce_rate(pid, now, Engine::RATE_WINDOW_MS);
+        let span = engine
+            .commits(gp)
+            .next()
+            .map_or(Engine::RATE_WINDOW_MS, |c| now.since(c.at));
+        let produce = engine.produce_rate(pid, now, span.max(1));
         let catch_up = match (r.lag_messages, consume, produce) {
             (Some(0), _, _) => Some(0.0),
             (Some(l), Some(c), Some(p)) if c > p => Some(l as f64 / (c - p)),
             (Some(_), Some(_), Some(_)) => Some(NEVER),
             _ => None,
         };
+        // The group's is its worst partition's; one it cannot say makes it unknown.
+        catch_up_unknown |= catch_up.is_none();
         if let Some(t) = catch_up {
             out.catch_up_seconds = Some(out.catch_up_seconds.map_or(t, |m: f64| m.max(t)));
         }
@@ -191,6 +201,9 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
         if lag > 0 && silent && sibling_moves {
             out.partitions_not_committing += 1;
         }
+    }
+    if catch_up_unknown {
+        out.catch_up_seconds = None;
     }
     out
 }

@@ -1,5 +1,7 @@
 //! The groups' part of a poll: ListGroups per broker, FindCoordinator for
-//! their coordinators, then DescribeGroups and OffsetFetch per coordinator.
+//! their coordinators, then per coordinator ConsumerGroupDescribe for Kafka 4's
+//! `consumer` groups (`consumer_groups.rs`), DescribeGroups for the classic
+//! ones, and OffsetFetch for all but share groups.
 
 use super::*;
 
@@ -21,7 +23,20 @@ impl ClusterClient {
                 None => g.error = Some("no coordinator found".into()),
             }
         }
-        self.describe_groups(&by_coordinator, &mut groups, snap).await;
+        let classic = self.describe_consumer_groups(&by_coordinator, &mut groups, snap).await;
+        self.describe_groups(&classic, &mut groups, snap).await;
+        // Share groups keep no committed offsets (KIP-932): OffsetFetch has nothing for them.
+        let committing: BTreeMap<String, Vec<String>> = by_coordinator
+            .into_iter()
+            .map(|(addr, names)| {
+                let names = names
+                    .into_iter()
+                    .filter(|n| groups.get(n).is_none_or(|g| g.group_type.as_deref() != Some("share")))
+                    .collect();
+                (addr, names)
+            })
+            .collect();
+        let by_coordinator = committing;
         let decoded = self.fetch_offsets(&by_coordinator, &mut groups, snap).await;
         if !decoded && !self.name_offset_topics {
             self.name_offset_topics = true;
@@ -67,6 +82,8 @@ impl ClusterClient {
                             let entry = groups.entry(name.clone()).or_insert_with(|| GroupSnapshot::new(&name));
                             entry.listed = true;
                             entry.protocol_type = Some(g.protocol_type.to_string()).filter(|s| !s.is_empty());
+                            // v5+: the group's type; before, only classic groups are listed.
+                            entry.group_type = Some(g.group_type.to_string()).filter(|s| !s.is_empty());
                             if !g.group_state.is_empty() {
                                 entry.state = Some(g.group_state.to_string());
                             }
@@ -171,6 +188,18 @@ impl ClusterClient {
                 let Some(g) = groups.get_mut(described.group_id.0.as_str()) else {
                     continue;
                 };
+                // A group the list knows as another type, or one with committed
+                // offsets, that classic DescribeGroups calls dead or unknown is a
+                // group of the new protocol asked with the old API: not gone.
+                let unknown_to_classic = described.error_code == code::GROUP_ID_NOT_FOUND
+                    || (described.error_code == 0 && described.group_state.as_str() == "Dead");
+                if unknown_to_classic && g.listed && g.group_type.as_deref() != Some("classic") {
+                    g.error = Some(format!(
+                        "DescribeGroups does not know this group (a {} group) and its coordinator has no ConsumerGroupDescribe",
+                        g.group_type.as_deref().unwrap_or("non-classic")
+                    ));
+                    continue;
+                }
                 if described.error_code != 0 {
                     self.forget_coordinator_on(described.error_code, &g.name);
                     g.error = Some(format!("DescribeGroups error code {}", described.error_code));
@@ -186,6 +215,7 @@ impl ClusterClient {
                         client_id: m.client_id.to_string(),
                         host: m.client_host.to_string(),
                         assignment: decode_assignment(&m.member_assignment),
+                        member_epoch: None,
                     })
                     .collect();
             }
@@ -334,7 +364,7 @@ impl ClusterClient {
         decoded
     }
 
-    fn forget_coordinator_on(&mut self, error: i16, group: &str) {
+    pub(super) fn forget_coordinator_on(&mut self, error: i16, group: &str) {
         if matches!(
             error,
             code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE | code::COORDINATOR_LOAD_IN_PROGRESS

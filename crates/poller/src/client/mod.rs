@@ -10,6 +10,7 @@
 //! pipelined on one connection.
 
 mod connection;
+mod consumer_groups;
 mod groups;
 pub use crate::sasl;
 pub use crate::tls;
