@@ -74,6 +74,14 @@ pub enum ObservationOf<S> {
         partition: Partition<S>,
         offset: i64,
     },
+    /// The broker's record at `offset` carries the observation's time as its
+    /// timestamp (a poller read the record batch at a group's committed offset):
+    /// when that record was written, exactly, whatever the polls bracketed.
+    RecordWritten {
+        #[serde(flatten)]
+        partition: Partition<S>,
+        offset: i64,
+    },
     /// `offset` holds a transaction control marker, not a data record.
     ControlMarker {
         #[serde(flatten)]
@@ -151,6 +159,10 @@ impl<S> ObservationOf<S> {
                 offset: *offset,
             },
             O::StableOffset { partition, offset } => O::StableOffset {
+                partition: partition.map(&mut f),
+                offset: *offset,
+            },
+            O::RecordWritten { partition, offset } => O::RecordWritten {
                 partition: partition.map(&mut f),
                 offset: *offset,
             },

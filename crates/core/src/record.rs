@@ -124,6 +124,7 @@ impl Record {
                 | O::LogStart { partition, .. }
                 | O::ControlMarker { partition, .. }
                 | O::StableOffset { partition, .. }
+                | O::RecordWritten { partition, .. }
                 | O::Unreachable { partition } => Some(&partition.topic),
                 O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } => Some(topic),
                 O::GroupDeleted { .. } => None,

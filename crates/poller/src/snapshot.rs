@@ -16,6 +16,10 @@ pub struct Snapshot {
     pub brokers: Vec<BrokerStatus>,
     pub topics: Vec<TopicSnapshot>,
     pub groups: Vec<GroupSnapshot>,
+    /// Record batches read at lagging groups' committed offsets: when those
+    /// records were written.
+    #[serde(default)]
+    pub batches: Vec<BatchTime>,
     /// Requests sent during this poll, connection handshakes included.
     pub requests: u64,
     pub errors: Vec<String>,
@@ -81,6 +85,20 @@ pub struct MemberSnapshot {
     /// The member epoch (ConsumerGroupDescribe), for `consumer` groups.
     #[serde(default)]
     pub member_epoch: Option<i32>,
+}
+
+/// One record batch's offsets and times, from its header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchTime {
+    pub topic: String,
+    pub partition: i32,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// Milliseconds since the epoch: the first record's time and the largest.
+    pub first_timestamp: i64,
+    pub last_timestamp: i64,
+    /// The broker stamped the batch (LogAppendTime) rather than the producer.
+    pub log_append_time: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

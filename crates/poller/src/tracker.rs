@@ -216,6 +216,23 @@ impl Tracker {
         for name in forgotten {
             self.topics.remove(&name);
         }
+        // When the records at lagging commits were written. A time after the
+        // poll, or none (-1), says nothing true: left out.
+        for b in &snap.batches {
+            let times = [(b.base_offset, b.first_timestamp), (b.last_offset, b.last_timestamp)];
+            for (i, &(offset, ts)) in times.iter().enumerate() {
+                if (i == 1 && b.last_offset == b.base_offset) || ts <= 0 || ts > at.0 {
+                    continue;
+                }
+                out.durable.push(record(
+                    Millis(ts),
+                    Observation::RecordWritten {
+                        partition: part(&cluster, &b.topic, b.partition),
+                        offset,
+                    },
+                ));
+            }
+        }
         *u = out;
     }
 

@@ -107,7 +107,7 @@ async fn lagging_group_then_stopped_then_rewound() {
     assert_eq!(snap.group("billing").unwrap().offsets.len(), 1);
     // The first poll also shakes hands, finds the coordinator and learns that
     // the mock cannot fetch "all topics" of a group.
-    assert!(snap.requests <= 9, "{} requests", snap.requests);
+    assert!(snap.requests <= 10, "{} requests", snap.requests);
 
     let r = p.report("billing", "orders", 0, secs(100));
     assert_eq!(
@@ -120,8 +120,9 @@ async fn lagging_group_then_stopped_then_rewound() {
         commit(&cluster, "billing", "orders", 0, offset);
         let snap = p.poll(secs(t)).await;
         // Then: Metadata, ListOffsets earliest, latest and last stable,
-        // OffsetFetch. Never one request per partition.
-        assert_eq!(snap.requests, 5);
+        // OffsetFetch, and one Fetch of the new commit's record batch header.
+        // Never one request per partition.
+        assert_eq!(snap.requests, 6);
     }
     assert_eq!(p.report("billing", "orders", 0, secs(120)).status, Status::Ok);
     produce(&cluster, "orders", 0, 5).await;
@@ -206,4 +207,56 @@ async fn new_topics_are_picked_up_and_internal_ones_left_out() {
     let b = second.topics.iter().find(|t| t.name == "b").unwrap();
     assert_eq!(b.partitions.len(), 4);
     assert_eq!(p.engine.partitions().count(), 5);
+}
+
+/// The record at a lagging group's commit is read (a Fetch of its batch header):
+/// its time makes lag seconds exact, where polls alone give a lower bound.
+#[tokio::test]
+async fn the_record_at_the_commit_gives_exact_lag_seconds() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 1, 1).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let t0 = now - 60_000;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    for i in 0..10 {
+        let payload = format!("m{i}");
+        producer
+            .send(
+                FutureRecord::<(), _>::to("orders")
+                    .partition(0)
+                    .payload(&payload)
+                    .timestamp(t0 + i * 1_000),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+    }
+    commit(&cluster, "billing", "orders", 0, 4);
+    let mut p = Poller::new(&cluster, &["billing"]);
+    let snap = p.poll(Millis(now)).await;
+    assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+    let batch = snap
+        .batches
+        .iter()
+        .find(|b| (b.base_offset..=b.last_offset).contains(&4));
+    let batch = batch.unwrap_or_else(|| panic!("no batch read at offset 4: {:?}", snap.batches));
+    assert_eq!(batch.first_timestamp, t0 + batch.base_offset * 1_000, "{batch:?}");
+    let r = p.report("billing", "orders", 0, Millis(now));
+    assert!(!r.lag_seconds_lower_bound, "{r:?}");
+    let expected = (now - (t0 + 4_000)) as f64 / 1000.0;
+    let got = r.lag_seconds.unwrap();
+    assert!(
+        (got - expected).abs() < 1.0,
+        "lag {got} s, the record's age {expected} s"
+    );
+    // Read once: the next poll of the same commit fetches nothing again.
+    let again = p.poll(Millis(now + 10_000)).await;
+    assert!(again.batches.is_empty(), "{:?}", again.batches);
 }

@@ -40,6 +40,7 @@ mod kind {
     pub(super) const SPAN: u8 = 15;
     pub(super) const LOG: u8 = 16;
     pub(super) const STABLE_OFFSET: u8 = 17;
+    pub(super) const RECORD_WRITTEN: u8 = 18;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -134,6 +135,11 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                     }
                     O::StableOffset { partition, offset } => {
                         head(kind::STABLE_OFFSET, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                    }
+                    O::RecordWritten { partition, offset } => {
+                        head(kind::RECORD_WRITTEN, &mut body);
                         part(partition, &mut names, &mut body);
                         put_i64(&mut body, *offset);
                     }
@@ -267,6 +273,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                 offset: r.i64()?,
             }),
             kind::STABLE_OFFSET => observation(O::StableOffset {
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+            }),
+            kind::RECORD_WRITTEN => observation(O::RecordWritten {
                 partition: part(&mut r)?,
                 offset: r.i64()?,
             }),

@@ -114,6 +114,22 @@ impl Engine {
                 p.stable = p.stable.observe(offset, p.broker_end, at);
                 Ok(())
             }
+            Observation::RecordWritten { partition, offset } => {
+                check_offset(offset)?;
+                let end = offset.checked_add(1).ok_or(RejectReason::OffsetOutOfRange)?;
+                let pid = self.partition_id(partition)?;
+                let p = &mut self.partitions[pid.0 as usize];
+                // The record before it was written by then, and the end passed it at
+                // that time: two sightings that pin its produce time exactly. Neither
+                // confirms the end offset now, nor is a send that succeeded.
+                let before = Millis(at.0.saturating_sub(1));
+                let a = p.history.insert(offset, before, Sighting::AtLeast, &self.history);
+                let b = p.history.insert(end, at, Sighting::AtLeast, &self.history);
+                if !(a || b) {
+                    self.stats.redundant += 1;
+                }
+                Ok(())
+            }
             Observation::ControlMarker { partition, offset } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;

@@ -642,3 +642,29 @@ fn a_read_uncommitted_group_past_the_open_transaction_is_judged_by_its_own_commi
         "{why}"
     );
 }
+
+#[test]
+fn the_time_of_the_record_at_the_commit_makes_lag_seconds_exact_where_polls_only_bound_them() {
+    let mut e = engine();
+    // The first poll sees the end at 100 and the group at 40: the history
+    // starts there, so the records before are only known older than it.
+    broker_end(&mut e, 100, 100);
+    commit(&mut e, 100, 40).unwrap();
+    let r = report(&e, 110);
+    assert_eq!((r.lag_seconds, r.lag_seconds_lower_bound), (Some(10.0), true));
+    // The record at offset 40 carries the time it was written: 30 s.
+    e.observe(
+        secs(30),
+        &Observation::RecordWritten {
+            partition: part(0),
+            offset: 40,
+        },
+    )
+    .unwrap();
+    let r = report(&e, 110);
+    assert_eq!((r.lag_seconds, r.lag_seconds_lower_bound), (Some(80.0), false));
+    assert_eq!(r.lag_messages, Some(60));
+    // It is no confirmation of the end offset now, and no successful send.
+    let p = e.evaluate_partition(e.partition_of(e.find("c", "g", T, 0).unwrap()), secs(110));
+    assert_eq!((p.end_offset_at, p.produce_offset), (Some(secs(100)), None));
+}

@@ -206,7 +206,13 @@ impl Connection {
     pub(crate) fn version<R: Request>(&self) -> Option<i16> {
         let (min, max) = *self.versions.get(&R::KEY)?;
         let ours = R::VERSIONS;
-        let v = max.min(ours.max);
+        // Fetch v13+ names topics by id, the poller by name.
+        let ours_max = if R::KEY == ApiKey::Fetch as i16 {
+            ours.max.min(super::record_times::FETCH_MAX_VERSION)
+        } else {
+            ours.max
+        };
+        let v = max.min(ours_max);
         (v >= min.max(ours.min)).then_some(v)
     }
 

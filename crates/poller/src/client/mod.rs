@@ -12,6 +12,7 @@
 mod connection;
 mod consumer_groups;
 mod groups;
+mod record_times;
 pub use crate::sasl;
 pub use crate::tls;
 
@@ -93,6 +94,8 @@ pub struct ClusterClient {
     /// The brokers cannot fetch "every topic" of a group (librdkafka's mock echoes
     /// the null list back): name every partition instead.
     name_offset_topics: bool,
+    /// Record batches whose times were read already.
+    batches: record_times::BatchCache,
 }
 
 impl ClusterClient {
@@ -108,6 +111,7 @@ impl ClusterClient {
             coordinators: HashMap::new(),
             requests: 0,
             name_offset_topics: false,
+            batches: HashMap::new(),
         }
     }
 
@@ -129,6 +133,9 @@ impl ClusterClient {
             Err(e) => snap.errors.push(e.to_string()),
         }
         self.groups(&mut snap, extra_groups).await;
+        if snap.metadata_ok {
+            self.record_times(&mut snap).await;
+        }
         snap.brokers = self
             .brokers
             .iter()
