@@ -96,6 +96,22 @@ enum Event {
         partition: i32,
         offset: i64,
     },
+    /// The broker's last stable offset (ListOffsets `read_committed`).
+    StableOffset {
+        #[serde(default)]
+        cluster: Option<String>,
+        topic: String,
+        partition: i32,
+        offset: i64,
+    },
+    /// The record at `offset` has `at` as its timestamp.
+    RecordWritten {
+        #[serde(default)]
+        cluster: Option<String>,
+        topic: String,
+        partition: i32,
+        offset: i64,
+    },
     TopicRecreated {
         #[serde(default)]
         cluster: Option<String>,
@@ -205,6 +221,24 @@ fn apply(engine: &mut Engine, at: Millis, event: &Event) {
             partition,
             offset,
         } => Observation::ControlMarker {
+            partition: part(cluster, topic, *partition),
+            offset: *offset,
+        },
+        Event::StableOffset {
+            cluster,
+            topic,
+            partition,
+            offset,
+        } => Observation::StableOffset {
+            partition: part(cluster, topic, *partition),
+            offset: *offset,
+        },
+        Event::RecordWritten {
+            cluster,
+            topic,
+            partition,
+            offset,
+        } => Observation::RecordWritten {
             partition: part(cluster, topic, *partition),
             offset: *offset,
         },
@@ -460,6 +494,30 @@ mod tests {
         // before the second produce in the file.
         assert_eq!(at, vec![(1.0, Some(5)), (2.0, Some(5)), (2.0, Some(15))]);
         assert_eq!(summary.samples, 4);
+    }
+
+    #[test]
+    fn an_open_transaction_and_a_record_time_replay() {
+        // The LSO stays at 100 while the high watermark moves on; the group waits
+        // at it. The record at 100 was written at 5 s.
+        let input = r#"{"at":5,"event":"record_written","topic":"t","partition":0,"offset":100}
+{"at":10,"event":"high_watermark","topic":"t","partition":0,"offset":120}
+{"at":10,"event":"stable_offset","topic":"t","partition":0,"offset":100}
+{"at":10,"event":"commit","group":"g","topic":"t","partition":0,"offset":100}
+{"at":80,"event":"high_watermark","topic":"t","partition":0,"offset":150}
+{"at":80,"event":"stable_offset","topic":"t","partition":0,"offset":100}
+{"at":80,"event":"sample"}
+"#;
+        let (rows, _) = replay(input, None).unwrap();
+        let r = &rows[0].report;
+        assert_eq!(r.status, streamsight_core::Status::Blocked);
+        assert_eq!(
+            (r.last_stable_offset, r.open_transaction_since),
+            (Some(100), Some(Millis(10_000)))
+        );
+        // Exact up to the history's streaming tolerance (a quarter of min_resolution).
+        assert!(!r.lag_seconds_lower_bound);
+        assert!(r.lag_seconds.is_some_and(|s| (s - 75.0).abs() <= 0.25), "{r:?}");
     }
 
     #[test]
