@@ -276,6 +276,8 @@ pub(crate) async fn group(
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| group_detail_rows(s, &c, &g, from, now, shards);
     let refresh_ms = shared.config.refresh_ms();
     let interval_ms = streamsight_node::clock::time_ms(shared.config.history_interval);
+    // Where this node polls the group's cluster: its rebalances, from the polls.
+    let rebalances = shared.clusters.rebalances(&cluster, &group, now);
     // A query with `shards=` is answered here, never passed on: as it came.
     fanout::answer(shared, &path, range.shards, query, &headers, local, |rows, coverage| {
         let mut fold = GroupFold::default();
@@ -333,6 +335,7 @@ pub(crate) async fn group(
                 "catch_up_seconds": g.catch_up_seconds,
                 "partitions_not_committing": g.partitions_not_committing,
             })),
+            "rebalances": rebalances,
         });
         with_coverage(body, coverage)
     })

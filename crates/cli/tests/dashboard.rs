@@ -718,6 +718,20 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
         "{:#}",
         detail["signals"]
     );
+    // Its rebalances, from the polls: none in a group whose members never changed.
+    assert_eq!(detail["rebalances"]["last_hour"], 0, "{:#}", detail["rebalances"]);
+    assert!(
+        detail["rebalances"]["timeline"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
+    assert_eq!(
+        streamsight_testkit::http::sample(
+            &metrics,
+            "streamsight_group_rebalances_last_hour{cluster_name=\"k4\",group=\"ledger\"}"
+        ),
+        Some(0.0)
+    );
 
     let b = Browser::start(1400, 1000).await;
     b.open(&format!("{api}/clusters")).await;

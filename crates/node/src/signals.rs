@@ -95,6 +95,12 @@ pub fn read(shared: &Shared, query: &Query, now: Millis) -> Series {
         Signal::ProduceRate => produce_rates(shared, now),
         Signal::ConsumeRate => consume_rates(shared),
         Signal::OpenTransactionSeconds => open_transactions(shared, now),
+        Signal::RebalancesPerHour => shared
+            .clusters
+            .all_rebalances(now)
+            .into_iter()
+            .map(|(c, g, r)| (labels(&[("cluster", &c), ("group", &g)]), Some(r.last_hour as f64)))
+            .collect(),
     }
 }
 

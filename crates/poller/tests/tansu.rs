@@ -220,3 +220,85 @@ async fn sasl_scram_authenticates_and_a_wrong_password_is_a_clear_error() {
     drop(secured);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Rebalances on a real broker: real consumers join a group and one leaves; the
+/// polls between see the group's members change, and the membership counts the
+/// rebalances and names who left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebalances_and_departures_are_seen_between_polls() {
+    use rdkafka::consumer::BaseConsumer;
+    let broker = Tansu::start();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &broker.bootstrap)
+        .create()
+        .unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(&[NewTopic::new("jobs", 2, TopicReplication::Fixed(1))], &opts)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let member = |client: &str| -> BaseConsumer {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &broker.bootstrap)
+            .set("group.id", "workers")
+            .set("client.id", client)
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "500")
+            .create()
+            .unwrap();
+        c.subscribe(&["jobs"]).unwrap();
+        c
+    };
+    let mut client = ClusterClient::new(ClusterConfig::new("tansu", &broker.bootstrap));
+    let mut membership = streamsight_poller::Membership::default();
+    let mut t = 0;
+    // Polls (the cluster's and the consumers') until `done` holds of the group.
+    let mut until = async |consumers: &[&BaseConsumer],
+                           what: &str,
+                           done: &dyn Fn(&streamsight_poller::snapshot::GroupSnapshot) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            for c in consumers {
+                let _ = c.poll(Duration::from_millis(100));
+            }
+            t += 1;
+            let named = BTreeSet::from(["workers".to_owned()]);
+            let snap = client.poll(Millis(t * 1000), &named).await;
+            membership.observe(&snap);
+            if snap.group("workers").is_some_and(done) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: {:?}", snap.group("workers"));
+        }
+    };
+    let a = member("worker-a");
+    until(&[&a], "one member, stable", &|g| {
+        g.members.len() == 1 && g.state.as_deref() == Some("Stable")
+    })
+    .await;
+    let b = member("worker-b");
+    until(&[&a, &b], "two members, stable", &|g| {
+        g.members.len() == 2 && g.state.as_deref() == Some("Stable")
+    })
+    .await;
+    drop(b);
+    until(&[&a], "b gone", &|g| {
+        g.members.len() == 1 && g.state.as_deref() == Some("Stable")
+    })
+    .await;
+    let r = membership.group("workers").unwrap().at(Millis(t * 1000));
+    assert!(r.last_hour >= 2, "joins and the departure rebalance: {r:?}");
+    assert!(
+        r.departures
+            .iter()
+            .any(|d| d.client_id == "worker-b" || d.client_id.is_empty()),
+        "{r:?}"
+    );
+    assert!(r.cause.is_some(), "{r:?}");
+    // tansu answers "Unknown" while the group rebalances: not stable either.
+    assert!(r.not_stable_ms > 0, "{r:?}");
+    assert!(!r.timeline.is_empty());
+}

@@ -9,7 +9,7 @@ use streamsight_node::Shared;
 use streamsight_node::signals::{self as series, Query};
 
 /// The signals written here: name, help, signal.
-const WRITTEN: [(&str, &str, Signal); 4] = [
+const WRITTEN: [(&str, &str, Signal); 5] = [
     (
         "streamsight_retention_margin_seconds",
         "Seconds until retention deletes a message the group has not read (worst partition).",
@@ -29,6 +29,11 @@ const WRITTEN: [(&str, &str, Signal); 4] = [
         "streamsight_open_transaction_seconds",
         "Seconds an open transaction has held the partition's last stable offset below its end (0 while none does).",
         Signal::OpenTransactionSeconds,
+    ),
+    (
+        "streamsight_group_rebalances_last_hour",
+        "Rebalances of the group seen in the last hour of polls.",
+        Signal::RebalancesPerHour,
     ),
 ];
 

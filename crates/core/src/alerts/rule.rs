@@ -77,6 +77,8 @@ pub enum Signal {
     /// has for `open_transaction_after`; 0 while none does; no series where the
     /// last stable offset was never read.
     OpenTransactionSeconds,
+    /// Per polled group (cluster, group): rebalances seen in the last hour.
+    RebalancesPerHour,
 }
 
 impl Signal {

@@ -89,6 +89,16 @@ pub fn default_rules() -> Vec<Rule> {
             30,
             "sends to {topic} ({cluster}) are failing: lag reads low until they recover",
         ),
+        {
+            let mut r = Rule::new(
+                "rebalance_storm",
+                Signal::RebalancesPerHour,
+                0,
+                "{group} ({cluster}) rebalanced {value} times in the last hour: the group page says why",
+            );
+            r.above = Some((streamsight_poller::membership::STORM_PER_HOUR - 1) as f64);
+            r
+        },
         Rule::new(
             "transaction_open",
             Signal::OpenTransactionSeconds,

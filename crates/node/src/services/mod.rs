@@ -166,12 +166,15 @@ pub struct ClusterView {
 #[derive(Debug, Default)]
 pub struct PollingService {
     clusters: Mutex<BTreeMap<String, ClusterView>>,
+    /// Each cluster's groups' rebalances, from its successive polls.
+    membership: Mutex<BTreeMap<String, streamsight_poller::Membership>>,
 }
 
 impl PollingService {
     pub fn new(clusters: BTreeMap<String, ClusterView>) -> Self {
         Self {
             clusters: Mutex::new(clusters),
+            membership: Mutex::default(),
         }
     }
 
@@ -192,7 +195,24 @@ impl PollingService {
             .collect()
     }
 
+    /// A group's rebalances at `now`, where its cluster is polled.
+    pub fn rebalances(&self, cluster: &str, group: &str, now: Millis) -> Option<streamsight_poller::Rebalances> {
+        lock(&self.membership).get(cluster)?.group(group).map(|g| g.at(now))
+    }
+
+    /// Every polled group's rebalances at `now`: (cluster, group, rebalances).
+    pub fn all_rebalances(&self, now: Millis) -> Vec<(String, String, streamsight_poller::Rebalances)> {
+        lock(&self.membership)
+            .iter()
+            .flat_map(|(c, m)| m.groups().map(move |(g, r)| (c.clone(), g.to_owned(), r.at(now))))
+            .collect()
+    }
+
     pub fn polled(&self, cluster: &str, snap: streamsight_poller::Snapshot, elapsed_ms: f64) {
+        lock(&self.membership)
+            .entry(cluster.to_owned())
+            .or_default()
+            .observe(&snap);
         let mut clusters = lock(&self.clusters);
         let view = clusters.entry(cluster.to_owned()).or_default();
         view.polls += 1;
