@@ -691,14 +691,7 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
     assert_eq!(row["consumer"]["client_id"], "ledger-app", "{row:#}");
     let burrow = get(&http, &format!("{api}/v3/kafka/k4/consumer/ledger/status")).await;
     assert_eq!(burrow["status"]["streamsight"]["group_type"], "consumer", "{burrow:#}");
-    let metrics = http
-        .get(format!("{api}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
     for (group, kind) in [("ledger", "consumer"), ("legacy", "classic"), ("work-queue", "share")] {
         let series = format!(
             "streamsight_group_info{{cluster_name=\"k4\",group=\"{group}\",group_type=\"{kind}\",state=\"Stable\"}}"

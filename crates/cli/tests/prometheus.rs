@@ -130,14 +130,7 @@ async fn every_metric_the_boards_and_rules_use_is_exported() {
     ];
     let deadline = Instant::now() + Duration::from_secs(60);
     let metrics = loop {
-        let m = http
-            .get(format!("{api}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let m = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
         let s = samples(&m);
         if wanted.iter().all(|w| s.contains_key(*w)) {
             break m;

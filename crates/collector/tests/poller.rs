@@ -268,14 +268,7 @@ async fn an_open_transaction_is_in_the_lag_api_metrics_and_the_default_alert() {
         .find(|a| a["rule"] == "transaction_open")
         .unwrap();
     assert_eq!(alert["labels"]["partition"], "0", "{alert:#}");
-    let metrics = client
-        .get(format!("{api}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
     let series = "cluster_name=\"wire\",topic=\"payments\",partition=\"0\"";
     assert_eq!(
         streamsight_testkit::http::sample(&metrics, &format!("kafka_partition_last_stable_offset{{{series}}}")),
