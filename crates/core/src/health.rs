@@ -85,8 +85,8 @@ pub fn commit_interval_ms(window: &CommitWindow) -> Option<i64> {
         *gap = window.get(i + 1).at.since(window.get(i).at);
     }
     let gaps = &mut gaps[..n - 1];
-    gaps.sort_unstable();
-    Some(gaps[gaps.len() / 2])
+    let middle = gaps.len() / 2;
+    Some(*gaps.select_nth_unstable(middle).1)
 }
 
 /// How long a lagging group may go without a commit before it is a stop:
@@ -121,9 +121,14 @@ fn window_status(input: &HealthInput<'_>, params: &HealthParams) -> Status {
         return Status::Stale;
     };
     let unread_for_ms = input.lag_seconds.map_or(f64::INFINITY, |s| s * 1000.0);
-    let stop_after = stop_after_ms(w, params.stop_grace_ms);
-    if input.now.since(last.at) > stop_after && unread_for_ms > stop_after as f64 {
-        return Status::Stop;
+    let silent_for = input.now.since(last.at);
+    // The wait is never shorter than the grace: most partitions are decided
+    // without computing it.
+    if silent_for > params.stop_grace_ms {
+        let stop_after = stop_after_ms(w, params.stop_grace_ms);
+        if silent_for > stop_after && unread_for_ms > stop_after as f64 {
+            return Status::Stop;
+        }
     }
     if unrecovered_rewind(w).is_some() {
         return Status::Rewind;
@@ -138,8 +143,10 @@ fn window_status(input: &HealthInput<'_>, params: &HealthParams) -> Status {
         return Status::Stall;
     }
     let first = w.get(0);
-    let interval = commit_interval_ms(w).unwrap_or(0);
-    if pairs().all(|(a, b)| b.lag >= a.lag) && last.lag > first.lag && unread_for_ms > interval as f64 {
+    if last.lag > first.lag
+        && pairs().all(|(a, b)| b.lag >= a.lag)
+        && unread_for_ms > commit_interval_ms(w).unwrap_or(0) as f64
+    {
         return Status::Warn;
     }
     Status::Ok
