@@ -22,10 +22,7 @@ impl ClusterClient {
         let mut classic = BTreeMap::new();
         let mut work = Vec::new();
         for (addr, names) in by_coordinator {
-            let supported = match self.connection(addr).await {
-                Ok(c) => c.supports::<ConsumerGroupDescribeRequest>(),
-                Err(_) => false,
-            };
+            let supported = self.speaks::<ConsumerGroupDescribeRequest>(addr).await;
             let mut new_protocol = Vec::new();
             let mut old = Vec::new();
             for n in names {
@@ -37,17 +34,9 @@ impl ClusterClient {
             }
             classic.insert(addr.clone(), old);
             if !new_protocol.is_empty() {
-                let requests = new_protocol
-                    .chunks(GROUPS_PER_REQUEST)
-                    .map(|chunk| {
-                        ConsumerGroupDescribeRequest::default().with_group_ids(
-                            chunk
-                                .iter()
-                                .map(|g| GroupId(StrBytes::from_string(g.clone())))
-                                .collect(),
-                        )
-                    })
-                    .collect();
+                let requests = super::groups::in_batches(&new_protocol, |ids| {
+                    ConsumerGroupDescribeRequest::default().with_group_ids(ids)
+                });
                 work.push((addr.clone(), requests));
             }
         }

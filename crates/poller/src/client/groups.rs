@@ -26,17 +26,13 @@ impl ClusterClient {
         let classic = self.describe_consumer_groups(&by_coordinator, &mut groups, snap).await;
         self.describe_groups(&classic, &mut groups, snap).await;
         // Share groups keep no committed offsets (KIP-932): OffsetFetch has nothing for them.
-        let committing: BTreeMap<String, Vec<String>> = by_coordinator
+        let by_coordinator: BTreeMap<String, Vec<String>> = by_coordinator
             .into_iter()
-            .map(|(addr, names)| {
-                let names = names
-                    .into_iter()
-                    .filter(|n| groups.get(n).is_none_or(|g| g.group_type.as_deref() != Some("share")))
-                    .collect();
+            .map(|(addr, mut names)| {
+                names.retain(|n| groups.get(n).is_none_or(|g| g.group_type.as_deref() != Some("share")));
                 (addr, names)
             })
             .collect();
-        let by_coordinator = committing;
         let decoded = self.fetch_offsets(&by_coordinator, &mut groups, snap).await;
         if !decoded && !self.name_offset_topics {
             self.name_offset_topics = true;
@@ -57,11 +53,7 @@ impl ClusterClient {
         if addrs.is_empty() {
             return false;
         }
-        let supported = match self.connection(&addrs[0]).await {
-            Ok(c) => c.supports::<ListGroupsRequest>(),
-            Err(_) => false,
-        };
-        if !supported {
+        if !self.speaks::<ListGroupsRequest>(&addrs[0]).await {
             return false;
         }
         let work = addrs
@@ -157,22 +149,8 @@ impl ClusterClient {
     ) {
         let mut work = Vec::new();
         for (addr, names) in by_coordinator {
-            let supported = match self.connection(addr).await {
-                Ok(c) => c.supports::<DescribeGroupsRequest>(),
-                Err(_) => false,
-            };
-            if supported {
-                let requests = names
-                    .chunks(GROUPS_PER_REQUEST)
-                    .map(|chunk| {
-                        DescribeGroupsRequest::default().with_groups(
-                            chunk
-                                .iter()
-                                .map(|g| GroupId(StrBytes::from_string(g.clone())))
-                                .collect(),
-                        )
-                    })
-                    .collect();
+            if self.speaks::<DescribeGroupsRequest>(addr).await {
+                let requests = in_batches(names, |ids| DescribeGroupsRequest::default().with_groups(ids));
                 work.push((addr.clone(), requests));
             }
         }
@@ -376,6 +354,21 @@ impl ClusterClient {
 
 /// A group's committed offsets from an OffsetFetch answer (the shapes of v2-v7
 /// and v8+ differ, their partitions do not); -1 means none committed.
+/// `names` as requests of at most [`GROUPS_PER_REQUEST`] group ids each.
+pub(super) fn in_batches<R>(names: &[String], request: impl Fn(Vec<GroupId>) -> R) -> Vec<R> {
+    names
+        .chunks(GROUPS_PER_REQUEST)
+        .map(|chunk| {
+            request(
+                chunk
+                    .iter()
+                    .map(|g| GroupId(StrBytes::from_string(g.clone())))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 fn push_offsets<'a>(g: &mut GroupSnapshot, found: impl Iterator<Item = (&'a TopicName, i32, i64, i16)>) {
     for (topic, partition, offset, error) in found {
         if error == 0 && offset >= 0 {

@@ -149,6 +149,11 @@ impl ClusterClient {
         snap
     }
 
+    /// Whether the broker at `addr` speaks `R`; one that cannot be reached does not.
+    async fn speaks<R: Request>(&mut self, addr: &str) -> bool {
+        self.connection(addr).await.is_ok_and(|c| c.supports::<R>())
+    }
+
     async fn connection(&mut self, addr: &str) -> Result<&mut Connection, KafkaError> {
         if !self.connections.contains_key(addr) {
             self.requests += 1;

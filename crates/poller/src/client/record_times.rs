@@ -79,11 +79,7 @@ impl ClusterClient {
                 continue;
             };
             // A broker that cannot serve Fetch leaves lag seconds bracketed by polls.
-            let supported = match self.connection(&addr).await {
-                Ok(c) => c.supports::<FetchRequest>(),
-                Err(_) => false,
-            };
-            if !supported {
+            if !self.speaks::<FetchRequest>(&addr).await {
                 continue;
             }
             let requests = leader_rounds.iter().map(fetch).collect();
