@@ -47,10 +47,9 @@ fn messages(n: i64) -> String {
 }
 
 /// Why `report` (with the commits it was computed from) has its status at `now`;
-/// `stop_after_ms` is the silence the rules allowed this group
-/// ([`crate::health::stop_after_ms`]).
-pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_after_ms: i64) -> String {
-    let mut out = status_reason(report, window, now, stop_after_ms);
+/// `stop_grace_ms` is the engine's, from which a stop's wait is said.
+pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_grace_ms: i64) -> String {
+    let mut out = status_reason(report, window, now, stop_grace_ms);
     if let (Some(since), Some(held), false) = (
         report.open_transaction_since,
         report.last_stable_offset,
@@ -68,7 +67,7 @@ pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_after
     out
 }
 
-fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_after_ms: i64) -> String {
+fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_grace_ms: i64) -> String {
     let lag = report.lag_messages;
     let waiting = || {
         let mut s = format!("while {} wait", messages(lag.unwrap_or(0)));
@@ -119,7 +118,7 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_af
             format!(
                 "no commit for {since} {}; {cadence}over {} without one is a stop",
                 waiting(),
-                duration(stop_after_ms)
+                duration(crate::health::stop_after_ms(window, stop_grace_ms))
             )
         }
         Status::Blocked => {

@@ -106,8 +106,7 @@ impl Engine {
     /// Why `report`, evaluated for `id` at `now`, has its status, in words.
     pub fn reason(&self, id: GroupPartitionId, report: &LagReport, now: Millis) -> String {
         let window = &self.group_partitions[id.0 as usize].window;
-        let stop_after = crate::health::stop_after_ms(window, self.health.stop_grace_ms);
-        crate::explain::reason(report, window, now, stop_after)
+        crate::explain::reason(report, window, now, self.health.stop_grace_ms)
     }
 
     /// The span rates are measured over where callers have no reason to choose another.
