@@ -3,8 +3,9 @@
 //! the log before they take effect.
 
 use crate::service::{ChangeError, of};
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -16,10 +17,10 @@ use streamsight_core::Millis;
 use streamsight_core::alerts::Silence;
 use streamsight_core::alerts::rule::Rule;
 use streamsight_http::auth::{Caller, unless_admin};
+use streamsight_http::body::json_body;
 use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::clock;
 use streamsight_node::state::Shared;
-use streamsight_node::telemetry::IntakeError;
 
 /// A rule's body is a few KiB at most ([`Rule::validate`]); a silence's less.
 const MAX_BODY: usize = 64 * 1024;
@@ -32,7 +33,6 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/api/v1/silences/{id}", axum::routing::delete(expire_silence))
         .route("/api/v1/rules", get(rules))
         .route("/api/v1/rules/{name}", get(rule).put(set_rule).delete(remove_rule))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
 }
 
 /// A refused change as the API's error: its kind names what was wrong.
@@ -55,14 +55,6 @@ impl IntoResponse for ChangeError {
 }
 
 /// A body that is not what it should be: 413 when too large, else `kind`.
-fn refused(e: &JsonRejection, kind: ErrorKind) -> Response {
-    let kind = match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ErrorKind::Intake(IntakeError::BodyTooLarge),
-        _ => kind,
-    };
-    ApiError::new(kind, e.body_text()).into_response()
-}
-
 /// Alerts that are not quiet (pending, firing, no data, resolved), worst first,
 /// with the rules and how the notifiers fare.
 async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
@@ -123,14 +115,15 @@ struct NewSilence {
 async fn add_silence(
     State(shared): State<Arc<Shared>>,
     caller: Option<Extension<Caller>>,
-    body: Result<Json<NewSilence>, JsonRejection>,
+    headers: HeaderMap,
+    body: Body,
 ) -> Response {
     if let Some(refused) = unless_admin(caller.as_deref(), "silences") {
         return refused;
     }
-    let Json(new) = match body {
+    let new: NewSilence = match json_body(&shared, &headers, body, MAX_BODY, ErrorKind::BadSilence).await {
         Ok(b) => b,
-        Err(e) => return refused(&e, ErrorKind::BadSilence),
+        Err(e) => return e.into_response(),
     };
     const MAX_SILENCE: std::time::Duration = std::time::Duration::from_secs(90 * 24 * 3600);
     let bounded = new.matchers.iter().all(|(k, v)| k.len() <= 512 && v.len() <= 512);
@@ -194,15 +187,17 @@ async fn set_rule(
     State(shared): State<Arc<Shared>>,
     caller: Option<Extension<Caller>>,
     Path(name): Path<String>,
-    body: Result<Json<serde_json::Map<String, serde_json::Value>>, JsonRejection>,
+    headers: HeaderMap,
+    body: Body,
 ) -> Response {
     if let Some(refused) = unless_admin(caller.as_deref(), "rules") {
         return refused;
     }
-    let mut body = match body {
-        Ok(Json(b)) => b,
-        Err(e) => return refused(&e, ErrorKind::BadRule),
-    };
+    let mut body: serde_json::Map<String, serde_json::Value> =
+        match json_body(&shared, &headers, body, MAX_BODY, ErrorKind::BadRule).await {
+            Ok(b) => b,
+            Err(e) => return e.into_response(),
+        };
     match body.get("name") {
         Some(serde_json::Value::String(n)) if *n == name => {}
         None => {

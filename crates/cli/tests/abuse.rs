@@ -27,31 +27,7 @@ const MAX_HEALTHZ_MS: u128 = 100;
 
 use streamsight_testkit::now_ms;
 
-/// (current, peak) resident set of a process, in KiB.
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.metadata().ok())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
-}
+use streamsight_testkit::process::{dir_bytes, rss_kib};
 
 /// Asks `/healthz` every 20 ms on its own thread and keeps the slowest answer.
 struct HealthProbe {

@@ -185,8 +185,12 @@ async fn bind(config: ServeConfig, engine: EngineConfig) -> Result<Bound, ServeE
     };
     let (intake_tls, api_tls) = (reloading_tls(&config.intake_tls)?, reloading_tls(&config.api_tls)?);
     let mut tenants = Tenants::new();
+    // One pool of decode memory for the process, whatever the tenant.
+    let decode_memory = streamsight_node::memory::DecodeMemory::new(config.limits.decode_memory_bytes);
     for (name, c) in per_tenant {
-        let shared = Arc::new(features::node(c, engine.clone())?);
+        let mut shared = features::node(c, engine.clone())?;
+        shared.share_decode_memory(decode_memory.clone());
+        let shared = Arc::new(shared);
         let alerts = streamsight_alerts::of(&shared);
         alerts.start_notifiers(&shared.config.alerts);
         let _ = alerts.base_url.set(format!("http://{}", api.1));

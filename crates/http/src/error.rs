@@ -125,14 +125,17 @@ impl ErrorKind {
 
 fn intake_status(e: IntakeError) -> StatusCode {
     match e {
-        IntakeError::BodyTooLarge | IntakeError::DecompressedTooLarge | IntakeError::TooMany(_) => {
-            StatusCode::PAYLOAD_TOO_LARGE
-        }
+        IntakeError::BodyTooLarge
+        | IntakeError::DecompressedTooLarge
+        | IntakeError::TooMany(_)
+        | IntakeError::RequestMemory => StatusCode::PAYLOAD_TOO_LARGE,
         IntakeError::BadGzip | IntakeError::BadMsgpack | IntakeError::BadSketch | IntakeError::TimeOutOfRange => {
             StatusCode::BAD_REQUEST
         }
         IntakeError::UnsupportedEncoding | IntakeError::UnsupportedContentType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        IntakeError::StorageFailed | IntakeError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        IntakeError::StorageFailed | IntakeError::Overloaded | IntakeError::DecodeMemoryBusy => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         IntakeError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
     }
 }
@@ -188,6 +191,21 @@ impl std::error::Error for ApiError {}
 impl From<AppendError> for ApiError {
     fn from(e: AppendError) -> Self {
         ApiError::new(ErrorKind::Intake(e.kind()), e.to_string())
+    }
+}
+
+/// A decode refused memory: the request alone is too big for one (413, send
+/// less at a time), or requests in flight hold the pool (503, come back).
+impl From<streamsight_wire::budget::Spent> for ApiError {
+    fn from(spent: streamsight_wire::budget::Spent) -> Self {
+        match spent {
+            streamsight_wire::budget::Spent::Request { .. } => {
+                ApiError::new(ErrorKind::Intake(IntakeError::RequestMemory), spent.to_string())
+            }
+            streamsight_wire::budget::Spent::Shared => {
+                ApiError::new(ErrorKind::Intake(IntakeError::DecodeMemoryBusy), spent.to_string()).retry_after(1)
+            }
+        }
     }
 }
 

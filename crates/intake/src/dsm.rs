@@ -12,13 +12,14 @@ use std::sync::Arc;
 use streamsight_core::Millis;
 use streamsight_core::pathway::PathwayPoint;
 use streamsight_core::{Observation, PartitionRef, Record, SharedNames};
-use streamsight_http::body::{gzipped, read_limited};
+use streamsight_http::body::{drain_limited, gzipped, read_metered};
 use streamsight_http::rate::SharedRate;
 use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::clock;
 use streamsight_node::sync::lock;
 use streamsight_node::telemetry::{DroppedEndpoint, IntakeError, IntakeEvent};
 use streamsight_node::{AppendError, Shared, Writer};
+use streamsight_wire::budget;
 use streamsight_wire::dsm::backlog;
 use streamsight_wire::dsm::payload::{self, Payload, PayloadError};
 use streamsight_wire::dsm::sketch;
@@ -38,10 +39,6 @@ pub const ENDPOINTS: [&str; 7] = [
 struct Intake {
     shared: Arc<Shared>,
     writer: Writer,
-    /// Decompression and decoding run off the async workers, this many at once:
-    /// a burst of heavy bodies waits its turn instead of starving every other
-    /// request (and each holds its decompressed bytes only while it runs).
-    decoders: Arc<tokio::sync::Semaphore>,
     /// This tenant's ingest rate.
     rate: SharedRate,
 }
@@ -61,15 +58,8 @@ pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
         .with_state(Intake {
             shared,
             writer,
-            decoders: Arc::new(tokio::sync::Semaphore::new(decoders())),
             rate: streamsight_http::rate::shared(rate),
         })
-}
-
-/// One core is left to the async workers, so that probes and light requests
-/// are answered while the rest decode.
-fn decoders() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
 }
 
 async fn info() -> impl IntoResponse {
@@ -108,13 +98,17 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         )
         .into_response();
     }
-    let body = match read_limited(body, limits.max_body_bytes).await {
+    // Charged from the first byte read to the last record stored.
+    let mut meter = shared.meter();
+    let body = match read_metered(body, limits.max_body_bytes, &mut meter).await {
         Ok(b) => b,
         Err(refused) => {
-            telemetry.emit(IntakeEvent::PayloadRejected {
-                error: IntakeError::BodyTooLarge,
-                detail: "over max_body_bytes",
-            });
+            if let ErrorKind::Intake(error) = refused.kind {
+                telemetry.emit(IntakeEvent::PayloadRejected {
+                    error,
+                    detail: &refused.message,
+                });
+            }
             return refused.into_response();
         }
     };
@@ -125,13 +119,18 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         }
     };
     let decoded = {
-        let Ok(_permit) = intake.decoders.acquire().await else {
+        // Off the async workers, when one of the process's decoders is free.
+        let Some(_turn) = shared.decode_memory.turn().await else {
             return reject(IntakeError::Overloaded, "shutting down".into()).into_response();
         };
         let (body, shared) = (body.clone(), shared.clone());
-        tokio::task::spawn_blocking(move || decode_and_translate(&shared, &body, gzipped)).await
+        tokio::task::spawn_blocking(move || {
+            let decoded = budget::metered(&mut meter, || decode_and_translate(&shared, &body, gzipped));
+            (decoded, meter)
+        })
+        .await
     };
-    let Ok(decoded) = decoded else {
+    let Ok((decoded, _meter)) = decoded else {
         return reject(IntakeError::BadMsgpack, "the decoder failed".into()).into_response();
     };
     let translated = match decoded {
@@ -142,6 +141,16 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
                 PayloadError::TooLarge { .. } => IntakeError::DecompressedTooLarge,
                 PayloadError::Msgpack(_) => IntakeError::BadMsgpack,
                 PayloadError::OverLimit { what, .. } => IntakeError::TooMany(*what),
+                PayloadError::Memory(spent) => {
+                    let refused = ApiError::from(*spent);
+                    if let ErrorKind::Intake(error) = refused.kind {
+                        telemetry.emit(IntakeEvent::PayloadRejected {
+                            error,
+                            detail: &refused.message,
+                        });
+                    }
+                    return refused.into_response();
+                }
             };
             return reject(error, e.to_string()).into_response();
         }
@@ -365,12 +374,13 @@ fn is_default_cluster(cluster: &str, default_cluster: &str) -> bool {
 }
 
 async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Response {
-    match read_limited(body, intake.shared.config.limits.max_body_bytes).await {
+    // Read and thrown away as it arrives: a dropped body costs no memory.
+    match drain_limited(body, intake.shared.config.limits.max_body_bytes).await {
         Ok(bytes) => {
-            intake.shared.telemetry.emit(IntakeEvent::BodyDropped {
-                endpoint,
-                bytes: bytes.len(),
-            });
+            intake
+                .shared
+                .telemetry
+                .emit(IntakeEvent::BodyDropped { endpoint, bytes });
             match endpoint {
                 // Tracers read sampling rates from the traces response.
                 DroppedEndpoint::Traces => axum::Json(json!({ "rate_by_service": {} })).into_response(),

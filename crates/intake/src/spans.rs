@@ -13,13 +13,14 @@ use axum::routing::post;
 use serde_json::json;
 use std::sync::Arc;
 use streamsight_core::Record;
-use streamsight_http::body::{gzipped, read_limited};
+use streamsight_http::body::{gzipped, read_metered};
 use streamsight_http::rate::SharedRate as Rate;
 use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::clock;
 use streamsight_node::sync::lock;
-use streamsight_node::telemetry::IntakeError;
+use streamsight_node::telemetry::{IntakeError, IntakeEvent};
 use streamsight_node::{Shared, Writer};
+use streamsight_wire::budget;
 use streamsight_wire::traces::{self, DecodeError, Decoded, Limits};
 
 #[derive(Clone)]
@@ -66,6 +67,7 @@ fn kind(headers: &HeaderMap) -> Option<Kind> {
 
 fn refused(e: &DecodeError) -> ApiError {
     let kind = match e {
+        DecodeError::Memory(spent) => return ApiError::from(*spent),
         DecodeError::Gzip(_) => ErrorKind::BadGzip,
         DecodeError::TooLarge(_) => ErrorKind::DecompressedTooLarge,
         DecodeError::TooMany(_) => ErrorKind::TooManyItems,
@@ -76,8 +78,29 @@ fn refused(e: &DecodeError) -> ApiError {
     ApiError::new(kind, e.to_string())
 }
 
-/// Reads, decodes on a blocking thread and stores; the decoded request, or the answer.
+/// Reads, decodes on a blocking thread and stores; the decoded request, or the
+/// answer (an intake error counted and logged as the Data Streams intake's are).
 async fn take(
+    shared: &Arc<Shared>,
+    writer: &Writer,
+    rate: &Rate,
+    headers: &HeaderMap,
+    body: Body,
+    decode: impl FnOnce(&[u8], Limits) -> Result<Decoded, DecodeError> + Send + 'static,
+) -> Result<Decoded, ApiError> {
+    let taken = take_uncounted(shared, writer, rate, headers, body, decode).await;
+    if let Err(refused) = &taken
+        && let ErrorKind::Intake(error) = refused.kind
+    {
+        shared.telemetry.emit(IntakeEvent::PayloadRejected {
+            error,
+            detail: &refused.message,
+        });
+    }
+    taken
+}
+
+async fn take_uncounted(
     shared: &Arc<Shared>,
     writer: &Writer,
     rate: &Rate,
@@ -87,15 +110,28 @@ async fn take(
 ) -> Result<Decoded, ApiError> {
     let gzipped =
         gzipped(headers).map_err(|why| ApiError::new(ErrorKind::Intake(IntakeError::UnsupportedEncoding), why))?;
-    let body: Bytes = read_limited(body, shared.config.limits.max_body_bytes).await?;
+    // Charged from the first byte read to the last record stored: the body,
+    // the body decompressed, what decoding builds (see `streamsight_wire::budget`).
+    let mut meter = shared.meter();
+    let body: Bytes = read_metered(body, shared.config.limits.max_body_bytes, &mut meter).await?;
     let limits = limits(shared);
-    let decoded = tokio::task::spawn_blocking(move || {
-        let bytes = traces::body(&body, gzipped, limits)?;
-        decode(&bytes, limits)
+    // Off the async workers, when one of the process's decoders is free.
+    let Some(_turn) = shared.decode_memory.turn().await else {
+        return Err(ApiError::new(
+            ErrorKind::Intake(IntakeError::Overloaded),
+            "shutting down",
+        ));
+    };
+    let (decoded, _meter) = tokio::task::spawn_blocking(move || {
+        let decoded = budget::metered(&mut meter, || {
+            let bytes = traces::body(&body, gzipped, limits)?;
+            decode(&bytes, limits)
+        });
+        (decoded, meter)
     })
     .await
-    .map_err(|_| ApiError::new(ErrorKind::BadBody, "the decoder failed"))?
-    .map_err(|e| refused(&e))?;
+    .map_err(|_| ApiError::new(ErrorKind::BadBody, "the decoder failed"))?;
+    let decoded = decoded.map_err(|e| refused(&e))?;
     let at = clock::now();
     let mut decoded = decoded;
     let records: Vec<Record> = std::mem::take(&mut decoded.spans)

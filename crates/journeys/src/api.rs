@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
 use streamsight_core::journey::{Journey, TraceId};
+use streamsight_http::body::json_body;
 use streamsight_http::query::with_coverage;
 use streamsight_http::{ApiError, ErrorKind, fanout, off_worker};
 use streamsight_node::Shared;
@@ -22,10 +23,7 @@ pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/api/v1/journeys", get(by_offset))
         .route("/api/v1/journeys/{trace_id}", get(by_trace))
-        .route(
-            "/api/v1/journeys/{trace_id}/view",
-            axum::routing::post(view_gathered).layer(axum::extract::DefaultBodyLimit::max(MAX_GATHERED_JOURNEY_BYTES)),
-        )
+        .route("/api/v1/journeys/{trace_id}/view", axum::routing::post(view_gathered))
 }
 
 fn bad_trace_id() -> Response {
@@ -99,13 +97,22 @@ async fn view_gathered(
     State(shared): State<Arc<Shared>>,
     Path(text): Path<String>,
     headers: axum::http::HeaderMap,
-    body: Result<Json<Journey>, axum::extract::rejection::JsonRejection>,
+    body: axum::body::Body,
 ) -> Response {
     let Some(id) = TraceId::parse(&text) else {
         return bad_trace_id();
     };
-    let Ok(Json(journey)) = body else {
-        return ApiError::new(ErrorKind::BadJourney, "the body is a journey's spans, lines and links").into_response();
+    let journey: Journey = match json_body(
+        &shared,
+        &headers,
+        body,
+        MAX_GATHERED_JOURNEY_BYTES,
+        ErrorKind::BadJourney,
+    )
+    .await
+    {
+        Ok(j) => j,
+        Err(e) => return e.into_response(),
     };
     if let Some(answered) = judged_by_holder(&shared, id, &journey, &headers).await {
         return answered;

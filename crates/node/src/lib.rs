@@ -9,6 +9,7 @@
 pub mod clock;
 pub mod config;
 pub mod deliveries;
+pub mod memory;
 pub mod pathways;
 pub mod secrets;
 pub mod services;

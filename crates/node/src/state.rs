@@ -30,6 +30,9 @@ pub struct Shared {
     /// after the base services, in order; the last one takes the records.
     features: Vec<Arc<dyn Feature>>,
     pub telemetry: IntakeTelemetry,
+    /// What requests in flight may decode, shared by every tenant of the
+    /// process ([`Shared::share_decode_memory`]).
+    pub decode_memory: Arc<crate::memory::DecodeMemory>,
     pub ready: AtomicBool,
     /// The last append to storage failed: intake answers 503 until one
     /// succeeds, and `/readyz` says so (a log in Kafka out of reach, a full disk).
@@ -85,6 +88,7 @@ impl Shared {
             signals: crate::services::DerivedSignals::new(config.alerts.max_series),
             features,
             telemetry: IntakeTelemetry::default(),
+            decode_memory: crate::memory::DecodeMemory::new(config.limits.decode_memory_bytes),
             ready: AtomicBool::new(false),
             storage_failing: AtomicBool::new(false),
             directory: std::sync::OnceLock::new(),
@@ -93,6 +97,16 @@ impl Shared {
             peer_key: crate::secrets::new_secret(),
             config,
         })
+    }
+
+    /// Draws decodes from `pool` (the process's), not a pool of this node's own.
+    pub fn share_decode_memory(&mut self, pool: Arc<crate::memory::DecodeMemory>) {
+        self.decode_memory = pool;
+    }
+
+    /// A meter for one request's read and decode.
+    pub fn meter(&self) -> streamsight_wire::budget::Meter {
+        self.decode_memory.meter(self.config.limits.request_memory_bytes)
     }
 
     /// The installed feature of type `T`, if any.

@@ -22,12 +22,16 @@ pub enum IntakeError {
     StorageFailed,
     Overloaded,
     RateLimited,
+    /// Reading and decoding the request would take more memory than one may.
+    RequestMemory,
+    /// The memory for decoding is held by requests in flight.
+    DecodeMemoryBusy,
     /// More of something than one payload may hold.
     TooMany(Counted),
 }
 
 impl IntakeError {
-    pub const ALL: [IntakeError; 18] = [
+    pub const ALL: [IntakeError; 20] = [
         IntakeError::BodyTooLarge,
         IntakeError::DecompressedTooLarge,
         IntakeError::BadGzip,
@@ -39,6 +43,8 @@ impl IntakeError {
         IntakeError::StorageFailed,
         IntakeError::Overloaded,
         IntakeError::RateLimited,
+        IntakeError::RequestMemory,
+        IntakeError::DecodeMemoryBusy,
         IntakeError::TooMany(Counted::Buckets),
         IntakeError::TooMany(Counted::Backlogs),
         IntakeError::TooMany(Counted::StatsPoints),
@@ -58,6 +64,8 @@ impl IntakeError {
             IntakeError::TimeOutOfRange => "time_out_of_range",
             IntakeError::Overloaded => "overloaded",
             IntakeError::RateLimited => "rate_limited",
+            IntakeError::RequestMemory => "request_memory_exceeded",
+            IntakeError::DecodeMemoryBusy => "decode_memory_busy",
             IntakeError::TooMany(Counted::Buckets) => "too_many_buckets",
             IntakeError::TooMany(Counted::Backlogs) => "too_many_backlogs",
             IntakeError::TooMany(Counted::StatsPoints) => "too_many_stats_points",

@@ -10,13 +10,7 @@ use streamsight_poller::{ClusterClient, ClusterConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    streamsight_testkit::process::rss_kib(std::process::id()).1
 }
 
 /// Accepts connections; to every request, answers `length` then `body`.

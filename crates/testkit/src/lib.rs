@@ -8,6 +8,7 @@
 pub mod dsm;
 pub mod http;
 pub mod kafka;
+pub mod process;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -3,6 +3,7 @@
 //! Each format turns bytes or tags into the core's domain types and says precisely
 //! what was wrong with input it cannot use. Nothing here does I/O.
 
+pub mod budget;
 pub mod dlq;
 pub mod dsm;
 pub mod pathway;

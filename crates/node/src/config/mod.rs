@@ -186,6 +186,14 @@ pub struct Limits {
     /// Host names the API answers besides loopback ones, when bound to loopback:
     /// any other `Host` is refused (a web page cannot rebind its name to us).
     pub api_hosts: Vec<String>,
+    /// Memory one request may take to be read and decoded: its body, the body
+    /// decompressed, and what decoding builds, each charged before it is
+    /// built. Over it, 413 (`request_memory_exceeded`): send less at a time.
+    pub request_memory_bytes: usize,
+    /// Memory every request in flight may take together, on every listener
+    /// and tenant of the process (the default tenant's setting holds). When
+    /// it is spent, 503 (`decode_memory_busy`) with `Retry-After`.
+    pub decode_memory_bytes: usize,
 }
 
 impl Default for Limits {
@@ -203,6 +211,8 @@ impl Default for Limits {
             max_services: 10_000,
             max_clock_skew: Duration::from_secs(600),
             api_hosts: Vec::new(),
+            request_memory_bytes: 48 << 20,
+            decode_memory_bytes: 192 << 20,
         }
     }
 }

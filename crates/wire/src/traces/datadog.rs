@@ -7,6 +7,7 @@
 //! `_dd.p.tid`.
 
 use super::{DecodeError, Decoded, Limits};
+use crate::budget;
 use serde::Deserialize;
 use std::collections::HashMap;
 use streamsight_core::journey::{MAX_TEXT, Messaging, Operation, Source, Span, TraceId, cut};
@@ -31,13 +32,17 @@ struct V04Span {
     duration: i64,
     #[serde(default)]
     error: i32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::map")]
     meta: HashMap<String, String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::map")]
     metrics: HashMap<String, f64>,
 }
 
-type V05Span = (
+/// A v0.5 span: a 12-element array of string indexes and numbers (the last,
+/// its type, is read to keep the array's shape and not used).
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct V05Span(
     u32,
     u32,
     u32,
@@ -47,8 +52,8 @@ type V05Span = (
     i64,
     i64,
     i32,
-    HashMap<u32, u32>,
-    HashMap<u32, f64>,
+    #[serde(deserialize_with = "crate::budget::map")] HashMap<u32, u32>,
+    #[serde(deserialize_with = "crate::budget::map")] HashMap<u32, f64>,
     u32,
 );
 
@@ -118,11 +123,13 @@ fn convert(s: V04Span) -> Option<Span> {
     })
 }
 
-fn push(out: &mut Decoded, span: V04Span, limits: Limits) -> Result<(), DecodeError> {
-    if out.spans.len() >= limits.max_items {
-        return Err(DecodeError::TooMany(limits.max_items));
-    }
-    match convert(span) {
+/// Converts `span` and keeps it; what reading it charged since `mark` is given
+/// back (it is dropped here), the kept span charged instead.
+fn push(out: &mut Decoded, span: V04Span, limits: Limits, mark: usize) -> Result<(), DecodeError> {
+    let converted = convert(span);
+    budget::release_to(mark);
+    out.admit(limits)?;
+    match converted {
         Some(s) => out.spans.push(s),
         None => out.skip(|| "a span with trace id 0".into()),
     }
@@ -138,8 +145,10 @@ pub fn decode_v04(body: &[u8], limits: Limits) -> Result<Decoded, DecodeError> {
             if out.spans.len() >= limits.max_items {
                 return Err(DecodeError::TooMany(limits.max_items));
             }
-            let span = V04Span::deserialize(&mut rmp_serde::Deserializer::new(&mut r)).map_err(msgpack)?;
-            push(&mut out, span, limits)?;
+            let mark = budget::charged();
+            let span =
+                V04Span::deserialize(&mut rmp_serde::Deserializer::new(&mut r)).map_err(|e| msgpack(e).or_refused())?;
+            push(&mut out, span, limits, mark)?;
         }
     }
     Ok(out)
@@ -156,33 +165,55 @@ pub fn decode_v05(body: &[u8], limits: Limits) -> Result<Decoded, DecodeError> {
     if n > r.len() {
         return Err(DecodeError::Msgpack("more strings than bytes".into()));
     }
+    // Charged before the table is built: a byte of body per string, 24 of
+    // memory; each string's heap block once it is read.
+    budget::charge(n.saturating_mul(std::mem::size_of::<String>())).map_err(DecodeError::Memory)?;
     let mut strings = Vec::with_capacity(n);
     for _ in 0..n {
         let s = String::deserialize(&mut rmp_serde::Deserializer::new(&mut r)).map_err(msgpack)?;
+        budget::charge(budget::Heap::heap(&s)).map_err(DecodeError::Memory)?;
         strings.push(s);
     }
-    let text = |i: u32| strings.get(i as usize).cloned().unwrap_or_default();
+    // Spans name strings by index, so one long string can be named a million
+    // times: each copy is cut to what a span keeps of any name (`MAX_TEXT`),
+    // so it costs neither memory nor the time to copy the whole, and charged
+    // before it is made.
+    let text = |i: u32| -> Result<String, DecodeError> {
+        let s = cut(strings.get(i as usize).map_or("", String::as_str), MAX_TEXT);
+        budget::charge(budget::Heap::heap(&s)).map_err(DecodeError::Memory)?;
+        Ok(s)
+    };
     let mut out = Decoded::default();
     for _ in 0..array_len(&mut r)? {
         for _ in 0..array_len(&mut r)? {
             if out.spans.len() >= limits.max_items {
                 return Err(DecodeError::TooMany(limits.max_items));
             }
-            let s = V05Span::deserialize(&mut rmp_serde::Deserializer::new(&mut r)).map_err(msgpack)?;
+            let mark = budget::charged();
+            let s =
+                V05Span::deserialize(&mut rmp_serde::Deserializer::new(&mut r)).map_err(|e| msgpack(e).or_refused())?;
+            let mut meta = HashMap::with_capacity(s.9.len());
+            for (k, v) in s.9 {
+                meta.insert(text(k)?, text(v)?);
+            }
+            let mut metrics = HashMap::with_capacity(s.10.len());
+            for (k, v) in s.10 {
+                metrics.insert(text(k)?, v);
+            }
             let span = V04Span {
-                service: text(s.0),
-                name: text(s.1),
-                resource: text(s.2),
+                service: text(s.0)?,
+                name: text(s.1)?,
+                resource: text(s.2)?,
                 trace_id: s.3,
                 span_id: s.4,
                 parent_id: s.5,
                 start: s.6,
                 duration: s.7,
                 error: s.8,
-                meta: s.9.into_iter().map(|(k, v)| (text(k), text(v))).collect(),
-                metrics: s.10.into_iter().map(|(k, v)| (text(k), v)).collect(),
+                meta,
+                metrics,
             };
-            push(&mut out, span, limits)?;
+            push(&mut out, span, limits, mark)?;
         }
     }
     Ok(out)
@@ -256,7 +287,21 @@ mod tests {
             "kafka.message_offset",
             "",
         ];
-        let span: V05Span = (
+        #[allow(clippy::type_complexity)]
+        let span: (
+            u32,
+            u32,
+            u32,
+            u64,
+            u64,
+            u64,
+            i64,
+            i64,
+            i32,
+            HashMap<u32, u32>,
+            HashMap<u32, f64>,
+            u32,
+        ) = (
             0,
             1,
             1,
@@ -293,5 +338,50 @@ mod tests {
             ..Limits::default()
         };
         assert!(matches!(decode_v04(&many, limits), Err(DecodeError::TooMany(10))));
+    }
+
+    #[test]
+    fn a_long_string_named_many_times_is_copied_only_as_far_as_a_span_keeps() {
+        use crate::budget::{Meter, metered};
+        let long = "a".repeat(1 << 20);
+        let strings = vec!["", long.as_str()];
+        // 2,000 spans naming the 1 MiB string as service, name and resource:
+        // 6 GiB of copies if each were whole.
+        let span = (
+            1u32,
+            1u32,
+            1u32,
+            7u64,
+            1u64,
+            0u64,
+            0i64,
+            0i64,
+            0i32,
+            HashMap::<u32, u32>::new(),
+            HashMap::<u32, f64>::new(),
+            1u32,
+        );
+        let body = rmp_serde::to_vec(&(strings, vec![vec![span; 2_000]])).unwrap();
+        let mut meter = Meter::new(48 << 20, None);
+        let started = std::time::Instant::now();
+        let d = metered(&mut meter, || decode_v05(&body, Limits::default())).unwrap();
+        assert_eq!(d.spans.len(), 2_000);
+        assert_eq!(d.spans[0].service.len(), MAX_TEXT);
+        // Each span keeps its cut names; nothing near a copy per name.
+        assert!(meter.charged() < 8 << 20, "{}", meter.charged());
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn meta_keys_are_charged_with_their_heap_before_the_span_is_kept() {
+        use crate::budget::{Meter, Spent, metered};
+        let mut span = consume();
+        let keys: Vec<String> = (0..100_000).map(|i| format!("key-{i}")).collect();
+        span.meta = keys.iter().map(|k| (k.as_str(), "")).collect();
+        let body = rmp_serde::to_vec_named(&vec![vec![span]]).unwrap();
+        let mut meter = Meter::new(4 << 20, None);
+        let refused = metered(&mut meter, || decode_v04(&body, Limits::default()));
+        assert!(matches!(refused, Err(DecodeError::Memory(Spent::Request { .. }))));
+        assert!(meter.charged() <= 4 << 20);
     }
 }

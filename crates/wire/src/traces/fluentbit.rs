@@ -4,6 +4,7 @@
 //! W3C hex and Datadog decimal ids are both understood.
 
 use super::{DecodeError, Decoded, Limits};
+use crate::budget;
 use serde_json::Value;
 use streamsight_core::Millis;
 use streamsight_core::journey::{LogLine, MAX_BODY, MAX_TEXT, Source, TraceId, cut};
@@ -42,7 +43,23 @@ pub fn decode(body: &[u8], trace_fields: &[String], received: Millis, limits: Li
         if out.logs.len() >= limits.max_items {
             return Err(DecodeError::TooMany(limits.max_items));
         }
-        let Ok(Value::Object(line)) = serde_json::from_slice::<Value>(raw) else {
+        // A line is built whole as a `Value`: its values are counted and
+        // charged first, and stay charged while it lives (`[0,0,…]` is 2 bytes
+        // a value, over a hundred once built).
+        let mark = budget::charged();
+        match budget::charge_json(raw, budget::JSON_VALUE_BYTES) {
+            Ok(_) => {}
+            Err(budget::JsonCharge::Json(_)) => {
+                budget::release_to(mark);
+                out.skip(|| format!("line {}: not JSON", n + 1));
+                continue;
+            }
+            Err(budget::JsonCharge::Memory(spent)) => return Err(DecodeError::Memory(spent)),
+        }
+        budget::charge(raw.len()).map_err(DecodeError::Memory)?;
+        let parsed = serde_json::from_slice::<Value>(raw);
+        let Ok(Value::Object(line)) = parsed else {
+            budget::release_to(mark);
             out.skip(|| format!("line {}: not a JSON object", n + 1));
             continue;
         };
@@ -66,7 +83,7 @@ pub fn decode(body: &[u8], trace_fields: &[String], received: Millis, limits: Li
                 .find_map(|k| field(&line, k).and_then(text))
                 .unwrap_or_default()
         };
-        out.logs.push(LogLine {
+        let kept = LogLine {
             trace_id,
             span_id: pick(&["span_id", "dd.span_id", "spanId"]).parse().ok(),
             at,
@@ -74,7 +91,11 @@ pub fn decode(body: &[u8], trace_fields: &[String], received: Millis, limits: Li
             body: cut(&pick(&["log", "message", "msg"]), MAX_BODY),
             service: cut(&pick(&["service", "service.name", "dd.service"]), MAX_TEXT),
             source: Source::FluentBit,
-        });
+        };
+        drop(line);
+        budget::release_to(mark);
+        out.admit(limits)?;
+        out.logs.push(kept);
     }
     Ok(out)
 }
@@ -104,6 +125,33 @@ mod tests {
         assert_eq!(d.logs[0].trace_id.hex(), "0af7651916cd43dd8448eb211c80319c");
         assert_eq!(d.logs[1].trace_id.low(), 0x8448_eb21_1c80_319c);
         assert_eq!(d.logs[1].body, "failed");
+    }
+
+    #[test]
+    fn a_line_is_charged_while_it_lives_and_refused_before_it_is_built() {
+        let wide = format!(
+            r#"{{"trace_id":"0af7651916cd43dd8448eb211c80319c","x":[{}0]}}"#,
+            "0,".repeat(100_000)
+        );
+        let mut meter = budget::Meter::unbounded();
+        let counted = budget::metered(&mut meter, || budget::charge_json(wide.as_bytes(), 10));
+        assert_eq!((counted.unwrap(), meter.charged()), (100_004, 1_000_040));
+        let body = format!("{wide}\n{wide}");
+        let mut meter = budget::Meter::new(32 << 20, None);
+        let d = budget::metered(&mut meter, || {
+            decode(body.as_bytes(), &fields(), Millis(0), Limits::default())
+        });
+        // Each line fits alone; only the lines kept stay charged.
+        assert_eq!(d.unwrap().logs.len(), 2);
+        assert!(meter.charged() < 4096, "{} bytes still charged", meter.charged());
+        let mut small = budget::Meter::new(4 << 20, None);
+        let refused = budget::metered(&mut small, || {
+            decode(body.as_bytes(), &fields(), Millis(0), Limits::default())
+        });
+        assert!(matches!(
+            refused,
+            Err(DecodeError::Memory(budget::Spent::Request { .. }))
+        ));
     }
 
     #[test]

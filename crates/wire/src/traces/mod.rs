@@ -41,6 +41,16 @@ pub enum DecodeError {
     Json(String),
     #[error("msgpack: {0}")]
     Msgpack(String),
+    #[error("{0}")]
+    Memory(crate::budget::Spent),
+}
+
+impl DecodeError {
+    /// A decoder's error, or the meter's refusal when that is what stopped it
+    /// (serde's error is only a string).
+    fn or_refused(self) -> Self {
+        crate::budget::refused().map_or(self, DecodeError::Memory)
+    }
 }
 
 /// What a request became, and what of it could not be used.
@@ -63,16 +73,28 @@ impl Decoded {
         }
     }
 
-    fn count(&self) -> usize {
-        self.spans.len() + self.logs.len()
+    /// Room for one more span or line: under the count, and its memory
+    /// charged (the item, and the record it becomes in the collector).
+    fn admit(&mut self, limits: Limits) -> Result<(), DecodeError> {
+        if self.spans.len() + self.logs.len() >= limits.max_items {
+            return Err(DecodeError::TooMany(limits.max_items));
+        }
+        crate::budget::charge(ITEM_BYTES).map_err(DecodeError::Memory)
     }
 }
+
+/// What one span or line costs once decoded: itself in its list, then boxed in
+/// a record of the collector's, in a list of those.
+const ITEM_BYTES: usize = crate::budget::element::<Span>()
+    + std::mem::size_of::<Span>()
+    + crate::budget::element::<streamsight_core::Record>();
 
 /// The body, gunzipped when it says so (or looks so), within the limit.
 pub fn body(bytes: &[u8], gzipped: bool, limits: Limits) -> Result<std::borrow::Cow<'_, [u8]>, DecodeError> {
     if gzipped || bytes.starts_with(&[0x1f, 0x8b]) {
         let out = crate::dsm::payload::gunzip(bytes, limits.max_decompressed_bytes).map_err(|e| match e {
             crate::dsm::payload::PayloadError::Gzip(e) => DecodeError::Gzip(e),
+            crate::dsm::payload::PayloadError::Memory(spent) => DecodeError::Memory(spent),
             other => DecodeError::Gzip(std::io::Error::other(other.to_string())),
         })?;
         if out.len() > limits.max_decompressed_bytes {

@@ -125,6 +125,8 @@ pub enum PayloadError {
     Msgpack(String),
     #[error("payload holds more than {limit} {}", what.as_str())]
     OverLimit { what: Counted, limit: usize },
+    #[error("{0}")]
+    Memory(crate::budget::Spent),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -340,15 +342,33 @@ pub fn inflate(body: &[u8], gzipped: bool, limits: Limits) -> Result<Cow<'_, [u8
     Ok(raw)
 }
 
-/// Decompresses at most `limit + 1` bytes. The buffer grows by at most doubling
-/// and never past `limit + 1`: a bomb costs the limit, not twice it.
+/// Decompresses at most `limit + 1` bytes, charging this thread's
+/// [`crate::budget`] meter before each allocation.
+///
+/// The buffer starts at the size the gzip trailer states (ISIZE, the input's
+/// length mod 2³², within the limit): an honest body is decompressed into one
+/// allocation of exactly its size. A trailer that lies only costs growth: the
+/// buffer at most doubles, never past `limit + 1`, and while it moves the old
+/// buffer is charged too, so what is charged is what is held at the peak.
 pub(crate) fn gunzip(body: &[u8], limit: usize) -> Result<Vec<u8>, PayloadError> {
     let cap = limit.saturating_add(1);
-    let mut out: Vec<u8> = Vec::with_capacity(body.len().saturating_mul(4).max(64 << 10).min(cap));
+    let stated = body
+        .len()
+        .checked_sub(4)
+        .map(|at| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]) as usize);
+    // One more than stated, so that the end is seen without a growth.
+    let first = stated.map_or(64 << 10, |n| n.saturating_add(1)).clamp(1, cap);
+    crate::budget::charge(first).map_err(PayloadError::Memory)?;
+    let mut out: Vec<u8> = Vec::with_capacity(first);
     let mut gz = flate2::read::GzDecoder::new(body);
     while out.len() < cap {
         if out.len() == out.capacity() {
-            out.reserve_exact(out.len().min(cap - out.len()));
+            let old = out.capacity();
+            let more = old.min(cap - old).max(1);
+            // The new buffer's growth is kept; the old one is held until the move ends.
+            crate::budget::charge(more + old).map_err(PayloadError::Memory)?;
+            out.reserve_exact(more);
+            crate::budget::release(old);
         }
         // Reads into the spare capacity only (no zeroing, no growth of its own).
         let spare = (out.capacity() - out.len()) as u64;
@@ -683,5 +703,35 @@ mod properties {
             }
             let _ = decode(&raw, false, Limits::default());
         }
+    }
+
+    #[test]
+    fn gunzip_takes_one_allocation_of_the_stated_size_and_charges_a_lying_trailer_as_it_grows() {
+        use crate::budget::{Meter, metered};
+        use std::io::Write as _;
+        let raw = vec![7u8; 3 << 20];
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&raw).unwrap();
+        let honest = gz.finish().unwrap();
+        let mut meter = Meter::unbounded();
+        let out = metered(&mut meter, || gunzip(&honest, 64 << 20)).unwrap();
+        assert_eq!(out, raw);
+        assert_eq!((out.capacity(), meter.charged()), (raw.len() + 1, raw.len() + 1));
+
+        // A trailer that states 1 byte: the buffer grows by doubling, each
+        // growth charged with the old buffer it moves out of, and given back.
+        let mut lying = honest.clone();
+        let at = lying.len() - 4;
+        lying[at..].copy_from_slice(&1u32.to_le_bytes());
+        let mut meter = Meter::unbounded();
+        let out = metered(&mut meter, || gunzip(&lying, 64 << 20));
+        // flate2 checks the stated size at the end: a lie is an error.
+        assert!(out.is_err());
+        assert!(meter.charged() <= 2 * raw.len(), "{}", meter.charged());
+        let mut small = Meter::new(4 << 20, None);
+        assert!(matches!(
+            metered(&mut small, || gunzip(&lying, 64 << 20)),
+            Err(PayloadError::Memory(_))
+        ));
     }
 }

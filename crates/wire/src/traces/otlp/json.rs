@@ -5,7 +5,7 @@ use serde::Deserialize;
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct JsonTraces {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) resource_spans: Vec<JsonResourceSpans>,
 }
 
@@ -14,19 +14,19 @@ pub(super) struct JsonTraces {
 pub(super) struct JsonResourceSpans {
     #[serde(default)]
     pub(super) resource: Option<JsonResource>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) scope_spans: Vec<JsonScopeSpans>,
 }
 
 #[derive(Deserialize, Default)]
 pub(super) struct JsonResource {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) attributes: Vec<JsonKeyValue>,
 }
 
 #[derive(Deserialize)]
 pub(super) struct JsonScopeSpans {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) spans: Vec<JsonSpan>,
 }
 
@@ -47,11 +47,11 @@ pub(super) struct JsonSpan {
     pub(super) start_time_unix_nano: JsonU64,
     #[serde(default)]
     pub(super) end_time_unix_nano: JsonU64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) attributes: Vec<JsonKeyValue>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) events: Vec<JsonEvent>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) links: Vec<JsonLink>,
     #[serde(default)]
     pub(super) status: Option<JsonStatus>,
@@ -61,7 +61,7 @@ pub(super) struct JsonSpan {
 pub(super) struct JsonEvent {
     #[serde(default)]
     pub(super) name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) attributes: Vec<JsonKeyValue>,
 }
 
@@ -127,7 +127,7 @@ impl<'de> Deserialize<'de> for JsonU64 {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct JsonLogs {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) resource_logs: Vec<JsonResourceLogs>,
 }
 
@@ -136,14 +136,14 @@ pub(super) struct JsonLogs {
 pub(super) struct JsonResourceLogs {
     #[serde(default)]
     pub(super) resource: Option<JsonResource>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) scope_logs: Vec<JsonScopeLogs>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct JsonScopeLogs {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::vec")]
     pub(super) log_records: Vec<JsonLogRecord>,
 }
 

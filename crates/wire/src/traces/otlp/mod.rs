@@ -6,12 +6,14 @@
 //! of `topic.partition.offset`, as opentelemetry-instrumentation-confluent-kafka
 //! writes it).
 
+mod census;
 mod json;
 mod protobuf;
 
 pub use protobuf::*;
 
 use super::{DecodeError, Decoded, Limits};
+use crate::budget;
 use json::*;
 use streamsight_core::Millis;
 use streamsight_core::journey::{
@@ -217,9 +219,7 @@ fn to_span(raw: RawSpan, service: &str) -> Option<Span> {
 }
 
 fn push_span(out: &mut Decoded, raw: RawSpan, service: &str, limits: Limits) -> Result<(), DecodeError> {
-    if out.count() >= limits.max_items {
-        return Err(DecodeError::TooMany(limits.max_items));
-    }
+    out.admit(limits)?;
     match to_span(raw, service) {
         Some(s) => out.spans.push(s),
         None => out.skip(|| "a span without a valid 16-byte trace id".into()),
@@ -227,11 +227,34 @@ fn push_span(out: &mut Decoded, raw: RawSpan, service: &str, limits: Limits) -> 
     Ok(())
 }
 
+/// What an OTLP JSON body's strings take once built, charged before they are:
+/// their bytes (at most the body's), and a heap block for each (at most one a
+/// value, 32 bytes however short). The lists are charged as they are read
+/// ([`budget::vec`]).
+fn charge_json(body: &[u8]) -> Result<(), DecodeError> {
+    budget::charge(body.len()).map_err(DecodeError::Memory)?;
+    match budget::charge_json(body, budget::block(1)) {
+        Ok(_) => Ok(()),
+        Err(budget::JsonCharge::Json(e)) => Err(DecodeError::Json(e.to_string())),
+        Err(budget::JsonCharge::Memory(spent)) => Err(DecodeError::Memory(spent)),
+    }
+}
+
+/// The spans (or log records, with `logs`) of a protobuf export counted, and
+/// what decoding would build charged, without building it: what
+/// [`decode_traces`] and [`decode_logs`] check first (public for the bench
+/// that measures its share of a decode).
+pub fn census(body: &[u8], logs: bool, max_items: usize) -> Result<usize, DecodeError> {
+    census::count(body, if logs { &census::LOGS } else { &census::TRACES }, max_items)
+}
+
 /// `/v1/traces`.
 pub fn decode_traces(body: &[u8], json: bool, limits: Limits) -> Result<Decoded, DecodeError> {
     let mut out = Decoded::default();
     if json {
-        let req: JsonTraces = serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
+        charge_json(body)?;
+        let req: JsonTraces =
+            serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()).or_refused())?;
         for rs in req.resource_spans {
             let resource = json_attrs(&rs.resource.unwrap_or_default().attributes);
             let service = get(&resource, &["service.name"]).map(Value::text).unwrap_or_default();
@@ -261,6 +284,7 @@ pub fn decode_traces(body: &[u8], json: bool, limits: Limits) -> Result<Decoded,
             }
         }
     } else {
+        census::count(body, &census::TRACES, limits.max_items)?;
         let req = <ExportTraceServiceRequest as prost::Message>::decode(body)
             .map_err(|e| DecodeError::Protobuf(e.to_string()))?;
         for rs in req.resource_spans {
@@ -304,9 +328,7 @@ struct RawLog {
 }
 
 fn push_log(out: &mut Decoded, raw: RawLog, service: &str, limits: Limits) -> Result<(), DecodeError> {
-    if out.count() >= limits.max_items {
-        return Err(DecodeError::TooMany(limits.max_items));
-    }
+    out.admit(limits)?;
     let Some(trace_id) = raw.trace_id else {
         // A line that names no trace is not part of any journey.
         out.skip(|| "a log record without a trace id".into());
@@ -328,7 +350,8 @@ fn push_log(out: &mut Decoded, raw: RawLog, service: &str, limits: Limits) -> Re
 pub fn decode_logs(body: &[u8], json: bool, limits: Limits) -> Result<Decoded, DecodeError> {
     let mut out = Decoded::default();
     if json {
-        let req: JsonLogs = serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()))?;
+        charge_json(body)?;
+        let req: JsonLogs = serde_json::from_slice(body).map_err(|e| DecodeError::Json(e.to_string()).or_refused())?;
         for rl in req.resource_logs {
             let resource = json_attrs(&rl.resource.unwrap_or_default().attributes);
             let service = get(&resource, &["service.name"]).map(Value::text).unwrap_or_default();
@@ -349,6 +372,7 @@ pub fn decode_logs(body: &[u8], json: bool, limits: Limits) -> Result<Decoded, D
             }
         }
     } else {
+        census::count(body, &census::LOGS, limits.max_items)?;
         let req = <ExportLogsServiceRequest as prost::Message>::decode(body)
             .map_err(|e| DecodeError::Protobuf(e.to_string()))?;
         for rl in req.resource_logs {
