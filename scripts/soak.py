@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""The soak: `streamsight serve` for --minutes under a realistic mix, sampled
+every minute (RSS, CPU, p99 intake and API latency, errors logged), with a PNG
+plot of each and the goals checked after a warm-up.
+
+The mix: Data Streams payloads from --services services (each flushing every
+10 s, as tracers do), OTLP/HTTP spans and logs (JSON) every second, a tansu
+broker with --groups consumer groups polled every 10 s while a producer writes
+and the groups commit, a DLQ monitor on a topic that receives dead letters, an
+end-to-end probe, the default alert rules, and a dashboard that refreshes its
+pages every 5 s.
+
+Goals (issue 28), judged after --warmup minutes: RSS growth <= 5 % an hour (a
+least-squares slope over the samples), p99 intake and API latency within 20 %
+of their first value (the median of the last three minutes against the first
+three), no error logged. Every run also requires: the collector alive at the
+end, every request answered 2xx. With --check a missed goal exits 1; the hard
+requirements always do.
+
+    scripts/soak.py --minutes 60 --binary target/release/streamsight
+    scripts/soak.py --minutes 5 --warmup 1 --groups 100   # the CI form
+
+Needs the venv scripts/test installs (confluent-kafka, msgpack, matplotlib) and
+tansu (STREAMSIGHT_TANSU, else .tools/tansu/bin/tansu).
+"""
+
+import argparse
+import gzip
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+import msgpack
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPIC, DLQ, PROBE = "orders", "orders.dlq", "streamsight-probe"
+PARTITIONS = 8
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, deadline_s=30):
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on {port} after {deadline_s} s")
+
+
+class Latencies:
+    """Request latencies and answers since the last take(), thread-safe."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.ms = []
+        self.bad = []
+
+    def record(self, ms, status, what):
+        with self.lock:
+            self.ms.append(ms)
+            if not 200 <= status < 300:
+                self.bad.append(f"{what}: {status}")
+
+    def take(self):
+        with self.lock:
+            ms, bad = self.ms, self.bad
+            self.ms, self.bad = [], []
+        return ms, bad
+
+
+def p99(ms):
+    if not ms:
+        return None
+    ms = sorted(ms)
+    return ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+
+
+class Client:
+    """One keep-alive connection; requests timed, answers recorded."""
+
+    def __init__(self, base, latencies):
+        u = urllib.parse.urlparse(base)
+        self.host, self.port = u.hostname, u.port
+        self.latencies = latencies
+        self.conn = None
+
+    def request(self, method, path, body=None, headers=None):
+        started = time.monotonic()
+        status = 0
+        for attempt in range(2):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                self.conn.request(method, path, body=body, headers=headers or {})
+                r = self.conn.getresponse()
+                r.read()
+                status = r.status
+                break
+            except (OSError, http.client.HTTPException):
+                # A kept-alive connection the server closed: once more, fresh.
+                self.conn = None
+                if attempt == 1:
+                    status = 0
+        self.latencies.record((time.monotonic() - started) * 1000, status, f"{method} {path}")
+        return status
+
+
+def dsm_payload(service, now_s, offset):
+    start = int(now_s // 10 * 10) * 1_000_000_000
+    backlogs = []
+    topic = f"{service}-events"
+    for p in range(4):
+        backlogs.append({"Tags": ["type:kafka_produce", f"topic:{topic}", f"partition:{p}",
+                                  "kafka_cluster_id:tracers"], "Value": offset + p})
+        backlogs.append({"Tags": ["type:kafka_commit", f"consumer_group:{service}-consumer", f"topic:{topic}",
+                                  f"partition:{p}", "kafka_cluster_id:tracers"], "Value": max(0, offset + p - 5)})
+    payload = {"Env": "soak", "Service": service, "Lang": "python", "TracerVersion": "4.16.0",
+               "Stats": [{"Start": start, "Duration": 10_000_000_000, "Stats": [], "Backlogs": backlogs}]}
+    return gzip.compress(msgpack.packb(payload), compresslevel=1)
+
+
+def spans_body(seq, n=25):
+    spans = []
+    for i in range(n):
+        trace = f"{random.getrandbits(128):032x}"
+        t0 = time.time_ns()
+        common = [{"key": "messaging.system", "value": {"stringValue": "kafka"}},
+                  {"key": "messaging.destination.name", "value": {"stringValue": TOPIC}},
+                  {"key": "messaging.destination.partition.id", "value": {"stringValue": str(i % PARTITIONS)}},
+                  {"key": "messaging.kafka.offset", "value": {"intValue": str(seq * n + i)}}]
+        spans.append({"traceId": trace, "spanId": f"{random.getrandbits(64):016x}", "name": f"{TOPIC} publish",
+                      "kind": 4, "startTimeUnixNano": str(t0), "endTimeUnixNano": str(t0 + 500_000),
+                      "attributes": common + [{"key": "messaging.operation.type", "value": {"stringValue": "publish"}}]})
+        spans.append({"traceId": trace, "spanId": f"{random.getrandbits(64):016x}", "name": f"{TOPIC} process",
+                      "kind": 5, "startTimeUnixNano": str(t0 + 2_000_000), "endTimeUnixNano": str(t0 + 3_000_000),
+                      "attributes": common + [
+                          {"key": "messaging.consumer.group.name", "value": {"stringValue": "billing"}},
+                          {"key": "messaging.operation.type", "value": {"stringValue": "process"}}]})
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "checkout"}}]}, "scopeSpans": [{"spans": spans}]}]})
+
+
+def logs_body(n=20):
+    records = [{"timeUnixNano": str(time.time_ns()), "severityText": "INFO",
+                "body": {"stringValue": "order handled"}, "traceId": f"{random.getrandbits(128):032x}",
+                "spanId": f"{random.getrandbits(64):016x}"} for _ in range(n)]
+    return json.dumps({"resourceLogs": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "billing"}}]}, "scopeLogs": [{"logRecords": records}]}]})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=60)
+    ap.add_argument("--warmup", type=float, default=10, help="minutes before the goals are judged")
+    ap.add_argument("--binary", default=os.path.join(ROOT, "target/release/streamsight"))
+    ap.add_argument("--tansu", default=os.environ.get("STREAMSIGHT_TANSU",
+                                                      os.path.join(ROOT, ".tools/tansu/bin/tansu")))
+    ap.add_argument("--groups", type=int, default=500)
+    ap.add_argument("--services", type=int, default=200)
+    ap.add_argument("--out", default=os.path.join(ROOT, "target/soak"), help="samples (JSON) and plots (PNG)")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    args = ap.parse_args()
+    for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
+        if not os.access(path, os.X_OK):
+            sys.exit(f"{what} {path}: not an executable (build it, or pass the path)")
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="streamsight-soak-")
+    children = []
+    stop = threading.Event()
+    try:
+        return run(args, work, children, stop)
+    finally:
+        stop.set()
+        for c in children:
+            c.kill()
+            c.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args, work, children, stop):
+    # The broker, its topics, and the groups' first commits.
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    children.append(subprocess.Popen(
+        [args.tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    wait_listening(port)
+    bootstrap = f"127.0.0.1:{port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1), NewTopic(DLQ, 1, 1),
+                                  NewTopic(PROBE, 1, 1)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(PARTITIONS * 200):
+        producer.produce(TOPIC, value=b"order", partition=i % PARTITIONS)
+    producer.flush(30)
+    groups = [f"group-{i:04}" for i in range(args.groups)]
+    # What each partition holds, kept here: the groups commit a little behind it.
+    produced = [200] * PARTITIONS
+
+    def commit(group, behind):
+        # AlterConsumerGroupOffsets: a commit for a group with no member, as
+        # any client's commit is on the broker, without 500 client instances.
+        offsets = [TopicPartition(TOPIC, p, max(0, end - behind)) for p, end in enumerate(produced)]
+        for f in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)]).values():
+            f.result(30)
+
+    started = time.monotonic()
+    for g in groups:
+        commit(g, random.randint(0, 50))
+    print(f"soak: tansu on {bootstrap}, {len(groups)} groups committed in {time.monotonic() - started:.0f} s",
+          flush=True)
+
+    # The collector.
+    config = os.path.join(work, "streamsight.toml")
+    with open(config, "w") as f:
+        f.write(f'''[[serve.clusters]]
+name = "soak"
+bootstrap = ["{bootstrap}"]
+poll_interval = "10s"
+
+[[serve.probes]]
+name = "soak"
+bootstrap = "{bootstrap}"
+topic = "{PROBE}"
+group = "streamsight-probe"
+interval = "1s"
+
+[[serve.dlq]]
+name = "soak"
+bootstrap = "{bootstrap}"
+topics = ["{DLQ}"]
+refresh = "10s"
+''')
+    log_path = os.path.join(args.out, "collector.log")
+    log = open(log_path, "w")
+    serve = subprocess.Popen(
+        [args.binary, "serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
+         "--otlp-listen", "127.0.0.1:0", "--storage", f"sqlite://{work}/soak.db", "--config", config],
+        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "STREAMSIGHT_LOG": "warn"})
+    children.append(serve)
+    line = serve.stdout.readline()
+    m = re.search(r"intake=(\S+).*api=(\S+).*otlp=(\S+)", line)
+    if not m:
+        sys.exit(f"the collector did not start: {line!r}; see {log_path}")
+    intake, api, otlp = m.groups()
+    threading.Thread(target=lambda: [None for _ in serve.stdout], daemon=True).start()
+    print(f"soak: collector pid {serve.pid}, api {api}; {args.minutes} min, warm-up {args.warmup} min", flush=True)
+
+    intake_lat, api_lat = Latencies(), Latencies()
+
+    def every(period, f):
+        def loop():
+            next_at = time.monotonic()
+            while not stop.is_set():
+                try:
+                    f()
+                except Exception as e:  # a load generator that dies is a finding, not a hang
+                    print(f"soak: load generator failed: {e!r}", flush=True)
+                    raise
+                next_at += period
+                stop.wait(max(0, next_at - time.monotonic()))
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+        return t
+
+    # Data Streams: each service flushes every 10 s, spread over the interval.
+    services = [f"svc-{i:03}" for i in range(args.services)]
+    dsm_clients = [Client(intake, intake_lat) for _ in range(4)]
+    tick = {"n": 0}
+
+    def dsm():
+        i = tick["n"] % len(services)
+        tick["n"] += 1
+        body = dsm_payload(services[i], time.time(), int(time.time()) * 10)
+        dsm_clients[i % 4].request("POST", "/v0.1/pipeline_stats", body,
+                                   {"Content-Type": "application/msgpack", "Content-Encoding": "gzip"})
+    per_client = 10.0 / len(services)
+    for k in range(4):
+        every(per_client * 4, lambda k=k: dsm())
+
+    otlp_client = Client(otlp, intake_lat)
+    seq = {"n": 0}
+
+    def spans_and_logs():
+        seq["n"] += 1
+        otlp_client.request("POST", "/v1/traces", spans_body(seq["n"]), {"Content-Type": "application/json"})
+        otlp_client.request("POST", "/v1/logs", logs_body(), {"Content-Type": "application/json"})
+    every(1.0, spans_and_logs)
+
+    # The broker's traffic: records in, groups committing, dead letters.
+    traffic = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    committing = {"n": 0}
+
+    def broker_traffic():
+        for i in range(40):
+            traffic.produce(TOPIC, value=b"order", partition=i % PARTITIONS)
+        for p in range(PARTITIONS):
+            produced[p] += 40 // PARTITIONS
+        traffic.produce(DLQ, value=b"{}", headers={"streamsight.source.topic": TOPIC,
+                                                   "streamsight.error.class": "ValueError"})
+        traffic.flush(10)
+        # A tenth of the groups commit each round: all of them every 10 s.
+        start = committing["n"] % 10
+        committing["n"] += 1
+        for g in groups[start::10]:
+            commit(g, random.randint(0, 30))
+    every(1.0, broker_traffic)
+
+    dash = Client(api, api_lat)
+
+    def dashboard():
+        for path in ["/", "/api/v1/overview", "/api/v1/groups", "/api/v1/lag?cluster=soak&group=group-0000",
+                     "/api/v1/alerts", "/api/v1/dlq", "/api/v1/probes", "/metrics"]:
+            dash.request("GET", path)
+    every(5.0, dashboard)
+
+    # Samples, once a minute.
+    clk = os.sysconf("SC_CLK_TCK")
+
+    def cpu_s():
+        with open(f"/proc/{serve.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / clk
+
+    def rss_mb():
+        with open(f"/proc/{serve.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    samples, bad = [], []
+    began = time.monotonic()
+    last_cpu, last_at = cpu_s(), began
+    minutes = int(round(args.minutes))
+    for minute in range(1, minutes + 1):
+        stop.wait(max(0, began + minute * 60 - time.monotonic()))
+        if serve.poll() is not None:
+            sys.exit(f"soak: the collector exited with {serve.returncode} in minute {minute}; see {log_path}")
+        now, cpu = time.monotonic(), cpu_s()
+        ims, ibad = intake_lat.take()
+        ams, abad = api_lat.take()
+        bad += ibad + abad
+        log.flush()
+        with open(log_path) as f:
+            text = f.read()
+        s = {"minute": minute, "rss_mb": round(rss_mb(), 1),
+             "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1),
+             "intake_requests": len(ims), "intake_p99_ms": p99(ims), "api_requests": len(ams),
+             "api_p99_ms": p99(ams), "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
+             "non_2xx": len(ibad) + len(abad)}
+        last_cpu, last_at = cpu, now
+        samples.append(s)
+        print("soak: " + json.dumps(s), flush=True)
+    stop.set()
+    mix = what_it_saw(api)
+    print("soak: saw " + json.dumps(mix), flush=True)
+    return report(args, samples, bad, log_path, serve.poll() is None, mix)
+
+
+def what_it_saw(api):
+    """That the mix reached every part: groups polled, probe, DLQ, spans, pathways."""
+    u = urllib.parse.urlparse(api)
+
+    def get(path):
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        c.request("GET", path)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        return json.loads(body) if r.status == 200 else {}
+    lag = get("/api/v1/lag?cluster=soak")
+    polled = {r.get("group") for r in lag.get("rows", []) if r.get("lag_messages") is not None}
+    tracers = get("/api/v1/lag?cluster=tracers")
+    probes = json.dumps(get("/api/v1/probes"))
+    dlq = json.dumps(get("/api/v1/dlq"))
+    return {"groups_polled_with_lag": len(polled), "tracer_group_rows": len(tracers.get("rows", [])),
+            "probe_reported": PROBE in probes, "dlq_reported": DLQ in dlq,
+            "dsm_payloads": get("/api/v1/intake").get("intake", {}).get("payloads", 0)}
+
+
+def report(args, samples, bad, log_path, alive, mix):
+    judged = [s for s in samples if s["minute"] > args.warmup]
+    out = {"minutes": args.minutes, "warmup": args.warmup, "groups": args.groups, "services": args.services,
+           "binary": args.binary, "samples": samples, "saw": mix}
+    goals = {}
+    if len(judged) >= 2:
+        xs = [s["minute"] for s in judged]
+        ys = [s["rss_mb"] for s in judged]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        growth = 100 * slope * 60 / ys[0]
+        goals["rss_growth_percent_per_hour"] = (round(growth, 2), growth <= 5)
+        for key in ["intake_p99_ms", "api_p99_ms"]:
+            values = [s[key] for s in judged if s[key] is not None]
+            if len(values) >= 2:
+                k = min(3, len(values) // 2) or 1
+                first, last = statistics.median(values[:k]), statistics.median(values[-k:])
+                ratio = last / first if first else float("inf")
+                goals[key.replace("_ms", "_last_over_first")] = (round(ratio, 2), ratio <= 1.2)
+    errors = sum(1 for line in open(log_path) if " ERROR " in line)
+    goals["errors_logged"] = (errors, errors == 0)
+    out["goals"] = {k: {"value": v, "met": ok} for k, (v, ok) in goals.items()}
+    out["non_2xx"] = bad[:50]
+    with open(os.path.join(args.out, "soak.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    plot(args, samples)
+    for k, (v, ok) in goals.items():
+        print(f"soak: {k} = {v}: {'met' if ok else 'MISSED'}")
+    print(f"soak: samples and plot in {args.out}")
+    hard = []
+    if not alive:
+        hard.append("the collector died")
+    if bad:
+        hard.append(f"{len(bad)} requests not answered 2xx, e.g. {bad[:5]}")
+    if not samples:
+        hard.append("no samples")
+    if mix["groups_polled_with_lag"] < args.groups:
+        hard.append(f"only {mix['groups_polled_with_lag']} of {args.groups} groups polled with a lag")
+    if not (mix["probe_reported"] and mix["dlq_reported"] and mix["tracer_group_rows"]):
+        hard.append(f"a part of the mix was not seen: {mix}")
+    for h in hard:
+        print(f"soak: FAILED: {h}")
+    missed = [k for k, (_, ok) in goals.items() if not ok]
+    if hard or (args.check and missed):
+        return 1
+    return 0
+
+
+def plot(args, samples):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    minutes = [s["minute"] for s in samples]
+    for ax, key, label in [(axes[0][0], "rss_mb", "RSS (MB)"), (axes[0][1], "cpu_percent", "CPU (% of a core)"),
+                           (axes[1][0], "intake_p99_ms", "p99 intake latency (ms)"),
+                           (axes[1][1], "api_p99_ms", "p99 API latency (ms)")]:
+        ax.plot(minutes, [s[key] if s[key] is not None else float("nan") for s in samples], marker=".")
+        ax.axvline(args.warmup, color="grey", linestyle=":", label="end of warm-up")
+        ax.set_title(label)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("minute")
+    axes[0][0].legend(loc="lower right")
+    fig.suptitle(f"streamsight soak: {args.services} services, {args.groups} groups, {args.minutes:g} min")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "soak.png"), dpi=90)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
