@@ -322,14 +322,7 @@ groups = ["ledger"]
     let started = Instant::now();
 
     // 1. A million empty stats points in 1 KB, twenty times.
-    let mut raw = Vec::new();
-    rmp::encode::write_map_len(&mut raw, 1).unwrap();
-    rmp::encode::write_str(&mut raw, "Stats").unwrap();
-    rmp::encode::write_array_len(&mut raw, 1).unwrap();
-    rmp::encode::write_map_len(&mut raw, 1).unwrap();
-    rmp::encode::write_str(&mut raw, "Stats").unwrap();
-    rmp::encode::write_array_len(&mut raw, 1_000_000).unwrap();
-    raw.extend(std::iter::repeat_n(0x80, 1_000_000));
+    let raw = streamsight_testkit::dsm::empty_stats_points(1_000_000);
     let body = gzip(&raw);
     let mut codes = Vec::new();
     for _ in 0..20 {

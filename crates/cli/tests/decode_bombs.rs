@@ -209,19 +209,6 @@ fn v05_clones(spans: u32) -> Vec<u8> {
     raw
 }
 
-/// A Data Streams payload of a million empty stats points.
-fn dsm_empty_points(n: u32) -> Vec<u8> {
-    let mut raw = Vec::new();
-    rmp::encode::write_map_len(&mut raw, 1).unwrap();
-    rmp::encode::write_str(&mut raw, "Stats").unwrap();
-    rmp::encode::write_array_len(&mut raw, 1).unwrap();
-    rmp::encode::write_map_len(&mut raw, 1).unwrap();
-    rmp::encode::write_str(&mut raw, "Stats").unwrap();
-    rmp::encode::write_array_len(&mut raw, n).unwrap();
-    raw.extend(std::iter::repeat_n(0x80, n as usize));
-    raw
-}
-
 fn json_array_of(value: &str, n: usize) -> String {
     let mut s = String::with_capacity(n * (value.len() + 1) + 2);
     s.push('[');
@@ -350,7 +337,7 @@ fn bombs() -> Vec<Bomb> {
         Listener::Intake,
         "/v0.1/pipeline_stats",
         msgpack,
-        dsm_empty_points(1_000_000),
+        streamsight_testkit::dsm::empty_stats_points(1_000_000),
         true,
         "10⁶ empty stats points".into(),
     );

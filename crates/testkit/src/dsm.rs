@@ -96,3 +96,18 @@ pub async fn post(client: &reqwest::Client, intake: &str, payload: &Payload) {
         resp.text().await.unwrap_or_default()
     );
 }
+
+/// A Data Streams payload (msgpack, not gzipped) of one bucket holding `n`
+/// empty stats points: a few bytes on the wire, `n` points once decoded; the
+/// abuse suites' bomb.
+pub fn empty_stats_points(n: u32) -> Vec<u8> {
+    // {"Stats": [{"Stats": [{} × n]}]}, written by hand.
+    let mut raw = vec![0x81, 0xa5];
+    raw.extend_from_slice(b"Stats");
+    raw.extend_from_slice(&[0x91, 0x81, 0xa5]);
+    raw.extend_from_slice(b"Stats");
+    raw.push(0xdd);
+    raw.extend_from_slice(&n.to_be_bytes());
+    raw.extend(std::iter::repeat_n(0x80, n as usize));
+    raw
+}
