@@ -200,6 +200,22 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
         counted.filter(|&n| n > 0.0)
     })
     .await;
+    let (_, down) = get(&client, &format!("{api}/api/v1/lag?group=billing")).await;
+    assert_ne!(
+        down["rows"][0]["lag_messages"].as_i64(),
+        Some(0),
+        "down is not caught up: {down:#}"
+    );
+
+    // Back: the same poller recovers by itself, with no restart.
+    cluster.broker_up(1).unwrap();
+    produce(&cluster, "orders", 1).await;
+    let lag = wait_for(&client, &format!("{api}/api/v1/lag?group=billing"), |b| {
+        b["rows"][0]["broker_unreachable"] == false && b["rows"][0]["end_offset"] == 13
+    })
+    .await;
+    assert_ne!(lag["rows"][0]["status"], "stale", "{lag:#}");
+    assert_eq!(lag["rows"][0]["lag_messages"].as_i64(), Some(9), "{lag:#}");
 }
 
 /// An open transaction (on testkit's broker on kafka-protocol's encodings: no
