@@ -51,6 +51,8 @@ pub enum ServeError {
     Tenants(String),
     #[error("{0}")]
     Alerts(String),
+    #[error("[serve.limits]: {0}")]
+    Limits(String),
     #[error("cannot listen on unix socket {path}: {source}")]
     BindUnix { path: String, source: std::io::Error },
     #[error("sharded log: {0}")]
@@ -144,6 +146,7 @@ struct Bound {
 
 async fn bind(config: ServeConfig, engine: EngineConfig) -> Result<Bound, ServeError> {
     config.alerts.validate().map_err(ServeError::Alerts)?;
+    config.limits.validate().map_err(ServeError::Limits)?;
     let per_tenant = config.per_tenant().map_err(ServeError::Tenants)?;
     let mut stores = Vec::new();
     for (name, c) in &per_tenant {

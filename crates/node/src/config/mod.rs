@@ -196,6 +196,25 @@ pub struct Limits {
     pub decode_memory_bytes: usize,
 }
 
+impl Limits {
+    /// What cannot serve at all: a request budget of nothing, or a shared
+    /// budget smaller than one request's (a large request would be told to
+    /// retry, for ever).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.request_memory_bytes == 0 {
+            return Err("request_memory_bytes is 0: no request could be read".into());
+        }
+        if self.decode_memory_bytes < self.request_memory_bytes {
+            return Err(format!(
+                "decode_memory_bytes ({}) is less than request_memory_bytes ({}): it is what every \
+                 request in flight shares, so it must hold at least one",
+                self.decode_memory_bytes, self.request_memory_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -315,6 +334,23 @@ pub struct BoundIntake {
 
 #[cfg(test)]
 mod tests {
+    use super::Limits;
+
+    #[test]
+    fn memory_limits_that_could_not_serve_are_refused() {
+        assert_eq!(Limits::default().validate(), Ok(()));
+        let none = Limits {
+            request_memory_bytes: 0,
+            ..Limits::default()
+        };
+        assert!(none.validate().unwrap_err().contains("request_memory_bytes is 0"));
+        let smaller = Limits {
+            decode_memory_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        assert!(smaller.validate().unwrap_err().contains("must hold at least one"));
+    }
+
     use super::tenant_storage;
 
     #[test]
