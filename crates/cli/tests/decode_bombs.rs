@@ -517,4 +517,10 @@ async fn every_bomb_at_once_stays_within_the_shared_decode_memory() {
     };
     let refused = counted("request_memory_exceeded") + counted("decode_memory_busy");
     assert!(refused >= 1.0, "no memory refusal counted:\n{metrics}");
+    // Every request gave back what it was charged, refused or not.
+    assert_eq!(
+        streamsight_testkit::http::sample(&metrics, "streamsight_decode_memory_bytes"),
+        Some(0.0),
+        "decode memory still held after every request ended"
+    );
 }

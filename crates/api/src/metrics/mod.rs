@@ -96,6 +96,13 @@ pub fn render(shared: &Shared, now: Millis) -> String {
         render_rejections(&mut out, &engine.stats().rejected);
     }
     render_intake(&mut out, &shared.telemetry.snapshot());
+    header(
+        &mut out,
+        "streamsight_decode_memory_bytes",
+        "gauge",
+        "Memory held now by requests being read and decoded, of the process's decode_memory_bytes.",
+    );
+    let _ = writeln!(out, "streamsight_decode_memory_bytes {}", shared.decode_memory.in_use());
     render_limited(&mut out, &shared.limited());
     header(
         &mut out,
