@@ -32,6 +32,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -180,10 +181,17 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "target/soak"), help="samples (JSON) and plots (PNG)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     args = ap.parse_args()
+    if not 0 <= args.warmup < args.minutes:
+        sys.exit(f"--warmup ({args.warmup:g} min) must be shorter than --minutes ({args.minutes:g}): "
+                 "the goals are judged on the minutes after it")
     for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
         if not os.access(path, os.X_OK):
             sys.exit(f"{what} {path}: not an executable (build it, or pass the path)")
     os.makedirs(args.out, exist_ok=True)
+    # SIGTERM and SIGINT end the run through the cleanup below: the broker and
+    # collector stopped, the work directory removed.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda n, _: sys.exit(128 + n))
     work = tempfile.mkdtemp(prefix="streamsight-soak-")
     children = []
     stop = threading.Event()
