@@ -503,14 +503,7 @@ async fn every_bomb_at_once_stays_within_the_shared_decode_memory() {
     assert!(rise <= MAX_TOTAL_RISE_MB, "peak RSS rose {rise} MB");
     assert_eq!(valid_export(&client, &c).await, 200, "a valid export after them");
     // Each refusal of the memory budget counted where every intake error is.
-    let metrics = client
-        .get(format!("{}/metrics", c.api))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{}/metrics", c.api)).await;
     let counted = |kind: &str| {
         streamsight_testkit::http::sample(&metrics, &format!("streamsight_intake_errors_total{{kind=\"{kind}\"}}"))
             .unwrap_or(0.0)

@@ -103,13 +103,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     let body = match read_metered(body, limits.max_body_bytes, &mut meter).await {
         Ok(b) => b,
         Err(refused) => {
-            if let ErrorKind::Intake(error) = refused.kind {
-                telemetry.emit(IntakeEvent::PayloadRejected {
-                    error,
-                    detail: &refused.message,
-                });
-            }
-            return refused.into_response();
+            return crate::counted(telemetry, refused).into_response();
         }
     };
     let gzipped = match gzipped(&headers) {
@@ -142,14 +136,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
                 PayloadError::Msgpack(_) => IntakeError::BadMsgpack,
                 PayloadError::OverLimit { what, .. } => IntakeError::TooMany(*what),
                 PayloadError::Memory(spent) => {
-                    let refused = ApiError::from(*spent);
-                    if let ErrorKind::Intake(error) = refused.kind {
-                        telemetry.emit(IntakeEvent::PayloadRejected {
-                            error,
-                            detail: &refused.message,
-                        });
-                    }
-                    return refused.into_response();
+                    return crate::counted(telemetry, ApiError::from(*spent)).into_response();
                 }
             };
             return reject(error, e.to_string()).into_response();

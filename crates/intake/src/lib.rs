@@ -8,3 +8,19 @@ pub mod dsm;
 pub mod spans;
 
 pub use dsm::{Dates, ENDPOINTS, Translated, router, translate};
+
+use streamsight_http::{ApiError, ErrorKind};
+use streamsight_node::telemetry::{IntakeEvent, IntakeTelemetry};
+
+/// `refused`, counted and logged as the rejected payload it is when its kind is
+/// an intake error (a limit, the memory budget, a body): one place for every
+/// intake route's refusals.
+pub(crate) fn counted(telemetry: &IntakeTelemetry, refused: ApiError) -> ApiError {
+    if let ErrorKind::Intake(error) = refused.kind {
+        telemetry.emit(IntakeEvent::PayloadRejected {
+            error,
+            detail: &refused.message,
+        });
+    }
+    refused
+}

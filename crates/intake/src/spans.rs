@@ -18,7 +18,7 @@ use streamsight_http::rate::SharedRate as Rate;
 use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::clock;
 use streamsight_node::sync::lock;
-use streamsight_node::telemetry::{IntakeError, IntakeEvent};
+use streamsight_node::telemetry::IntakeError;
 use streamsight_node::{Shared, Writer};
 use streamsight_wire::budget;
 use streamsight_wire::traces::{self, DecodeError, Decoded, Limits};
@@ -88,16 +88,9 @@ async fn take(
     body: Body,
     decode: impl FnOnce(&[u8], Limits) -> Result<Decoded, DecodeError> + Send + 'static,
 ) -> Result<Decoded, ApiError> {
-    let taken = take_uncounted(shared, writer, rate, headers, body, decode).await;
-    if let Err(refused) = &taken
-        && let ErrorKind::Intake(error) = refused.kind
-    {
-        shared.telemetry.emit(IntakeEvent::PayloadRejected {
-            error,
-            detail: &refused.message,
-        });
-    }
-    taken
+    take_uncounted(shared, writer, rate, headers, body, decode)
+        .await
+        .map_err(|refused| crate::counted(&shared.telemetry, refused))
 }
 
 async fn take_uncounted(
