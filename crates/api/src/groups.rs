@@ -70,7 +70,10 @@ struct GroupRow {
     group: String,
     status: streamsight_core::Status,
     partitions: usize,
-    total_lag: i64,
+    /// Unknown (null) unless every partition's lag is known.
+    total_lag: Option<i64>,
+    /// Sum of the known lags: a lower bound when `complete` is false.
+    known_lag: i64,
     complete: bool,
     max_lag: Option<MaxLag>,
 }
@@ -101,7 +104,8 @@ fn fold_groups(rows: Vec<LagRow>) -> Vec<GroupRow> {
                 group,
                 status: fold.status,
                 partitions: fold.partitions,
-                total_lag: fold.total_lag,
+                total_lag: fold.complete.then_some(fold.total_lag),
+                known_lag: fold.total_lag,
                 complete: fold.complete,
                 max_lag: fold.max_lag.map(|((topic, partition), lag_messages)| MaxLag {
                     topic,
@@ -236,7 +240,8 @@ fn merge_history(
             let mut merged = streamsight_node::services::GroupSample {
                 at_ms: 0,
                 status: streamsight_core::Status::Ok,
-                total_lag: 0,
+                total_lag: None,
+                known_lag: 0,
                 complete: of.len() == parts.len(),
                 max_lag_seconds: None,
                 lag_seconds_lower_bound: false,
@@ -245,7 +250,7 @@ fn merge_history(
             for s in of.values() {
                 merged.at_ms = merged.at_ms.max(s.at_ms);
                 merged.status = merged.status.max(s.status);
-                merged.total_lag = merged.total_lag.saturating_add(s.total_lag);
+                merged.known_lag = merged.known_lag.saturating_add(s.known_lag);
                 merged.complete &= s.complete;
                 if s.max_lag_seconds > merged.max_lag_seconds {
                     merged.max_lag_seconds = s.max_lag_seconds;
@@ -253,6 +258,7 @@ fn merge_history(
                 }
                 merged.producer_failing |= s.producer_failing;
             }
+            merged.total_lag = merged.complete.then_some(merged.known_lag);
             merged
         })
         .collect()
@@ -351,7 +357,8 @@ mod tests {
         GroupSample {
             at_ms,
             status,
-            total_lag: lag,
+            total_lag: Some(lag),
+            known_lag: lag,
             complete: true,
             max_lag_seconds: Some(lag as f64),
             lag_seconds_lower_bound: false,
@@ -373,10 +380,15 @@ mod tests {
         assert_eq!(merged.len(), 2);
         assert_eq!(
             (merged[0].at_ms, merged[0].total_lag, merged[0].status),
-            (10_900, 12, Warn)
+            (10_900, Some(12), Warn)
         );
         assert!(merged[0].complete);
         assert!(!merged[1].complete, "b has no sample in the second interval");
+        assert_eq!(
+            (merged[1].total_lag, merged[1].known_lag),
+            (None, 6),
+            "a sum with a part missing is not the total"
+        );
         // One part: its samples as they are.
         assert_eq!(merge_history(vec![("a".into(), sample(1, 1, Ok))], 10).len(), 1);
     }

@@ -367,7 +367,11 @@ fn replay_bench(c: &mut Criterion) {
         for seq in 1..=BATCHES {
             let decoded =
                 streamsight_wire::dsm::payload::decode(&payload(seq, base), true, Default::default()).unwrap();
-            let t = intake::translate(&decoded, intake::Dates::any(Millis(i64::MAX)), "default", &|_| None);
+            let t = intake::translate(
+                &decoded,
+                intake::Dates::any(Millis(i64::MAX)),
+                &intake::Clusters::none("default"),
+            );
             records_total += t.records.len();
             store.append(&t.records).unwrap();
         }
@@ -467,7 +471,13 @@ fn stages_bench(c: &mut Criterion) {
         b.iter(|| streamsight_wire::dsm::payload::decode_msgpack::<&str>(&raw, limits).unwrap())
     });
     group.bench_function("translate", |b| {
-        b.iter(|| intake::translate(&decoded, intake::Dates::any(Millis(i64::MAX)), "default", &|_| None))
+        b.iter(|| {
+            intake::translate(
+                &decoded,
+                intake::Dates::any(Millis(i64::MAX)),
+                &intake::Clusters::none("default"),
+            )
+        })
     });
     group.finish();
 }

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use streamsight_collector::ServeConfig;
-use streamsight_collector::intake::{Dates, translate};
+use streamsight_collector::intake::{Clusters, Dates, translate};
 use streamsight_core::{EngineConfig, Millis};
 use streamsight_wire::dsm::payload::{
     Backlog, Bucket, ConsumeStart, ConsumedCount, Delivery, FailedSends, Payload, ProducedCount, SkippedRange,
@@ -167,7 +167,7 @@ proptest! {
             newest: Millis(NOW + 600_000),
         };
         for p in &payloads {
-            let translated = translate(p, dates, "default", &|_| None);
+            let translated = translate(p, dates, &Clusters::none("default"));
             shared.apply(&translated.records);
         }
         for later in [0, 3_600_000, i64::MAX - NOW] {

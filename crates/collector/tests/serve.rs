@@ -154,6 +154,8 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
             .unwrap()
             .contains(&Value::from("/v0.1/pipeline_stats"))
     );
+    // The port tracers reached, not the agent's usual one.
+    assert_eq!(info["config"]["receiver_port"], running.intake_addr.port(), "{info}");
 
     let start_ns = now_ns() - 60_000_000_000;
     let (status, body) = post(
@@ -164,6 +166,14 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     )
     .await;
     assert_eq!(status, 202, "{body}");
+    // The produce and the pathway point are accepted; the two placeholders
+    // refused (and counted below), never accepted.
+    assert_eq!(
+        (&body["accepted"], &body["rejected"], &body["dropped"]),
+        (&2.into(), &2.into(), &0.into()),
+        "{body}"
+    );
+    assert_eq!(body["errors"].as_array().unwrap().len(), 2, "{body}");
     let raw = rmp_serde_bytes(&consumer_payload(start_ns));
     let (status, body) = post(&client, &format!("{intake}/v0.1/pipeline_stats"), raw, false).await;
     assert_eq!(status, 202, "{body}");
@@ -582,6 +592,110 @@ async fn commits_without_a_cluster_join_the_named_cluster_even_after_arriving_fi
     assert_eq!(post(&client, &intake, encode(&commit(500)), true).await.0, 202);
     let lag = get_json(&client, &format!("{api}/api/v1/lag?group=billing&cluster=prod-1")).await;
     assert_eq!(lag["rows"][0]["lag_messages"], 501, "{lag}");
+}
+
+/// A tracer that names the cluster on its produces and not on its commits
+/// (ddtrace), in one payload: one cluster, and no stale copy of the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_join_the_cluster_their_own_payload_names() {
+    let running = start("memory://".into()).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let start_ns = now_ns() - 60_000_000_000;
+    let payload = Payload {
+        env: "prod".into(),
+        service: "checkout".into(),
+        stats: vec![Bucket {
+            start: start_ns,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs: vec![
+                backlog(
+                    &[
+                        "type:kafka_commit",
+                        "consumer_group:billing",
+                        "topic:orders",
+                        "partition:0",
+                    ],
+                    400,
+                ),
+                backlog(
+                    &[
+                        "type:kafka_produce",
+                        "topic:orders",
+                        "partition:0",
+                        "kafka_cluster_id:c1",
+                    ],
+                    1000,
+                ),
+            ],
+        }],
+        ..Default::default()
+    };
+    let (status, body) = post(&client, &intake, encode(&payload), true).await;
+    assert_eq!((status, &body["accepted"]), (202, &2.into()), "{body}");
+    let groups = get_json(&client, &format!("{api}/api/v1/groups")).await;
+    let clusters: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["c1"], "{groups}");
+    assert_eq!(groups["groups"][0]["total_lag"], 601, "{groups}");
+}
+
+/// A group whose lag is unknown (commits, no end offset anywhere) sums to
+/// nothing: its total is null, never 0, wherever a total is shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_of_unknown_lag_has_no_total() {
+    // Summaries are remade each second at most, not 10.
+    let config = ServeConfig {
+        history_interval: std::time::Duration::from_secs(1),
+        ..ServeConfig::ephemeral()
+    };
+    let running = start_with("memory://".into(), config).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let payload = Payload {
+        env: "prod".into(),
+        service: "billing".into(),
+        stats: vec![Bucket {
+            start: now_ns() - 60_000_000_000,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs: vec![backlog(
+                &[
+                    "type:kafka_commit",
+                    "consumer_group:billing",
+                    "topic:orders",
+                    "partition:0",
+                ],
+                400,
+            )],
+        }],
+        ..Default::default()
+    };
+    assert_eq!(post(&client, &intake, encode(&payload), true).await.0, 202);
+    let groups = get_json(&client, &format!("{api}/api/v1/groups")).await;
+    let row = &groups["groups"][0];
+    assert_eq!(
+        (&row["total_lag"], &row["known_lag"], &row["complete"]),
+        (&Value::Null, &0.into(), &false.into()),
+        "{groups}"
+    );
+    let row = streamsight_testkit::eventually(10, "the group in the overview", async || {
+        let overview = get_json(&client, &format!("{api}/api/v1/overview")).await;
+        Some(overview["groups"]["rows"].get(0)?.clone())
+    })
+    .await;
+    assert_eq!(
+        (&row["group"], &row["total_lag"]),
+        (&"billing".into(), &Value::Null),
+        "{row}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

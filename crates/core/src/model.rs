@@ -119,7 +119,55 @@ impl<S> Partition<S> {
     }
 }
 
+/// Kafka's offset sentinels: what a client holds where it has no position.
+const OFFSET_SENTINELS: [i64; 4] = [-1, -2, -1000, -1001];
+
+/// An offset the engine takes as a position.
+pub(crate) fn check_offset(offset: i64) -> Result<(), RejectReason> {
+    if offset >= 0 {
+        if offset == i64::MAX {
+            return Err(RejectReason::OffsetOutOfRange);
+        }
+        Ok(())
+    } else if OFFSET_SENTINELS.contains(&offset) {
+        Err(RejectReason::InvalidOffsetSentinel)
+    } else {
+        Err(RejectReason::NegativeOffset)
+    }
+}
+
 impl<S> ObservationOf<S> {
+    /// Why the engine will reject this point whatever it holds (a negative
+    /// partition, an offset that is no position, a failed send), checked as
+    /// the engine checks it: an intake can say so in its answer. Only the
+    /// cardinality limits, which depend on what is held, are left to the engine.
+    pub fn check(&self) -> Result<(), RejectReason> {
+        use ObservationOf as O;
+        let partition = |p: &Partition<S>| {
+            if p.partition < 0 {
+                Err(RejectReason::NegativePartition)
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            O::Produced { partition: p, offset } => partition(p).and_then(|()| check_offset(*offset)),
+            O::ProduceFailed { .. } => Err(RejectReason::FailedSend),
+            O::Committed {
+                partition: p, offset, ..
+            }
+            | O::EndOffset {
+                partition: p, offset, ..
+            }
+            | O::LogStart { partition: p, offset }
+            | O::StableOffset { partition: p, offset }
+            | O::RecordWritten { partition: p, offset }
+            | O::ControlMarker { partition: p, offset } => check_offset(*offset).and_then(|()| partition(p)),
+            O::Unreachable { partition: p } => partition(p),
+            O::TopicRecreated { .. } | O::GroupDeleted { .. } | O::TopicDeleted { .. } => Ok(()),
+        }
+    }
+
     /// The same observation with every name passed through `f`.
     pub fn map<'a, T>(&'a self, mut f: impl FnMut(&'a S) -> T) -> ObservationOf<T> {
         use ObservationOf as O;

@@ -19,13 +19,17 @@ enum Obs {
 
 impl Obs {
     fn apply(&self, engine: &mut Engine, at: Millis) {
+        let _ = engine.observe(at, &self.observation());
+    }
+
+    fn observation(&self) -> Observation<'static> {
         let p = |partition| PartitionRef {
             cluster: "c",
             topic: "t",
             partition,
         };
         let groups = ["g0", "g1"];
-        let o = match *self {
+        match *self {
             Obs::Produced(part, offset) => Observation::Produced {
                 partition: p(part),
                 offset,
@@ -53,8 +57,7 @@ impl Obs {
                 partition: p(part),
                 error: "x",
             },
-        };
-        let _ = engine.observe(at, &o);
+        }
     }
 }
 
@@ -119,8 +122,43 @@ fn reports(e: &Engine, now: Millis) -> Vec<LagReport> {
     e.group_partitions().map(|id| e.evaluate(id, now)).collect()
 }
 
+/// An offset, a Kafka sentinel, another negative one or the largest.
+fn offset_or_sentinel() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        0..10_000i64,
+        prop::sample::select(vec![-1i64, -2, -1000, -1001, -7, i64::MIN, i64::MAX]),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// What an intake says of a point before the engine sees it (`check`) is
+    /// what the engine then does with it, whatever the engine held.
+    #[test]
+    fn a_points_check_is_the_engines_verdict(
+        timeline in timeline(),
+        obs in prop_oneof![
+            (-3..4i32, offset_or_sentinel()).prop_map(|(p, o)| Obs::Produced(p, o)),
+            (any::<u8>(), -3..4i32, offset_or_sentinel()).prop_map(|(g, p, o)| Obs::Committed(g, p, o)),
+            (-3..4i32, offset_or_sentinel()).prop_map(|(p, o)| Obs::BrokerEnd(p, o)),
+            (-3..4i32, offset_or_sentinel()).prop_map(|(p, o)| Obs::ClientEnd(p, o)),
+            (-3..4i32, offset_or_sentinel()).prop_map(|(p, o)| Obs::LogStart(p, o)),
+            (-3..4i32).prop_map(Obs::Failed),
+        ],
+    ) {
+        let mut e = run(&timeline);
+        let at = Millis(timeline.last().unwrap().0 + 1);
+        let o = obs.observation();
+        let verdict = e.observe(at, &o);
+        match o.check() {
+            Err(reason) => prop_assert_eq!(verdict, Err(reason)),
+            Ok(()) => prop_assert!(
+                verdict.is_ok() || verdict == Err(streamsight_core::RejectReason::Limited),
+                "{o:?}: {verdict:?}"
+            ),
+        }
+    }
 
     #[test]
     fn lag_is_never_negative(timeline in timeline(), later in 0..1_000_000i64) {

@@ -160,6 +160,11 @@ fn seconds(g: &GroupSummary) -> f64 {
     g.max_lag_seconds.unwrap_or(f64::INFINITY)
 }
 
+/// A group's lag for ordering: unknown sorts as the largest.
+fn lag(g: &GroupSummary) -> i64 {
+    g.total_lag.unwrap_or(i64::MAX)
+}
+
 fn order(sort: &str) -> Result<Order, String> {
     Ok(match sort {
         "status" => |a, b| {
@@ -169,7 +174,7 @@ fn order(sort: &str) -> Result<Order, String> {
                 .then(by_name(a, b))
         },
         "lag_seconds" => |a, b| seconds(b).total_cmp(&seconds(a)).then(by_name(a, b)),
-        "lag" => |a, b| b.total_lag.cmp(&a.total_lag).then(by_name(a, b)),
+        "lag" => |a, b| lag(b).cmp(&lag(a)).then(by_name(a, b)),
         "name" => by_name,
         other => return Err(format!("unknown sort {other:?}: status, lag_seconds, lag or name")),
     })

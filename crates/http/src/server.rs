@@ -149,6 +149,11 @@ impl Guard {
 #[derive(Copy, Clone, Debug)]
 struct Peer(std::net::SocketAddr);
 
+/// The address a connection was accepted on (`None` on a Unix socket): what
+/// a handler that names its own port (`/info`) reads.
+#[derive(Copy, Clone, Debug)]
+pub struct Local(pub Option<std::net::SocketAddr>);
+
 /// The header a trusted gateway names the tenant with (Grafana Mimir's, Loki's).
 const SCOPE_HEADER: &str = "x-scope-orgid";
 
@@ -298,14 +303,18 @@ pub async fn serve(listener: Listener, routes: Routes, guard: Guard, stop: watch
                 (Accepted::Unix(stream), _) => {
                     // Not a network peer: never a trusted proxy.
                     let peer = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
-                    connection(&http, TokioIo::new(stream), service, peer, stop).await;
+                    connection(&http, TokioIo::new(stream), service, (peer, None), stop).await;
                 }
                 (Accepted::Tcp(stream, peer), None) => {
-                    connection(&http, TokioIo::new(stream), service, peer, stop).await;
+                    let local = stream.local_addr().ok();
+                    connection(&http, TokioIo::new(stream), service, (peer, local), stop).await;
                 }
                 (Accepted::Tcp(stream, peer), Some(tls)) => {
+                    let local = stream.local_addr().ok();
                     match tokio::time::timeout(handshake, tls.acceptor().accept(stream)).await {
-                        Ok(Ok(stream)) => connection(&http, TokioIo::new(stream), service, peer, stop).await,
+                        Ok(Ok(stream)) => {
+                            connection(&http, TokioIo::new(stream), service, (peer, local), stop).await;
+                        }
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
@@ -323,7 +332,7 @@ async fn connection<I>(
     http: &hyper::server::conn::http1::Builder,
     io: TokioIo<I>,
     router: Router,
-    peer: std::net::SocketAddr,
+    (peer, local): (std::net::SocketAddr, Option<std::net::SocketAddr>),
     stop: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -332,6 +341,7 @@ async fn connection<I>(
     // Who is at the other end: a trusted proxy may name the tenant.
     let router = router.map_request(move |mut request: hyper::Request<hyper::body::Incoming>| {
         request.extensions_mut().insert(Peer(peer));
+        request.extensions_mut().insert(Local(local));
         request
     });
     let service = hyper_util::service::TowerToHyperService::new(router);

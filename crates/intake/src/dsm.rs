@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde_json::json;
+use std::collections::HashMap;
 use std::sync::Arc;
 use streamsight_core::Millis;
 use streamsight_core::pathway::PathwayPoint;
@@ -62,7 +63,10 @@ pub fn router(shared: Arc<Shared>, writer: Writer) -> Router {
         })
 }
 
-async fn info() -> impl IntoResponse {
+/// What tracers ask first. `receiver_port` is the port this request came
+/// in on (0 on a Unix socket), not the agent's usual 8126.
+async fn info(local: Option<axum::Extension<streamsight_http::server::Local>>) -> impl IntoResponse {
+    let port = local.and_then(|l| l.0.0).map_or(0, |a| a.port());
     axum::Json(json!({
         "version": concat!("streamsight-", env!("CARGO_PKG_VERSION")),
         "endpoints": ENDPOINTS,
@@ -70,7 +74,7 @@ async fn info() -> impl IntoResponse {
         "client_drop_p0s": false,
         "span_meta_structs": false,
         "long_running_spans": false,
-        "config": { "statsd_port": 0, "receiver_port": 8126 },
+        "config": { "statsd_port": 0, "receiver_port": port },
     }))
 }
 
@@ -158,7 +162,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         .retry_after(retry_after)
         .into_response();
     }
-    let accepted = translated.records.len();
+    let accepted = translated.records.len() - translated.rejected.len();
     if let Err(e) = intake.writer.append(translated.records).await {
         if matches!(e, AppendError::Busy(_)) {
             telemetry.emit(IntakeEvent::Limited {
@@ -174,12 +178,20 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         pathway_points: translated.pathway_points,
         failed_sends: translated.failed_sends,
     });
-    let dropped: Vec<&String> = translated.dropped.iter().take(10).map(|(_, d)| d).collect();
-    (
-        StatusCode::ACCEPTED,
-        axum::Json(json!({ "accepted": accepted, "dropped": translated.dropped.len(), "errors": dropped })),
-    )
-        .into_response()
+    let errors: Vec<&String> = translated
+        .dropped
+        .iter()
+        .map(|(_, d)| d)
+        .chain(&translated.rejected)
+        .take(10)
+        .collect();
+    let body = json!({
+        "accepted": accepted,
+        "rejected": translated.rejected.len(),
+        "dropped": translated.dropped.len(),
+        "errors": errors,
+    });
+    (StatusCode::ACCEPTED, axum::Json(body)).into_response()
 }
 
 /// The CPU-heavy part of a request, for a blocking thread: decompress, decode
@@ -194,17 +206,62 @@ fn decode_and_translate(shared: &Shared, body: &[u8], gzipped: bool) -> Result<T
         oldest: Millis(now.0.saturating_sub(clock::time_ms(shared.config.retention))),
         newest: Millis(now.0.saturating_add(clock::time_ms(limits.max_clock_skew))),
     };
+    let by_id = shared.clusters.names_by_id();
     let engine = shared.lag.engine();
     let default = shared.config.default_cluster.as_str();
-    // Only a cluster a tracer named counts: never a default one, whichever env.
-    let resolve = |topic: &str| {
+    // Only a cluster a tracer or the poller named counts: never a default
+    // one, whichever env.
+    let by_topic = |topic: &str| {
         let mut named = engine.clusters_of(topic).filter(|c| !is_default_cluster(c, default));
         match (named.next(), named.next()) {
             (Some(only), None) => Some(only.to_owned()),
             _ => None,
         }
     };
-    Ok(translate(&payload, dates, default, &resolve))
+    let clusters = Clusters {
+        default,
+        by_id: &by_id,
+        by_topic: &by_topic,
+    };
+    Ok(translate(&payload, dates, &clusters))
+}
+
+/// How a payload's points find their cluster.
+pub struct Clusters<'a> {
+    /// Where points that name no cluster and whose topic no named cluster
+    /// holds are kept: `DEFAULT/ENV`, the unknown cluster of their env.
+    pub default: &'a str,
+    /// A polled cluster's configured name by the id its brokers give: what a
+    /// tracer sends as `kafka_cluster_id` is that cluster.
+    pub by_id: &'a HashMap<String, String>,
+    /// The one named cluster that holds a topic, where exactly one does.
+    pub by_topic: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl std::fmt::Debug for Clusters<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clusters")
+            .field("default", &self.default)
+            .field("by_id", &self.by_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clusters<'_> {
+    /// Clusters known by nothing but the default.
+    pub fn none(default: &str) -> Clusters<'_> {
+        static EMPTY: std::sync::LazyLock<HashMap<String, String>> = std::sync::LazyLock::new(HashMap::new);
+        Clusters {
+            default,
+            by_id: &EMPTY,
+            by_topic: &|_| None,
+        }
+    }
+
+    /// A tracer's `kafka_cluster_id` as the cluster's name here.
+    fn named<'n>(&'n self, id: &'n str) -> &'n str {
+        self.by_id.get(id).map_or(id, String::as_str)
+    }
 }
 
 /// What a payload becomes: records for the log, and what could not be used.
@@ -215,6 +272,9 @@ pub struct Translated {
     pub pathway_points: usize,
     pub failed_sends: usize,
     pub dropped: Vec<(IntakeError, String)>,
+    /// Backlogs written but refused by the engine, why: counted in
+    /// `/api/v1/rejections`, and never as accepted.
+    pub rejected: Vec<String>,
 }
 
 pub use streamsight_node::deliveries::Dates;
@@ -229,15 +289,12 @@ const MAX_BUCKET_MS: i64 = 3_600_000;
 /// ahead must not put points in the future. Buckets dated outside `dates` are
 /// dropped and counted, as are empty stats points (no hash, no tags).
 ///
-/// A backlog without `kafka_cluster_id` (ddtrace's commits) belongs to the
-/// cluster `resolve` names for its topic, else to `default_cluster` — qualified by
-/// the payload's `Env`, so that staging's `orders` is not production's.
-pub fn translate<S: AsRef<str>>(
-    p: &Payload<S>,
-    dates: Dates,
-    default_cluster: &str,
-    resolve: &dyn Fn(&str) -> Option<String>,
-) -> Translated {
+/// A `kafka_cluster_id` that is a polled cluster's id is that cluster, by
+/// its configured name. A backlog without one (ddtrace's commits) belongs to
+/// the cluster the same payload names for its topic, else to the one named
+/// cluster holding the topic, else to `clusters.default` — qualified by the
+/// payload's `Env`, so that staging's `orders` is not production's.
+pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Clusters<'_>) -> Translated {
     let received = dates.received;
     let mut out = Translated::default();
     let points: usize = p.stats.iter().map(|b| b.backlogs.len() + b.stats.len()).sum();
@@ -245,10 +302,30 @@ pub fn translate<S: AsRef<str>>(
     let mut names = SharedNames::default();
     let env_cluster;
     let default_cluster = if p.env.as_ref().is_empty() {
-        default_cluster
+        clusters.default
     } else {
-        env_cluster = format!("{default_cluster}/{}", p.env.as_ref());
+        env_cluster = format!("{}/{}", clusters.default, p.env.as_ref());
         &env_cluster
+    };
+    // The clusters this payload names for each topic: its commits, which
+    // name none, are on the one its produces name.
+    let mut named_here: HashMap<&str, Option<&str>> = HashMap::new();
+    for b in p.stats.iter().flat_map(|bucket| &bucket.backlogs) {
+        if let (Some(topic), Some(id)) = (
+            backlog::tag(&b.tags, "topic"),
+            backlog::tag(&b.tags, "kafka_cluster_id").filter(|id| !id.is_empty()),
+        ) {
+            let cluster = clusters.named(id);
+            named_here
+                .entry(topic)
+                .and_modify(|c| *c = c.filter(|c| *c == cluster))
+                .or_insert(Some(cluster));
+        }
+    }
+    let resolve = |topic: &str| match named_here.get(topic) {
+        Some(Some(one)) => Some((*one).to_owned()),
+        Some(None) => None,
+        None => (clusters.by_topic)(topic),
     };
     for bucket in &p.stats {
         let start_ms = i64::try_from(bucket.start / NANOS_PER_MILLI).unwrap_or(i64::MAX);
@@ -265,20 +342,34 @@ pub fn translate<S: AsRef<str>>(
             continue;
         }
         let at = Millis(start_ms.saturating_add(bucket_ms).min(received.0));
-        for b in &bucket.backlogs {
+        for (i, b) in bucket.backlogs.iter().enumerate() {
             out.backlogs += 1;
-            let cluster = match backlog::tag(&b.tags, "kafka_cluster_id") {
-                Some(_) => None,
-                None => backlog::tag(&b.tags, "topic").and_then(resolve),
+            let resolved;
+            let cluster = match backlog::tag(&b.tags, "kafka_cluster_id").filter(|id| !id.is_empty()) {
+                Some(id) => clusters.named(id),
+                None => {
+                    resolved = backlog::tag(&b.tags, "topic").and_then(resolve);
+                    resolved.as_deref().unwrap_or(default_cluster)
+                }
             };
-            let cluster = cluster.as_deref().unwrap_or(default_cluster);
-            out.records.push(match backlog::parse(&b.tags, b.value, cluster) {
-                Ok(observation) => Record::Observation {
-                    at,
-                    observation: observation.to_owned_in(&mut names),
-                },
-                Err(e) => Record::Rejected { at, reason: e.reason() },
-            });
+            let record = match backlog::parse_in(&b.tags, b.value, cluster) {
+                Ok(observation) => {
+                    if let Err(reason) = observation.check() {
+                        out.rejected.push(format!("bucket {start_ms} backlog {i}: {reason}"));
+                    }
+                    // Written even so: the engine counts what it refuses, and a
+                    // failed send's placeholder marks its producer failing.
+                    Record::Observation {
+                        at,
+                        observation: observation.to_owned_in(&mut names),
+                    }
+                }
+                Err(e) => {
+                    out.rejected.push(format!("bucket {start_ms} backlog {i}: {e}"));
+                    Record::Rejected { at, reason: e.reason() }
+                }
+            };
+            out.records.push(record);
         }
         for (i, s) in bucket.stats.iter().enumerate() {
             if s.hash == 0 && s.edge_tags.is_empty() {
@@ -315,10 +406,12 @@ pub fn translate<S: AsRef<str>>(
     }
     for f in &p.failed_sends {
         out.failed_sends += 1;
+        let resolved;
         let cluster = if f.cluster.as_ref().is_empty() {
-            default_cluster
+            resolved = resolve(f.topic.as_ref());
+            resolved.as_deref().unwrap_or(default_cluster)
         } else {
-            f.cluster.as_ref()
+            clusters.named(f.cluster.as_ref())
         };
         let failed = Observation::ProduceFailed {
             partition: PartitionRef {
@@ -337,7 +430,7 @@ pub fn translate<S: AsRef<str>>(
         if named.is_empty() {
             resolve(topic).unwrap_or_else(|| default_cluster.to_owned())
         } else {
-            named.to_owned()
+            clusters.named(named).to_owned()
         }
     };
     let facts = streamsight_node::deliveries::facts(p, dates, &cluster_of);

@@ -7,7 +7,7 @@
 pub mod dsm;
 pub mod spans;
 
-pub use dsm::{Dates, ENDPOINTS, Translated, router, translate};
+pub use dsm::{Clusters, Dates, ENDPOINTS, Translated, router, translate};
 
 use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::telemetry::{IntakeEvent, IntakeTelemetry};

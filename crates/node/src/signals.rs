@@ -201,7 +201,7 @@ fn groups(shared: &Shared, rule: &Query, now: Millis) -> Series {
         .map(|g| {
             let value = match rule.signal {
                 Signal::GroupLagSeconds => g.max_lag_seconds,
-                Signal::GroupLagMessages => g.complete.then_some(g.total_lag as f64),
+                Signal::GroupLagMessages => g.total_lag.map(|lag| lag as f64),
                 // Stale is missing data: unknown, never "not stalled".
                 _ if g.status == Status::Stale && !rule.statuses.contains(&Status::Stale) => None,
                 _ => Some(f64::from(u8::from(rule.statuses.contains(&g.status)))),

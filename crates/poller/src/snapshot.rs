@@ -11,6 +11,10 @@ pub struct Snapshot {
     pub at: Millis,
     /// Metadata answered: `topics` is the cluster's full list.
     pub metadata_ok: bool,
+    /// The cluster's id, as Metadata (v2 on) gives it: what tracers send as
+    /// `kafka_cluster_id` for this cluster.
+    #[serde(default)]
+    pub cluster_id: Option<String>,
     /// Every broker listed its groups: a group not among them is gone.
     pub groups_listed: bool,
     pub brokers: Vec<BrokerStatus>,

@@ -70,6 +70,17 @@ struct Held {
     refetch: bool,
 }
 
+impl Held {
+    /// Whether an end of partition reached, with the consumer's position
+    /// then (`None` unknown), means the shard is caught up. An EOF fetched
+    /// before a gained shard's seek (to its snapshot, or back to its start)
+    /// can be polled after it: it says nothing of the messages between the
+    /// seek and the end, so the end must have been handed over or passed.
+    fn eof_catches_up(&self, position: Option<i64>) -> bool {
+        self.end == i64::MAX || self.handed >= self.end || position.is_some_and(|at| at >= self.end)
+    }
+}
+
 /// How snapshots are written and read, when they are.
 #[derive(Debug)]
 struct Snapshotting {
@@ -197,6 +208,16 @@ impl ShardFollow {
         from
     }
 
+    /// The group consumer's position on shard `p`, where it knows one.
+    fn position(&self, p: i32) -> Option<i64> {
+        let positions = self.group.position().ok()?;
+        let at = positions.find_partition(&self.url.topic, p)?.offset();
+        match at {
+            Offset::Offset(at) => Some(at),
+            _ => None,
+        }
+    }
+
     /// Turns what the rebalance callbacks said into events.
     fn rebalanced(&mut self) {
         let changes = std::mem::take(&mut *lock(&self.changes.0));
@@ -315,9 +336,11 @@ impl Follow for ShardFollow {
         match polled {
             None => {}
             Some((p, None)) => {
+                let position = self.position(p);
                 if let Some(held) = self.held.get_mut(&p)
                     && !held.caught_up
                     && !held.restoring
+                    && held.eof_catches_up(position)
                 {
                     held.caught_up = true;
                     self.pending.push_back((Followed::CaughtUp(p as u32), None));
@@ -382,5 +405,36 @@ impl Follow for ShardFollow {
 
     fn snapshot_counts(&self) -> Option<Arc<SnapshotCounts>> {
         self.snapshots.as_ref().map(|_| self.counts.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Held;
+
+    fn held(end: i64, handed: i64) -> Held {
+        Held {
+            end,
+            caught_up: false,
+            from: 0,
+            handed,
+            saved: handed,
+            slot: 0,
+            restoring: false,
+            refetch: false,
+        }
+    }
+
+    #[test]
+    fn an_eof_from_before_the_seek_does_not_catch_a_shard_up() {
+        // Gained at end 50, taken in from a snapshot at 20: the consumer was
+        // sought back to 20, and an EOF it fetched before says nothing.
+        assert!(!held(50, 20).eof_catches_up(Some(20)));
+        assert!(!held(50, 20).eof_catches_up(None));
+        // Every message up to the end handed over, or read past.
+        assert!(held(50, 50).eof_catches_up(None));
+        assert!(held(50, 20).eof_catches_up(Some(50)));
+        // An end never learned: the first EOF is the end.
+        assert!(held(i64::MAX, 0).eof_catches_up(None));
     }
 }

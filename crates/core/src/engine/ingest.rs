@@ -2,9 +2,9 @@
 //! rejected, resets and retention losses detected.
 
 use super::*;
+use crate::model::check_offset;
 
 /// Offsets Kafka clients use as "no offset" markers rather than positions.
-const OFFSET_SENTINELS: [i64; 4] = [-1, -2, -1000, -1001];
 
 impl Engine {
     /// Counts a point an adapter refused before it reached the engine (a malformed
@@ -365,19 +365,6 @@ impl Engine {
             new_end,
             evidence,
         });
-    }
-}
-
-fn check_offset(offset: i64) -> Result<(), RejectReason> {
-    if offset >= 0 {
-        if offset == i64::MAX {
-            return Err(RejectReason::OffsetOutOfRange);
-        }
-        Ok(())
-    } else if OFFSET_SENTINELS.contains(&offset) {
-        Err(RejectReason::InvalidOffsetSentinel)
-    } else {
-        Err(RejectReason::NegativeOffset)
     }
 }
 

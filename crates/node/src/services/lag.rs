@@ -28,7 +28,11 @@ impl Deref for EngineView<'_> {
 pub struct GroupSample {
     pub at_ms: i64,
     pub status: Status,
-    pub total_lag: i64,
+    /// Sum of the lags when every partition's was known; unknown (null)
+    /// otherwise, never the sum of what was known read as the whole.
+    pub total_lag: Option<i64>,
+    /// Sum of the known lags: a lower bound when `complete` is false.
+    pub known_lag: i64,
     pub complete: bool,
     pub max_lag_seconds: Option<f64>,
     pub lag_seconds_lower_bound: bool,
@@ -47,8 +51,11 @@ pub struct GroupSummary {
     pub status: Status,
     pub reason: String,
     pub partitions: usize,
-    /// Sum of the known lags; `complete` says whether every partition's was known.
-    pub total_lag: i64,
+    /// Sum of the lags when every partition's was known (`complete`);
+    /// unknown (null) otherwise: a stale group's lag never reads 0.
+    pub total_lag: Option<i64>,
+    /// Sum of the known lags: a lower bound when `complete` is false.
+    pub known_lag: i64,
     pub complete: bool,
     pub max_lag_seconds: Option<f64>,
     pub lag_seconds_lower_bound: bool,
@@ -111,7 +118,8 @@ fn summary_of(
             |(_, reason)| reason.clone(),
         ),
         partitions: g.partitions,
-        total_lag: g.total_lag,
+        total_lag: g.complete.then_some(g.total_lag),
+        known_lag: g.total_lag,
         complete: g.complete,
         max_lag_seconds: g.max_lag_seconds,
         lag_seconds_lower_bound: g.lag_seconds_lower_bound,
@@ -132,7 +140,7 @@ impl GroupSummary {
         for p in parts {
             let worse = key(&p) > key(&merged);
             merged.partitions += p.partitions;
-            merged.total_lag = merged.total_lag.saturating_add(p.total_lag);
+            merged.known_lag = merged.known_lag.saturating_add(p.known_lag);
             merged.complete &= p.complete;
             merged.producer_failing |= p.producer_failing;
             if p.max_lag_seconds > merged.max_lag_seconds {
@@ -146,6 +154,7 @@ impl GroupSummary {
                 merged.worst_partition = p.worst_partition;
             }
         }
+        merged.total_lag = merged.complete.then_some(merged.known_lag);
         Some(merged)
     }
 }
@@ -361,6 +370,7 @@ impl LagService {
                 at_ms: now.0,
                 status: g.status,
                 total_lag: g.total_lag,
+                known_lag: g.known_lag,
                 complete: g.complete,
                 max_lag_seconds: g.max_lag_seconds,
                 lag_seconds_lower_bound: g.lag_seconds_lower_bound,
@@ -382,7 +392,8 @@ mod tests {
             status,
             reason: format!("{topic} is why"),
             partitions,
-            total_lag: lag,
+            total_lag: Some(lag),
+            known_lag: lag,
             complete: true,
             max_lag_seconds: seconds,
             lag_seconds_lower_bound: false,
@@ -403,7 +414,8 @@ mod tests {
             },
         ])
         .unwrap();
-        assert_eq!((merged.partitions, merged.total_lag), (6, 110));
+        assert_eq!((merged.partitions, merged.known_lag), (6, 110));
+        assert_eq!(merged.total_lag, None, "a sum with a part unknown is not the total");
         assert_eq!((merged.status, merged.reason.as_str()), (Status::Warn, "b is why"));
         assert_eq!(merged.max_lag_seconds, Some(50.0));
         assert!(!merged.complete, "a part with unknown lag leaves the sum incomplete");

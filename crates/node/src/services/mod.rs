@@ -158,6 +158,8 @@ pub struct ClusterView {
     pub failed_polls: u64,
     pub requests: u64,
     pub last_poll_ms: Option<f64>,
+    /// The id its brokers last gave (kept while they cannot be reached).
+    pub cluster_id: Option<String>,
     #[serde(skip)]
     pub last: Option<Arc<streamsight_poller::Snapshot>>,
 }
@@ -195,6 +197,15 @@ impl PollingService {
             .collect()
     }
 
+    /// Each polled cluster's name by the id its brokers gave (Metadata's
+    /// `cluster_id`): a tracer's `kafka_cluster_id` names the cluster so.
+    pub fn names_by_id(&self) -> HashMap<String, String> {
+        lock(&self.clusters)
+            .iter()
+            .filter_map(|(name, v)| Some((v.cluster_id.clone()?, name.clone())))
+            .collect()
+    }
+
     /// A group's rebalances at `now`, where its cluster is polled.
     pub fn rebalances(&self, cluster: &str, group: &str, now: Millis) -> Option<streamsight_poller::Rebalances> {
         lock(&self.membership).get(cluster)?.group(group).map(|g| g.at(now))
@@ -219,6 +230,9 @@ impl PollingService {
         view.failed_polls += u64::from(!snap.metadata_ok);
         view.requests += snap.requests;
         view.last_poll_ms = Some(elapsed_ms);
+        if snap.cluster_id.is_some() {
+            view.cluster_id.clone_from(&snap.cluster_id);
+        }
         view.last = Some(Arc::new(snap));
     }
 }

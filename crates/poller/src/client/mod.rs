@@ -37,6 +37,8 @@ use streamsight_core::Millis;
 /// Brokers of one cluster ever dialled: the largest Kafka clusters have a few
 /// hundred; a metadata answer listing more is not believed past this.
 const MAX_BROKERS: usize = 1_024;
+/// A cluster id longer than this (Kafka's are 22 characters) is not kept.
+const MAX_CLUSTER_ID_BYTES: usize = 256;
 use tokio_rustls::rustls::ClientConfig;
 
 /// Groups per batched OffsetFetch or DescribeGroups request.
@@ -236,6 +238,12 @@ impl ClusterClient {
             .with_topics(None)
             .with_allow_auto_topic_creation(false);
         let response = self.any_broker(&all_topics).await?;
+        snap.cluster_id = response
+            .cluster_id
+            .as_ref()
+            .map(|id| id.as_str())
+            .filter(|id| !id.is_empty() && id.len() <= MAX_CLUSTER_ID_BYTES)
+            .map(str::to_owned);
         // Only advertised brokers are ever dialled, and only so many of them.
         if response.brokers.len() > MAX_BROKERS {
             tracing::warn!(

@@ -56,6 +56,25 @@ pub fn parse<'a, S: AsRef<str>>(
     value: i64,
     default_cluster: &'a str,
 ) -> Result<Observation<'a>, BacklogError> {
+    read(tags, value, &|named| named.unwrap_or(default_cluster))
+}
+
+/// Reads one backlog into `cluster`, whatever its `kafka_cluster_id` says: a
+/// caller that knows clusters by other names (a polled cluster's id) or by
+/// their topics has resolved it.
+pub fn parse_in<'a, S: AsRef<str>>(
+    tags: &'a [S],
+    value: i64,
+    cluster: &'a str,
+) -> Result<Observation<'a>, BacklogError> {
+    read(tags, value, &|_| cluster)
+}
+
+fn read<'a, S: AsRef<str>>(
+    tags: &'a [S],
+    value: i64,
+    cluster: &dyn Fn(Option<&'a str>) -> &'a str,
+) -> Result<Observation<'a>, BacklogError> {
     let mut t = Tags::default();
     for tag in tags {
         let tag = tag.as_ref();
@@ -92,7 +111,7 @@ pub fn parse<'a, S: AsRef<str>>(
         why: "not a 32-bit integer",
     })?;
     let partition = PartitionRef {
-        cluster: t.cluster.filter(|c| !c.is_empty()).unwrap_or(default_cluster),
+        cluster: cluster(t.cluster.filter(|c| !c.is_empty())),
         topic,
         partition,
     };
