@@ -34,7 +34,19 @@ async fn ddtrace_python_lag_matches_the_broker() {
         "bootstrap=",
     );
     let bootstrap = support::field(&line, "bootstrap");
-    let (_serve, intake, api) = support::serve("memory://");
+    // The broker is polled as `dev` too: what the tracer calls it by its id
+    // (`mockCluster…`) and what the poller calls it by its name are one.
+    let config = format!(
+        "[[serve.clusters]]\nname = \"dev\"\nbootstrap = [\"{bootstrap}\"]\npoll_interval = \"1s\"\ngroups = [\"{GROUP}\"]\n"
+    );
+    let (_serve, intake, api) = support::serve_with("ddtrace-python", &config, "memory://");
+    let client = reqwest::Client::new();
+    let cluster_id = eventually(30, "the poller to learn the cluster's id", async || {
+        let clusters = get(&client, &format!("{api}/api/v1/clusters")).await;
+        Some(clusters["clusters"]["dev"]["poller"]["cluster_id"].as_str()?.to_owned())
+    })
+    .await;
+    assert!(cluster_id.starts_with("mockCluster"), "{cluster_id}");
     let traced = |service: &str, args: &[&str]| {
         let mut c = Command::new(&python);
         c.args(args)
@@ -46,7 +58,6 @@ async fn ddtrace_python_lag_matches_the_broker() {
             .env("DD_INSTRUMENTATION_TELEMETRY_ENABLED", "false");
         c
     };
-    let client = reqwest::Client::new();
 
     let produced = PRODUCED.to_string();
     let producer_script = script("dsm_producer.py");
@@ -96,6 +107,21 @@ async fn ddtrace_python_lag_matches_the_broker() {
     assert_eq!((high, committed), (PRODUCED as i64, CONSUMED as i64));
     let truth = high - committed;
 
+    // Both tracers' Data Streams payloads in (their backlogs with them): the
+    // pathway from the producer through the topic to the consumer.
+    eventually(60, "both tracers' pathways", async || {
+        let graph = get(&client, &format!("{api}/api/v1/pathways?window_seconds=600")).await;
+        let edges: Vec<(&str, &str)> = graph["edges"]
+            .as_array()?
+            .iter()
+            .filter_map(|e| Some((e["from"].as_str()?, e["to"].as_str()?)))
+            .collect();
+        (edges.contains(&("service:shop-checkout", "topic:orders"))
+            && edges.contains(&("topic:orders", "service:shop-billing")))
+        .then_some(())
+    })
+    .await;
+
     let row = eventually(60, "streamsight's lag for the group", async || {
         let lag = get(&client, &format!("{api}/api/v1/lag?group={GROUP}")).await;
         let row = lag["rows"].as_array()?.first()?.clone();
@@ -105,17 +131,32 @@ async fn ddtrace_python_lag_matches_the_broker() {
     assert_eq!(row["lag_messages"], truth, "{row}");
     assert_eq!(row["end_offset"], high, "{row}");
     assert!(row["lag_seconds"].as_f64().unwrap() > 0.0, "{row}");
-    assert!(row["cluster"].as_str().unwrap().starts_with("mockCluster"), "{row}");
-
-    let graph = get(&client, &format!("{api}/api/v1/pathways?window_seconds=600")).await;
-    let edges: Vec<(&str, &str)> = graph["edges"]
+    assert_eq!(row["cluster"], "dev", "{row}");
+    // One cluster, one row per partition: no copy under the tracer's id.
+    let lag = get(&client, &format!("{api}/api/v1/lag")).await;
+    let rows: Vec<(&str, &str, &str, i64)> = lag["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+        .map(|r| {
+            (
+                r["cluster"].as_str().unwrap(),
+                r["group"].as_str().unwrap(),
+                r["topic"].as_str().unwrap(),
+                r["partition"].as_i64().unwrap(),
+            )
+        })
         .collect();
-    assert!(edges.contains(&("service:shop-checkout", "topic:orders")), "{graph}");
-    assert!(edges.contains(&("topic:orders", "service:shop-billing")), "{graph}");
+    assert_eq!(rows, [("dev", GROUP, TOPIC, 0)], "{lag}");
+    let partitions = get(&client, &format!("{api}/api/v1/partitions")).await;
+    let clusters: Vec<&str> = partitions["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["topic"] == TOPIC)
+        .map(|p| p["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["dev"], "{partitions}");
 
     let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
     assert!(
