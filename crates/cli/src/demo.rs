@@ -115,13 +115,46 @@ refresh = "2s"
     toml::from_str(&text).context("the demo's own configuration is invalid")
 }
 
-/// Runs the demo until interrupted (or `duration`); prints the dashboard's URL.
+/// How long the demo's services and collector get to stop once told to:
+/// past it, what is still stopping is left to the process's exit.
+const STOP_WITHIN: Duration = Duration::from_millis(1_200);
+
+/// Runs the demo until interrupted (SIGINT or SIGTERM, in any phase) or for
+/// `duration`; prints the dashboard's URL. Stops within about 2 s either way
+/// and removes its temp dir.
 pub fn run(options: DemoOptions) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(demo(options))
+    let dir = std::env::temp_dir().join(format!("streamsight-demo-{}", std::process::id()));
+    let result = runtime.block_on(async {
+        let stopped = interrupted()?;
+        demo(options, &dir, stopped).await
+    });
+    // A service stuck in a blocking call (a flush to a broker that rejects
+    // every request) must not hold the process.
+    runtime.shutdown_timeout(Duration::from_millis(300));
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
-async fn demo(options: DemoOptions) -> anyhow::Result<()> {
+/// A flag set on SIGINT or SIGTERM, listened for from now on.
+fn interrupted() -> anyhow::Result<tokio::sync::watch::Receiver<bool>> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        let _ = tx.send(true);
+    });
+    Ok(rx)
+}
+
+async fn demo(
+    options: DemoOptions,
+    dir: &std::path::Path,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     // Not Send: it stays in this future, which injects the incidents.
     let cluster: MockCluster<'static, DefaultProducerContext> =
         MockCluster::new(1).context("cannot start the mock cluster")?;
@@ -130,8 +163,7 @@ async fn demo(options: DemoOptions) -> anyhow::Result<()> {
     cluster.create_topic(PROBE, 2, 1)?;
     let bootstrap = cluster.bootstrap_servers();
 
-    let dir = std::env::temp_dir().join(format!("streamsight-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(dir)?;
     let config = collector_config(&bootstrap, options.api_listen, &dir.join("no-keys.toml"))?;
     let running = streamsight_collector::serve(config.serve, config.engine).await?;
     let intake = format!("http://{}", running.intake_addr);
@@ -172,17 +204,19 @@ async fn demo(options: DemoOptions) -> anyhow::Result<()> {
         }
     };
     tokio::pin!(until);
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut inject = tokio::time::interval(Duration::from_millis(25));
     let mut was_failing = false;
+    let mut failed = None;
     loop {
+        // Told to stop while starting: stop now.
+        if *stopped.borrow() {
+            break;
+        }
         tokio::select! {
             () = &mut until => break,
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
+            _ = stopped.changed() => break,
             Some(r) = tasks.join_next() => {
-                stop.store(true, Ordering::Relaxed);
-                r.context("a demo service panicked")?.context("a demo service failed")?;
+                failed = Some(r);
                 break;
             }
             _ = inject.tick() => {
@@ -205,13 +239,26 @@ async fn demo(options: DemoOptions) -> anyhow::Result<()> {
             }
         }
     }
+    // Stopping inside an incident: the broker answers again, so that
+    // sends in flight and the SDKs' last flushes end.
     stop.store(true, Ordering::Relaxed);
-    while let Some(r) = tasks.join_next().await {
-        r.context("a demo service panicked")?.context("a demo service failed")?;
+    cluster.clear_request_errors(RDKafkaApiKey::Produce);
+    let failed = &mut failed;
+    let stopping = async {
+        while let Some(r) = tasks.join_next().await {
+            if failed.is_none() && !matches!(r, Ok(Ok(()))) {
+                *failed = Some(r);
+            }
+        }
+        running.shutdown().await;
+    };
+    if tokio::time::timeout(STOP_WITHIN, stopping).await.is_err() {
+        tracing::warn!("demo: services still stopping after {STOP_WITHIN:?}; left to the exit");
     }
-    running.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+    match failed.take() {
+        Some(r) => r.context("a demo service panicked")?.context("a demo service failed"),
+        None => Ok(()),
+    }
 }
 
 fn client(bootstrap: &str) -> ClientConfig {
