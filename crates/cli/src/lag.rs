@@ -20,6 +20,26 @@ impl Filter {
     fn keeps(&self, group: &str, topic: &str) -> bool {
         self.group.as_deref().is_none_or(|g| g == group) && self.topic.as_deref().is_none_or(|t| t == topic)
     }
+
+    /// ` for group G on topic T`, as far as the filter asks.
+    fn words(&self) -> String {
+        let mut w = String::new();
+        if let Some(g) = &self.group {
+            w.push_str(&format!(" for group {g:?}"));
+        }
+        if let Some(t) = &self.topic {
+            w.push_str(&format!(" on topic {t:?}"));
+        }
+        w
+    }
+}
+
+/// What was found: the rows, and when there are none, what was looked at
+/// and why there is nothing.
+#[derive(Debug)]
+pub struct Found {
+    pub rows: Vec<Row>,
+    pub why_none: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +51,7 @@ pub enum LagError {
 }
 
 /// Rows from a running collector's `/api/v1/lag`.
-pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -> Result<Vec<Row>, LagError> {
+pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -> Result<Found, LagError> {
     let err = |reason: String| LagError::Collector {
         url: url.to_owned(),
         reason,
@@ -54,13 +74,24 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
         rows: Vec<Row>,
     }
     let answer: Answer = serde_json::from_str(&text).map_err(|e| err(format!("unexpected answer: {e}")))?;
-    Ok(answer.rows)
+    let why_none = answer.rows.is_empty().then(|| {
+        let cluster = cluster.map(|c| format!(" in cluster {c:?}")).unwrap_or_default();
+        format!(
+            "the collector at {url} holds no lag{}{cluster}: no tracer, SDK or poller has reported such a group \
+             (its clusters: {url}/api/v1/clusters)",
+            filter.words()
+        )
+    });
+    Ok(Found {
+        rows: answer.rows,
+        why_none,
+    })
 }
 
 /// Rows from one poll of a cluster. One look gives lag in messages; lag in
 /// seconds needs a history of end offsets, so it is unknown here (0 only when
 /// caught up), and health is what one look can tell.
-pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -> Result<Vec<Row>, LagError> {
+pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -> Result<Found, LagError> {
     let mut config = ClusterConfig::new("direct", bootstrap);
     config.groups = groups.to_vec();
     config.validate().map_err(|e| LagError::Cluster {
@@ -85,7 +116,7 @@ pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -
     for r in update.durable.iter().chain(&update.transient) {
         r.apply(&mut engine);
     }
-    let rows = engine
+    let rows: Vec<Row> = engine
         .reports(now, |n| filter.keeps(n.group, n.topic))
         .into_iter()
         .map(|(n, mut r)| {
@@ -98,7 +129,29 @@ pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -
             }
         })
         .collect();
-    Ok(rows)
+    let why_none = rows.is_empty().then(|| {
+        if !groups.is_empty() {
+            format!(
+                "the brokers at {bootstrap} hold no committed offsets{}: no such group, or it never committed",
+                filter.words()
+            )
+        } else if !snap.groups_listed {
+            let why = snap.unlisted_why.as_deref().unwrap_or("the brokers did not list them");
+            format!(
+                "no groups listed at {bootstrap}: {why}; name the group to ask for with --group G, \
+                 or ask a broker that lists groups"
+            )
+        } else if snap.groups.is_empty() {
+            format!("the brokers at {bootstrap} list no consumer group")
+        } else {
+            format!(
+                "none of the {} groups at {bootstrap} has committed offsets{}",
+                snap.groups.len(),
+                filter.words()
+            )
+        }
+    });
+    Ok(Found { rows, why_none })
 }
 
 fn now() -> Millis {

@@ -32,6 +32,23 @@ fn keys_are_created_once_listed_without_their_secret_and_revoked() {
     assert!(!row.trim_end().ends_with('-'), "not marked revoked: {row}");
     let (ok, _, err) = support::run(&["keys", "revoke", "nope", "--keys-file", file]);
     assert!(!ok && err.contains("no key nope"), "{err}");
+    // Given whole, a key is revoked by its id; its secret is never printed back.
+    let (_, other, _) = support::run(&["keys", "create", "--scope", "read", "--keys-file", file]);
+    let other = other.trim();
+    let (ok, out, err) = support::run(&["keys", "revoke", other, "--keys-file", file]);
+    assert!(ok && err.contains(&other[4..16]), "{err}");
+    assert!(!err.contains(&other[17..]) && !out.contains(&other[17..]), "{err}");
+    let (ok, _, err) = support::run(&[
+        "keys",
+        "revoke",
+        &format!("ssk_000000000000_{}", &other[17..]),
+        "--keys-file",
+        file,
+    ]);
+    assert!(
+        !ok && err.contains("no key 000000000000") && !err.contains(&other[17..]),
+        "{err}"
+    );
     let (ok, _, err) = support::run(&["keys", "create", "--scope", "owner", "--keys-file", file]);
     assert!(!ok && err.contains("ingest, read or admin"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -21,6 +21,8 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut unknown = UnknownGroups::default();
     let mut round = 0u64;
+    // Said once, and again after groups were listed in between.
+    let mut said_unlisted = false;
     loop {
         tick.tick().await;
         if let Some(leases) = &leases {
@@ -58,6 +60,16 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
                 .telemetry
                 .failed(Failure::PollNotStored, &format!("cluster {}: {e}", config.name));
         }
+        if snap.metadata_ok && !snap.groups_listed && !said_unlisted {
+            let why = snap.unlisted_why.as_deref().unwrap_or("the brokers did not list them");
+            tracing::warn!(
+                cluster = %config.name,
+                groups_configured = config.groups.len(),
+                "no consumer groups listed: {why}; only the groups named in this cluster's `groups = [...]` \
+                 and those instrumented clients report are polled"
+            );
+        }
+        said_unlisted = !snap.groups_listed && (snap.metadata_ok || said_unlisted);
         let failed = !snap.metadata_ok;
         if failed {
             let errors = snap.errors.join("; ");

@@ -119,7 +119,7 @@ impl<S> Partition<S> {
     }
 }
 
-/// Kafka's offset sentinels: what a client holds where it has no position.
+/// Offsets Kafka clients use as "no offset" markers rather than positions.
 const OFFSET_SENTINELS: [i64; 4] = [-1, -2, -1000, -1001];
 
 /// An offset the engine takes as a position.

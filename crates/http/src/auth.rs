@@ -93,6 +93,14 @@ const ID_BYTES: usize = 6;
 /// log's directory. It reads, never changes (see `docs/scale-out.md`).
 pub const PEER_PREFIX: &str = "sspeer_";
 
+/// The public id of a key given whole (`ssk_ID_SECRET`), else what was given.
+fn public_id(given: &str) -> &str {
+    given
+        .strip_prefix(PREFIX)
+        .and_then(|rest| rest.split_once('_'))
+        .map_or(given, |(id, _)| id)
+}
+
 /// A new key: the token to hand out once, and what the keys file keeps of it.
 #[derive(Debug)]
 pub struct NewKey {
@@ -164,14 +172,17 @@ impl KeyFile {
         std::fs::rename(&tmp, path).map_err(fail)
     }
 
-    pub fn revoke(&mut self, id: &str, now_ms: i64) -> Result<(), AuthError> {
+    /// Revokes the key of public id `id`, or of the whole key `id` (only its
+    /// id is read, and only its id is ever shown again); the id revoked.
+    pub fn revoke(&mut self, id: &str, now_ms: i64) -> Result<String, AuthError> {
+        let id = public_id(id);
         let key = self
             .keys
             .iter_mut()
             .find(|k| k.id == id)
             .ok_or_else(|| AuthError::UnknownKey(id.to_owned()))?;
         key.revoked_ms = key.revoked_ms.or(Some(now_ms));
-        Ok(())
+        Ok(id.to_owned())
     }
 }
 
@@ -340,6 +351,22 @@ impl crate::reload::Reload for ReloadingKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_key_is_revoked_by_its_id_and_its_secret_never_shown() {
+        let key = generate("default", Scope::Read, 1).unwrap();
+        let secret = key.token.rsplit('_').next().unwrap().to_owned();
+        let mut file = KeyFile {
+            keys: vec![key.stored.clone()],
+        };
+        assert_eq!(file.revoke(&key.token, 2).unwrap(), key.stored.id);
+        assert_eq!(file.keys[0].revoked_ms, Some(2));
+        let unknown = generate("default", Scope::Read, 1).unwrap();
+        let err = file.revoke(&unknown.token, 3).unwrap_err().to_string();
+        assert!(err.contains(&unknown.stored.id) && !err.contains(&secret), "{err}");
+        let other_secret = unknown.token.rsplit('_').next().unwrap();
+        assert!(!err.contains(other_secret), "{err}");
+    }
 
     #[test]
     fn a_key_is_checked_by_its_id_and_hash_and_revoking_it_ends_it() {

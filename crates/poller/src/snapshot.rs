@@ -17,6 +17,10 @@ pub struct Snapshot {
     pub cluster_id: Option<String>,
     /// Every broker listed its groups: a group not among them is gone.
     pub groups_listed: bool,
+    /// Why groups were not listed, when they were not: what a user told
+    /// "no groups" should read.
+    #[serde(default)]
+    pub unlisted_why: Option<String>,
     pub brokers: Vec<BrokerStatus>,
     pub topics: Vec<TopicSnapshot>,
     pub groups: Vec<GroupSnapshot>,

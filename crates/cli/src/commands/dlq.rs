@@ -28,7 +28,21 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::List { collector, format } => {
             let body = output::runtime()?.block_on(crate::dlq::list(&collector))?;
-            output::emit(format, &body, |mut out, body| crate::dlq::write_list(&mut out, body))
+            output::emit(format, &body, |mut out, body| crate::dlq::write_list(&mut out, body))?;
+            let topics = body["clusters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["topics"].as_array())
+                .map(Vec::len)
+                .sum::<usize>();
+            if topics == 0 {
+                eprintln!(
+                    "the collector at {collector} watches no dead-letter topic: name them in [[serve.dlq]] \
+                     (docs/dlq.md), or tail one from its cluster with `dlq tail TOPIC --bootstrap-server HOST:PORT`"
+                );
+            }
+            Ok(())
         }
         Command::Tail {
             topic,

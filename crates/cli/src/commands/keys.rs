@@ -20,7 +20,8 @@ pub enum Command {
         #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
         keys_file: Option<std::path::PathBuf>,
     },
-    /// Revokes a key by its public id.
+    /// Revokes a key by its public id (`keys list`), or given whole: only its
+    /// id is read, and shown.
     Revoke {
         id: String,
         #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
@@ -80,7 +81,7 @@ pub fn run(command: Command, serve: &streamsight_collector::ServeConfig) -> anyh
         Command::Revoke { id, keys_file } => {
             let path = path_of(keys_file);
             let mut file = KeyFile::load(&path)?;
-            file.revoke(&id, now_ms)?;
+            let id = file.revoke(&id, now_ms)?;
             file.save(&path)?;
             eprintln!("key {id} revoked in {}", path.display());
         }

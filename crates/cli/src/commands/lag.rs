@@ -29,14 +29,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         group: args.group,
         topic: args.topic,
     };
-    let rows = output::runtime()?.block_on(async {
+    let found = output::runtime()?.block_on(async {
         match &args.bootstrap_server {
             Some(b) => lag::from_cluster(b, filter.group.as_slice(), &filter).await,
             None => lag::from_collector(&args.collector, args.cluster.as_deref(), &filter).await,
         }
     })?;
-    output::emit(args.format, &rows, |mut out, rows| {
+    output::emit(args.format, &found.rows, |mut out, rows| {
         lag::write_table(&mut out, rows)?;
         writeln!(out)
-    })
+    })?;
+    // Nothing is said so, on stderr; an error when something was asked for.
+    let asked = filter.group.is_some() || filter.topic.is_some() || args.cluster.is_some();
+    match found.why_none {
+        Some(why) if asked => Err(anyhow::anyhow!(why)),
+        Some(why) => {
+            eprintln!("{why}");
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }

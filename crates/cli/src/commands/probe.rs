@@ -32,8 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         group: args.group,
         interval: args.interval,
         sla: args.sla,
-        ..streamsight_probe::ProbeConfig::new("probe", &args.bootstrap_server)
+        // Named by where it probes: its log lines say `probe=HOST:PORT`.
+        ..streamsight_probe::ProbeConfig::new(&args.bootstrap_server, &args.bootstrap_server)
     };
+    let (bootstrap, topic) = (args.bootstrap_server.clone(), config.topic.clone());
     let (every, duration, format) = (args.report_every, args.duration, args.format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
@@ -52,7 +54,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 write_table(out, report, probe.last_error())
             })?;
             if last {
+                let why = probe.last_error();
                 probe.shutdown().await;
+                // A probe that never reached a partition measured nothing.
+                anyhow::ensure!(
+                    !report.partitions.is_empty(),
+                    "the probe reached no partition of {topic:?} at {bootstrap}: {}; is a broker up there, \
+                     and may this client create or write the topic?",
+                    why.as_deref().unwrap_or("no metadata for the topic")
+                );
                 return anyhow::Ok(());
             }
         }
@@ -88,6 +98,9 @@ fn write_table(
             q(|s| s.p50_seconds),
             q(|s| s.p99_seconds)
         )?;
+    }
+    if report.partitions.is_empty() {
+        writeln!(out, "(no partition probed yet)")?;
     }
     if let Some(e) = last_error {
         writeln!(out, "error: {e}")?;

@@ -20,10 +20,24 @@ pub enum Command {
 pub fn run(command: Command, configured: &str) -> anyhow::Result<()> {
     let Command::Dump { storage, since_ms } = command;
     let url = storage.unwrap_or_else(|| configured.to_owned());
+    // Dumping reads: a store that is not there is not made.
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        anyhow::ensure!(
+            std::path::Path::new(path).exists(),
+            "no store at {path}: nothing was stored there (the collector stores where its --storage, \
+             STREAMSIGHT_STORAGE or [serve] storage says)"
+        );
+    }
+    anyhow::ensure!(
+        url != "memory://",
+        "memory:// keeps nothing once its collector stops: there is nothing to dump (give --storage sqlite://PATH)"
+    );
     let mut store = streamsight_store::open(&url).with_context(|| format!("cannot open {url}"))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut failed = None;
+    let mut records = 0usize;
     store.scan(streamsight_core::Millis(since_ms), &mut |batch| {
+        records += batch.len();
         for record in batch {
             if failed.is_none()
                 && let Err(e) = serde_json::to_writer(&mut out, &record)
@@ -37,5 +51,9 @@ pub fn run(command: Command, configured: &str) -> anyhow::Result<()> {
     if let Some(e) = failed {
         return Err(e).context("writing the dump");
     }
-    out.flush().context("writing the dump")
+    out.flush().context("writing the dump")?;
+    if records == 0 {
+        eprintln!("{url} holds no records at or after {since_ms} ms");
+    }
+    Ok(())
 }

@@ -4,8 +4,6 @@
 use super::*;
 use crate::model::check_offset;
 
-/// Offsets Kafka clients use as "no offset" markers rather than positions.
-
 impl Engine {
     /// Counts a point an adapter refused before it reached the engine (a malformed
     /// tag, say), so that every rejection is counted in one place.

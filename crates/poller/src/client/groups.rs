@@ -51,9 +51,14 @@ impl ClusterClient {
     async fn list_groups(&mut self, snap: &mut Snapshot, groups: &mut BTreeMap<String, GroupSnapshot>) -> bool {
         let addrs: Vec<String> = self.brokers.values().cloned().collect();
         if addrs.is_empty() {
+            snap.unlisted_why = Some("no broker is known (Metadata did not answer)".to_owned());
             return false;
         }
         if !self.speaks::<ListGroupsRequest>(&addrs[0]).await {
+            snap.unlisted_why = Some(format!(
+                "the broker at {} does not speak ListGroups (librdkafka's mock cluster is one such)",
+                addrs[0]
+            ));
             return false;
         }
         let work = addrs
@@ -67,6 +72,7 @@ impl ClusterClient {
                     for answer in answers {
                         if answer.error_code != 0 {
                             complete = false;
+                            snap.unlisted_why = Some(format!("ListGroups answered error code {}", answer.error_code));
                             continue;
                         }
                         for g in answer.groups {
@@ -84,6 +90,7 @@ impl ClusterClient {
                 }
                 Err(e) => {
                     complete = false;
+                    snap.unlisted_why = Some(format!("ListGroups failed: {e}"));
                     snap.errors.push(e.to_string());
                 }
             }
