@@ -429,6 +429,7 @@ groups = ["ledger"]
             cluster: "real".into(),
             window_ms: i64::MAX,
             trace_ids: vec![],
+            recovered: true,
         }],
         delivery: Delivery {
             cluster: "real".into(),

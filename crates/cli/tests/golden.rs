@@ -92,6 +92,24 @@ fn both_replays_agree_sample_for_sample() {
     assert_eq!(correct, buggy);
 }
 
+/// The README's replay: the consumer keeping up one record behind reads `ok`
+/// from its first sample to the incident, never `warn`.
+#[test]
+fn the_readmes_replay_shows_the_keeping_up_consumer_ok_until_the_incident() {
+    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(["replay", "--sample-every", "10", "--format", "table"])
+        .arg(scenario("golden-buggy.jsonl"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    let samples: Vec<&str> = table.split("at ").skip(1).take(6).collect();
+    assert_eq!(samples.len(), 6, "{table}");
+    for sample in samples {
+        let row = sample.lines().nth(2).unwrap();
+        assert!(row.trim_end().ends_with(" ok"), "{sample}");
+    }
+}
+
 #[test]
 fn the_binary_replays_and_reports_bad_lines() {
     let bin = env!("CARGO_BIN_EXE_streamsight");

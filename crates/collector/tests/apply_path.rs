@@ -82,15 +82,18 @@ fn payload() -> impl Strategy<Value = Payload> {
             stats,
             backlogs,
         });
-    let failed = (name(), partition(), count(), int()).prop_map(|(topic, partition, count, window_ms)| FailedSends {
-        topic,
-        partition,
-        error: "e".into(),
-        count,
-        cluster: String::new(),
-        window_ms,
-        trace_ids: vec!["ab".into()],
-    });
+    let failed = (name(), partition(), count(), int(), any::<bool>()).prop_map(
+        |(topic, partition, count, window_ms, recovered)| FailedSends {
+            topic,
+            partition,
+            error: "e".into(),
+            count,
+            cluster: String::new(),
+            window_ms,
+            trace_ids: vec!["ab".into()],
+            recovered,
+        },
+    );
     let produced = (name(), partition(), int(), count(), int(), int()).prop_map(
         |(topic, partition, window_ms, count, first_offset, last_offset)| ProducedCount {
             topic,

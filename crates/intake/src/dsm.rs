@@ -322,6 +322,11 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
                 .or_insert(Some(cluster));
         }
     }
+    // When each partition's acknowledged sends are dated: a failure the
+    // sender says was followed by a success is dated before them.
+    let mut produced_at: HashMap<(&str, i32), Millis> = HashMap::new();
+    // A topic's earliest, for a failure with no partition.
+    let mut topic_produced_at: HashMap<&str, Millis> = HashMap::new();
     let resolve = |topic: &str| match named_here.get(topic) {
         Some(Some(one)) => Some((*one).to_owned()),
         Some(None) => None,
@@ -354,6 +359,15 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
             };
             let record = match backlog::parse_in(&b.tags, b.value, cluster) {
                 Ok(observation) => {
+                    if let Observation::Produced { partition, offset } = observation
+                        && offset >= 0
+                        && let Some(topic) = backlog::tag(&b.tags, "topic")
+                    {
+                        let when = produced_at.entry((topic, partition.partition)).or_insert(at);
+                        *when = (*when).max(at);
+                        let first = topic_produced_at.entry(topic).or_insert(at);
+                        *first = (*first).min(at);
+                    }
                     if let Err(reason) = observation.check() {
                         out.rejected.push(format!("bucket {start_ms} backlog {i}: {reason}"));
                     }
@@ -413,6 +427,18 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
         } else {
             clusters.named(f.cluster.as_ref())
         };
+        // A failure followed by a success (in the sender's order) comes
+        // before the success; otherwise after everything in the payload.
+        let topic = f.topic.as_ref();
+        let succeeded_at = if f.partition >= 0 {
+            produced_at.get(&(topic, f.partition)).copied()
+        } else {
+            topic_produced_at.get(topic).copied()
+        };
+        let at = match succeeded_at {
+            Some(ok) if f.recovered => Millis(ok.0.saturating_sub(1)),
+            _ => received,
+        };
         let failed = Observation::ProduceFailed {
             partition: PartitionRef {
                 cluster,
@@ -422,7 +448,7 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
             error: f.error.as_ref(),
         };
         out.records.push(Record::Observation {
-            at: received,
+            at,
             observation: failed.to_owned_in(&mut names),
         });
     }

@@ -100,12 +100,17 @@ struct StatsAcc {
 #[derive(Debug, Default)]
 struct Aggregate {
     keys: usize,
-    /// topic -> partition -> highest acknowledged offset.
-    produced: HashMap<String, HashMap<i32, i64>>,
+    /// Sends' outcomes in the order they came: which of a partition's
+    /// failures and successes came last.
+    outcomes: u64,
+    /// topic -> partition -> highest acknowledged offset, and the outcome
+    /// number of its last success.
+    produced: HashMap<String, HashMap<i32, (i64, u64)>>,
     /// group -> topic -> partition -> highest committed offset.
     committed: HashMap<String, HashMap<String, HashMap<i32, i64>>>,
-    /// topic -> (partition or -1, error, window) -> count and a few trace ids.
-    failed: HashMap<String, HashMap<FailureKey, (u64, Vec<String>)>>,
+    /// topic -> (partition or -1, error, window) -> count, a few trace ids,
+    /// and the outcome number of the last one.
+    failed: HashMap<String, HashMap<FailureKey, (u64, Vec<String>, u64)>>,
     /// topic -> (partition, window of record timestamps) -> acked records.
     produced_windows: HashMap<String, HashMap<(i32, i64), WindowCount>>,
 }
@@ -244,9 +249,12 @@ impl Telemetry {
                 }
             }
         }
+        agg.outcomes += 1;
+        let outcome = agg.outcomes;
         // The common case, a partition already seen this period: one lookup each.
-        if let Some(o) = agg.produced.get_mut(topic).and_then(|p| p.get_mut(&partition)) {
+        if let Some((o, last)) = agg.produced.get_mut(topic).and_then(|p| p.get_mut(&partition)) {
             *o = (*o).max(offset);
+            *last = outcome;
             return;
         }
         if !agg.produced.contains_key(topic) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
@@ -256,7 +264,7 @@ impl Telemetry {
         if !room(&mut agg.keys, i.config.max_keys, &i.stats) {
             return;
         }
-        partitions.insert(partition, offset);
+        partitions.insert(partition, (offset, outcome));
     }
 
     /// A send that failed; `partition` is -1 when none was assigned.
@@ -273,8 +281,10 @@ impl Telemetry {
         if !errors.contains_key(&key) && !room(&mut agg.keys, i.config.max_keys, &i.stats) {
             return;
         }
-        let (count, ids) = errors.entry(key).or_default();
+        agg.outcomes += 1;
+        let (count, ids, last) = errors.entry(key).or_default();
         *count += 1;
+        *last = agg.outcomes;
         if let Some(id) = trace_id
             && ids.len() < FAILED_TRACE_IDS_KEPT
         {
@@ -371,7 +381,7 @@ impl Telemetry {
             }
         };
         for (topic, partitions) in &agg.produced {
-            for (partition, offset) in partitions {
+            for (partition, (offset, _)) in partitions {
                 let mut tags = vec![
                     "type:kafka_produce".into(),
                     format!("topic:{topic}"),
@@ -395,13 +405,23 @@ impl Telemetry {
                 }
             }
         }
+        // The last success on a partition (on any, for a failure that had
+        // none) after a failure there: the producer recovered.
+        let last_success = |topic: &str, partition: i32| -> Option<u64> {
+            let partitions = agg.produced.get(topic)?;
+            if partition < 0 {
+                partitions.values().map(|(_, last)| *last).max()
+            } else {
+                partitions.get(&partition).map(|(_, last)| *last)
+            }
+        };
         let failed_sends: Vec<FailedSends> = agg
             .failed
             .iter()
             .flat_map(|(topic, errors)| {
                 errors
                     .iter()
-                    .map(move |((partition, error, window), (count, ids))| FailedSends {
+                    .map(move |((partition, error, window), (count, ids, last))| FailedSends {
                         topic: topic.clone(),
                         partition: *partition,
                         error: error.clone(),
@@ -409,6 +429,7 @@ impl Telemetry {
                         cluster: c.kafka_cluster_id.clone().unwrap_or_default(),
                         window_ms: *window,
                         trace_ids: ids.clone(),
+                        recovered: last_success(topic, *partition).is_some_and(|s| s > *last),
                     })
             })
             .collect();

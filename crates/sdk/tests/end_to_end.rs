@@ -180,6 +180,71 @@ fn auto_commit_is_tracked_from_the_commit_callback() {
     assert!(commit.value > 0 && commit.value <= 5, "{commit:?}");
 }
 
+/// Seven sends that succeed after a failure, all in one flush: the SDK says
+/// which came last, so the partition is not left `producer_failing` (which
+/// holds only until a send succeeds), and the failure is still counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_that_succeed_after_a_failure_in_one_flush_clear_producer_failing() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let collector = start_collector().await;
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("payments", 1, 1).unwrap();
+    let config = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("message.send.max.retries", "0")
+        .clone();
+    let sdk = Sdk::start(sdk_config("checkout", &format!("http://{}", collector.intake_addr)));
+    let producer = sdk.future_producer(&config).unwrap();
+    let send = async |p: &str| {
+        producer
+            .send(
+                FutureRecord::to("payments").key("k").payload(p),
+                Duration::from_secs(10),
+                None,
+            )
+            .await
+    };
+    send("ok").await.unwrap();
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    assert!(send("rejected").await.is_err());
+    for _ in 0..7 {
+        send("ok again").await.unwrap();
+    }
+    sdk.shutdown();
+
+    let api = format!("http://{}", collector.api_addr);
+    let client = reqwest::Client::new();
+    let partition = eventually(30, "the partition's state", async || {
+        let v: Value = client
+            .get(format!("{api}/api/v1/partitions"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        v["partitions"]
+            .as_array()?
+            .iter()
+            .find(|p| p["topic"] == "payments" && p["produce_offset"] == 7)
+            .cloned()
+    })
+    .await;
+    assert_eq!(partition["producer_failing"], false, "{partition}");
+    let intake: Value = client
+        .get(format!("{api}/api/v1/intake"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(intake["intake"]["failed_send_reports"], 1, "{intake}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_sends_reach_the_collector_and_a_dead_collector_costs_only_telemetry() {
     use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};

@@ -138,6 +138,22 @@ pub fn compute(lag: &LagService, starts: &mut LogStarts, now: Millis, max: usize
     lag.each_group(|engine, gid| group(engine, starts, gid, now))
 }
 
+/// Seconds until retention deletes the oldest unread message (at the
+/// committed offset `c`), the log start `s` advancing `rate` offsets a
+/// second: unknown (`None`) while the log start is not seen advancing, for
+/// a log whose start never moves deletes nothing. Already behind the log
+/// start (`c < s`): 0, the messages are gone (the `data_loss` status says so).
+fn retention_margin(c: i64, s: i64, rate: f64) -> Option<f64> {
+    if !(rate > 0.0 && rate.is_finite()) {
+        return None;
+    }
+    if c < s {
+        return Some(0.0);
+    }
+    // The message at `c` goes when the log start passes it.
+    Some((c - s + 1) as f64 / rate)
+}
+
 fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> GroupSignals {
     let (cluster, group) = engine.group_name(gid);
     let mut out = GroupSignals {
@@ -161,18 +177,9 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
         // eaten at the log start's pace.
         if let (Some(c), Some(s), Some(rate)) = (r.committed_offset, r.log_start_offset, starts.rate(pid))
             && lag > 0
+            && let Some(margin) = retention_margin(c, s, rate)
         {
-            let margin = if c <= s {
-                0.0
-            } else if rate > 0.0 {
-                (c - s) as f64 / rate
-            } else {
-                f64::INFINITY
-            };
-            if margin.is_finite() {
-                out.retention_margin_seconds =
-                    Some(out.retention_margin_seconds.map_or(margin, |m: f64| m.min(margin)));
-            }
+            out.retention_margin_seconds = Some(out.retention_margin_seconds.map_or(margin, |m: f64| m.min(margin)));
         }
         // Catch-up: lag over (consume rate − produce rate), both over the same
         // span (from the window's first commit to now): a produce rate over the
@@ -206,4 +213,25 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
         out.catch_up_seconds = None;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retention_margin;
+
+    #[test]
+    fn a_log_start_that_never_moves_deletes_nothing() {
+        // A group at the log start of a log that keeps everything (dev-kafka):
+        // unknown, never "deleted in 0 s".
+        assert_eq!(retention_margin(0, 0, 0.0), None);
+        assert_eq!(retention_margin(500, 0, 0.0), None);
+        assert_eq!(retention_margin(0, 0, f64::NAN), None);
+    }
+
+    #[test]
+    fn the_margin_is_the_distance_to_the_log_start_at_its_pace() {
+        assert_eq!(retention_margin(0, 0, 2.0), Some(0.5));
+        assert_eq!(retention_margin(119, 0, 2.0), Some(60.0));
+        assert_eq!(retention_margin(10, 20, 2.0), Some(0.0), "already deleted");
+    }
 }

@@ -225,6 +225,12 @@ pub struct FailedSends<S = String> {
     /// A few trace ids of the failed records, to follow them.
     #[serde(rename = "TraceIds")]
     pub trace_ids: Vec<S>,
+    /// A send to the same partition (any partition of the topic, for
+    /// partition -1) succeeded after the last of these failures, in the
+    /// sender's own order: one aggregate holds both, and only the sender
+    /// knows which came last. Absent: false.
+    #[serde(rename = "Recovered")]
+    pub recovered: bool,
 }
 
 /// What an SDK counted for drop accounting in one flush period.

@@ -109,6 +109,7 @@ impl<'a, S: Text<'a>> Reader<'a, S> {
             "KafkaClusterId",
             "WindowMs",
             "TraceIds",
+            "Recovered",
         ];
         self.fields("failed sends", NAMES, |r, i| {
             let field = NAMES[i];
@@ -119,7 +120,8 @@ impl<'a, S: Text<'a>> Reader<'a, S> {
                 3 => f.count = r.flexible_u64(field)?,
                 4 => f.cluster = r.nullable_string(field)?,
                 5 => f.window_ms = r.flexible_i64(field)?,
-                _ => f.trace_ids = r.strings(Counted::TraceIds, field)?,
+                6 => f.trace_ids = r.strings(Counted::TraceIds, field)?,
+                _ => f.recovered = r.bool(field)?,
             }
             Ok(())
         })?;

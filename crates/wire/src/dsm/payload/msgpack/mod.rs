@@ -196,6 +196,15 @@ impl<'a, S: Text<'a>> Reader<'a, S> {
         fits.ok_or_else(|| Error::Invalid(format!("invalid value at {field}: out of range for a 32-bit integer")))
     }
 
+    /// A bool; nil is false.
+    fn bool(&mut self, field: &str) -> Result<bool> {
+        match self.byte()? {
+            0xc0 | 0xc2 => Ok(false),
+            0xc3 => Ok(true),
+            m => self.invalid(m, "a bool", field),
+        }
+    }
+
     /// Consumes a nil if that is what comes next.
     fn nil(&mut self) -> Result<bool> {
         let is = self.peek()? == 0xc0;
@@ -540,9 +549,9 @@ mod tests {
     prop_compose! {
         fn failed()(
             topic in name(), partition: i32, error in name(), count: u64, cluster in name(),
-            window_ms: i64, trace_ids in prop::collection::vec(name(), 0..3),
+            window_ms: i64, trace_ids in prop::collection::vec(name(), 0..3), recovered: bool,
         ) -> FailedSends {
-            FailedSends { topic, partition, error, count, cluster, window_ms, trace_ids }
+            FailedSends { topic, partition, error, count, cluster, window_ms, trace_ids, recovered }
         }
     }
 
