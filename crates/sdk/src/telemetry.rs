@@ -110,13 +110,16 @@ struct Aggregate {
     committed: HashMap<String, HashMap<String, HashMap<i32, i64>>>,
     /// topic -> (partition or -1, error, window) -> count, a few trace ids,
     /// and the outcome number of the last one.
-    failed: HashMap<String, HashMap<FailureKey, (u64, Vec<String>, u64)>>,
+    failed: HashMap<String, HashMap<FailureKey, Failures>>,
     /// topic -> (partition, window of record timestamps) -> acked records.
     produced_windows: HashMap<String, HashMap<(i32, i64), WindowCount>>,
 }
 
 /// Partition (or -1), error label, window.
 type FailureKey = (i32, String, i64);
+
+/// Failures of one key: how many, a few trace ids, the outcome number of the last.
+type Failures = (u64, Vec<String>, u64);
 
 /// Acknowledged records of one partition in one window, and where they landed.
 #[derive(Copy, Clone, Debug)]

@@ -634,6 +634,7 @@ mod tests {
                 cluster: String::new(),
                 window_ms: 60_000,
                 trace_ids: vec!["0af7651916cd43dd8448eb211c80319c".into()],
+                recovered: true,
             }],
             delivery: Delivery {
                 cluster: "c".into(),
