@@ -410,6 +410,13 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
         assert_eq!(resp.status().as_u16(), 415, "{content_type:?}");
         let json: Value = resp.json().await.unwrap();
         assert_eq!(json["error"], "unsupported_content_type");
+        // In the header's words, never Rust's (`Some("…")`).
+        let said = json["message"].as_str().unwrap();
+        let want = match content_type {
+            Some(t) => format!("content-type {t} is not application/msgpack"),
+            None => "no content-type: send application/msgpack".to_owned(),
+        };
+        assert_eq!(said, want);
     }
 
     let after = lag_row(&client, &api).await;

@@ -93,10 +93,7 @@ pub async fn json_body<T: serde::de::DeserializeOwned + Send + 'static>(
     if essence.as_deref() != Some("application/json") {
         return Err(ApiError::new(
             ErrorKind::Intake(IntakeError::UnsupportedContentType),
-            match content_type {
-                Some(t) => format!("content-type {t:?} is not application/json"),
-                None => "no content-type: send application/json".to_owned(),
-            },
+            wrong_content_type(content_type, "application/json"),
         ));
     }
     let mut meter = shared.meter();
@@ -119,6 +116,14 @@ pub async fn json_body<T: serde::de::DeserializeOwned + Send + 'static>(
     })
     .await
     .map_err(|_| ApiError::new(bad, "the decoder failed"))?
+}
+
+/// Why a request's content type is refused, in the words of its header.
+pub fn wrong_content_type(got: Option<&str>, wanted: &str) -> String {
+    match got {
+        Some(t) => format!("content-type {t} is not {wanted}"),
+        None => format!("no content-type: send {wanted}"),
+    }
 }
 
 /// Whether the body is gzipped; why not, for an encoding no intake reads.

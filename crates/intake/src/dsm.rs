@@ -98,7 +98,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     if !essence.as_deref().is_some_and(|t| MSGPACK_TYPES.contains(&t)) {
         return reject(
             IntakeError::UnsupportedContentType,
-            format!("content-type {content_type:?} is not application/msgpack"),
+            streamsight_http::body::wrong_content_type(content_type, "application/msgpack"),
         )
         .into_response();
     }

@@ -217,7 +217,7 @@ fn unsupported(headers: &HeaderMap, wanted: &str) -> Response {
     let got = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     ApiError::new(
         ErrorKind::Intake(IntakeError::UnsupportedContentType),
-        format!("content-type {got:?} is not {wanted}"),
+        streamsight_http::body::wrong_content_type(got, wanted),
     )
     .into_response()
 }

@@ -48,6 +48,18 @@ pub enum SecurityProtocol {
     SaslSsl,
 }
 
+impl SecurityProtocol {
+    /// As the config writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "plaintext",
+            SecurityProtocol::Ssl => "ssl",
+            SecurityProtocol::SaslPlaintext => "sasl_plaintext",
+            SecurityProtocol::SaslSsl => "sasl_ssl",
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ClusterConfigError {
     #[error("cluster {cluster:?}: no bootstrap servers")]
@@ -56,7 +68,7 @@ pub enum ClusterConfigError {
     BadBootstrap { cluster: String, server: String },
     #[error("cluster {cluster:?}: tls: {why}")]
     Tls { cluster: String, why: String },
-    #[error("cluster {cluster:?}: security_protocol {protocol:?} {why}")]
+    #[error("cluster {cluster:?}: security_protocol {} {why}", protocol.as_str())]
     SecurityMismatch {
         cluster: String,
         protocol: SecurityProtocol,
@@ -188,6 +200,11 @@ mod tests {
             sasl.validate(),
             Err(ClusterConfigError::SecurityMismatch { .. })
         ));
+        let said = sasl.validate().unwrap_err().to_string();
+        assert!(
+            said.contains("security_protocol sasl_") && !said.contains("Sasl"),
+            "{said}"
+        );
         let mut tls = ClusterConfig::new("a", "h:1");
         tls.security_protocol = SecurityProtocol::Ssl;
         tls.tls = Some(crate::tls::TlsConfig {
