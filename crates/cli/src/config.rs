@@ -108,3 +108,80 @@ mod tests {
         );
     }
 }
+
+/// The defaults of every key, as TOML: the block docs/config.md shows.
+pub fn defaults_toml() -> String {
+    toml::to_string_pretty(&Config::default()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod reference {
+    use super::{Config, defaults_toml};
+    use std::path::{Path, PathBuf};
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    const BEGIN: &str = "<!-- defaults: generated from the config structs; `STREAMSIGHT_WRITE_DOCS=1 cargo test -p streamsight --lib reference` rewrites it -->\n```toml\n";
+    const END: &str = "```\n<!-- end of defaults -->";
+
+    /// docs/config.md shows the defaults of every key as the structs have
+    /// them: it cannot drift.
+    #[test]
+    fn the_config_reference_is_the_structs_defaults() {
+        let path = root().join("docs/config.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (Some(start), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
+            panic!("docs/config.md has no generated defaults block");
+        };
+        let shown = &doc[start + BEGIN.len()..end];
+        let defaults = defaults_toml();
+        if std::env::var_os("STREAMSIGHT_WRITE_DOCS").is_some() {
+            let written = format!("{}{defaults}{}", &doc[..start + BEGIN.len()], &doc[end..]);
+            std::fs::write(&path, written).unwrap();
+            return;
+        }
+        assert_eq!(
+            shown, defaults,
+            "docs/config.md is out of date: STREAMSIGHT_WRITE_DOCS=1 rewrites it"
+        );
+        // And the block is a config the binary accepts.
+        let parsed: Config = toml::from_str(shown).unwrap();
+        assert_eq!(parsed, Config::default());
+    }
+
+    /// The example file is what `--config` accepts.
+    #[test]
+    fn the_example_config_loads() {
+        let path = root().join("docs/streamsight.example.toml");
+        let config = Config::load(Some(&path)).unwrap();
+        assert_eq!(config.serve.clusters.len(), 1);
+        assert_eq!(config.serve.clusters[0].name, "prod");
+    }
+
+    /// Every TOML block of the docs that configures streamsight is one it accepts.
+    #[test]
+    fn every_toml_block_in_the_docs_loads() {
+        let mut blocks = 0;
+        for entry in std::fs::read_dir(root().join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for block in text.split("```toml\n").skip(1) {
+                let block = block.split("```").next().unwrap();
+                let first = block.lines().find(|l| l.starts_with('[')).unwrap_or("");
+                if !(first.starts_with("[serve") || first.starts_with("[[serve") || first.starts_with("[engine")) {
+                    continue;
+                }
+                blocks += 1;
+                if let Err(e) = toml::from_str::<Config>(block) {
+                    panic!("{}: a block does not load: {e}\n{block}", path.display());
+                }
+            }
+        }
+        assert!(blocks >= 8, "{blocks} blocks");
+    }
+}

@@ -1,6 +1,7 @@
 //! The `streamsight` binary's pieces, as a library so that tests drive them directly.
 
 pub mod alerts;
+pub mod cli;
 pub mod collector_client;
 pub mod commands;
 pub mod config;

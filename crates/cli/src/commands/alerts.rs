@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
+    /// The collector's API (STREAMSIGHT_API_KEY is sent as its key: changes
+    /// need an admin key).
     #[arg(
         long,
         global = true,
@@ -16,6 +18,7 @@ pub struct Args {
         default_value = "http://127.0.0.1:7411"
     )]
     pub collector: String,
+    /// A table, or the collector's answer as JSON.
     #[arg(long, global = true, value_enum, default_value = "table")]
     pub format: Format,
 }
@@ -27,23 +30,34 @@ pub enum Action {
     /// Makes or replaces a rule from a TOML file (the fields of
     /// `[[serve.alerts.rules]]`); over the configuration's of the same name.
     SetRule {
+        /// The rule's name (one of the configuration's replaces it).
         name: String,
+        /// A TOML file of the rule's fields.
         #[arg(long)]
         file: PathBuf,
     },
     /// Removes a rule made with set-rule: its alerts resolve.
-    RemoveRule { name: String },
+    RemoveRule {
+        /// The rule's name.
+        name: String,
+    },
     /// Silences matching alerts: `--match label=glob` (alertname is the rule).
     Silence {
+        /// `label=glob`, repeatable: an alert matching them all is silenced.
         #[arg(long = "match", required = true)]
         matchers: Vec<String>,
+        /// How long the silence lasts.
         #[arg(long = "for", default_value = "2h")]
         duration: String,
+        /// Why, for whoever reads the silence.
         #[arg(long, default_value = "")]
         comment: String,
     },
     /// Ends a silence now.
-    EndSilence { id: String },
+    EndSilence {
+        /// The silence's id (`alerts` lists them).
+        id: String,
+    },
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

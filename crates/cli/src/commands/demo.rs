@@ -8,8 +8,10 @@ pub struct Args {
     /// The first producer incident starts after this long.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
     pub first_incident_after: std::time::Duration,
+    /// A producer incident starts this often after the first.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "3m")]
     pub incident_every: std::time::Duration,
+    /// How long each incident lasts (the broker rejects every produce).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
     pub incident_for: std::time::Duration,
     /// Stop after this long (default: until interrupted).

@@ -6,19 +6,24 @@ use crate::output::{self, Format};
 pub enum Command {
     /// DLQ topics the collector watches, with velocity and top reasons.
     List {
+        /// The collector's API (STREAMSIGHT_API_KEY is sent as its key when set).
         #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
         collector: String,
+        /// A table of the DLQs, or the collector's answer as JSON.
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
     /// The last records of a DLQ topic with their provenance (nothing is committed).
     Tail {
+        /// The dead-letter topic.
         topic: String,
+        /// Its cluster (host:port[,host:port]).
         #[arg(long)]
         bootstrap_server: String,
         /// Records per partition.
         #[arg(long, default_value_t = 20)]
         limit: i64,
+        /// A table of the records, or the records as JSON.
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },

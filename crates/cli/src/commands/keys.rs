@@ -6,6 +6,7 @@ use streamsight_collector::auth::{KeyFile, Scope, generate};
 pub enum Command {
     /// Creates a key and prints it; only its hash is stored.
     Create {
+        /// The tenant the key opens (`default`, or one of `[[serve.tenants]]`).
         #[arg(long, default_value = "default")]
         tenant: String,
         /// ingest (send telemetry), read (API, /metrics) or admin (everything).
@@ -17,13 +18,16 @@ pub enum Command {
     },
     /// Lists keys: public id, tenant, scope, created, revoked. Never the key.
     List {
+        /// Default: the config's `keys_file`.
         #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
         keys_file: Option<std::path::PathBuf>,
     },
     /// Revokes a key by its public id (`keys list`), or given whole: only its
     /// id is read, and shown.
     Revoke {
+        /// The key's public id, or the whole key.
         id: String,
+        /// Default: the config's `keys_file`.
         #[arg(long, env = "STREAMSIGHT_KEYS_FILE")]
         keys_file: Option<std::path::PathBuf>,
     },

@@ -5,7 +5,7 @@ use crate::output::{self, Format};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The collector's API.
+    /// The collector's API (STREAMSIGHT_API_KEY is sent as its key when set).
     #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
     pub collector: String,
     /// Ask this cluster directly (host:port[,host:port]) instead of a collector.
@@ -15,11 +15,13 @@ pub struct Args {
     /// groups, the group to ask for.
     #[arg(long)]
     pub group: Option<String>,
+    /// Only this topic.
     #[arg(long)]
     pub topic: Option<String>,
     /// Only this cluster (as the collector names it).
     #[arg(long)]
     pub cluster: Option<String>,
+    /// A table of the rows, or the rows as JSON.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 }

@@ -5,12 +5,16 @@ use std::io::Write;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// The cluster to probe (host:port[,host:port]).
     #[arg(long)]
     pub bootstrap_server: String,
+    /// The probe topic: one record to each of its partitions every interval.
     #[arg(long, default_value = "streamsight-probe")]
     pub topic: String,
+    /// The group that reads the probe's records back.
     #[arg(long, default_value = "streamsight-probe")]
     pub group: String,
+    /// How often a record is sent to each partition.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
     pub interval: std::time::Duration,
     /// A record not back within this is lost.
@@ -22,6 +26,7 @@ pub struct Args {
     /// Stop after this long (default: until interrupted), printing a last report.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<std::time::Duration>,
+    /// Each report as a table, or as one line of JSON.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 }

@@ -14,6 +14,7 @@ pub struct Args {
     /// Also print the state every this many seconds of scenario time.
     #[arg(long, value_name = "SECONDS")]
     pub sample_every: Option<f64>,
+    /// Each sample as JSON lines, or as a table of its rows.
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
     /// Also print events (topic resets, data loss) when they are detected.

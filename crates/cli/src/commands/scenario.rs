@@ -9,10 +9,13 @@ pub enum Command {
     /// minutes) on every partition of `orders`, and groups 5 minutes to 6 hours
     /// behind it committing every 3 to 7 s.
     Bursty {
+        /// The same seed writes the same scenario.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// How much scenario time to write.
         #[arg(long, default_value_t = 8.0)]
         hours: f64,
+        /// Partitions of `orders`.
         #[arg(long, default_value_t = 4)]
         partitions: u32,
         /// Each second's rate varies by up to this share of the stretch's rate.
