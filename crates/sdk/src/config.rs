@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+/// Who the service is and where its telemetry goes. [`SdkConfig::from_env`]
+/// reads the variables Datadog tracers read; [`SdkConfig::new`] reads none.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SdkConfig {
     /// `DD_SERVICE`: part of every pathway hash.
@@ -19,7 +21,10 @@ pub struct SdkConfig {
     pub flush_interval: Duration,
     /// Distinct topics, partitions, groups and pathways kept per bucket.
     pub max_keys: usize,
-    /// Named on produce and commit points, so the collector needs no guessing.
+    /// Named on produce and commit points, so the collector needs no guessing
+    /// (`STREAMSIGHT_KAFKA_CLUSTER_ID`): the cluster's id as its brokers give
+    /// it, which a collector polling the cluster maps to its configured name,
+    /// or that name itself.
     pub kafka_cluster_id: Option<String>,
     /// Count records per window for drop accounting (`STREAMSIGHT_COUNT_DELIVERIES=false` turns it off).
     pub count_deliveries: bool,
@@ -39,6 +44,10 @@ impl std::fmt::Debug for ApiKey {
 }
 
 impl SdkConfig {
+    /// The defaults for `service`, **ignoring the environment** (a test's or
+    /// an embedder's choice): env `none`, the collector at
+    /// `http://127.0.0.1:8126`, a 10 s flush. Use [`SdkConfig::from_env`] to
+    /// read `DD_*` and `STREAMSIGHT_*` as tracers do.
     pub fn new(service: impl Into<String>) -> Self {
         Self {
             service: service.into(),
@@ -55,7 +64,10 @@ impl SdkConfig {
     }
 
     /// From the Datadog variables services already set, `default_service` when
-    /// `DD_SERVICE` is absent.
+    /// `DD_SERVICE` is absent: `DD_SERVICE`, `DD_ENV`, `DD_VERSION`,
+    /// `DD_TRACE_AGENT_URL` (else `DD_AGENT_HOST` and `DD_TRACE_AGENT_PORT`),
+    /// and `STREAMSIGHT_API_KEY`, `STREAMSIGHT_KAFKA_CLUSTER_ID`,
+    /// `STREAMSIGHT_COUNT_DELIVERIES`.
     pub fn from_env(default_service: &str) -> Self {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let mut c = Self::new(var("DD_SERVICE").unwrap_or_else(|| default_service.to_owned()));
@@ -67,6 +79,7 @@ impl SdkConfig {
         }
         c.version = var("DD_VERSION").unwrap_or_default();
         c.api_key = var("STREAMSIGHT_API_KEY").map(ApiKey);
+        c.kafka_cluster_id = var("STREAMSIGHT_KAFKA_CLUSTER_ID");
         c.collector_url = match (var("DD_TRACE_AGENT_URL"), var("DD_AGENT_HOST")) {
             (Some(url), _) => url,
             (None, Some(host)) => format!(

@@ -2,7 +2,9 @@
 //! checkpoint recorded; commits are tracked only when the broker accepted them,
 //! with the offsets it accepted. Automatic commits arrive in the commit callback
 //! (served while the consumer polls); manual ones go through the wrappers'
-//! `commit` methods (see `Committer` for why).
+//! `commit` methods: librdkafka reports a manual asynchronous commit to
+//! nobody, so those are made, in order, on a committer thread that tracks what
+//! the broker accepted.
 
 use crate::checkpoint::checkpoint;
 use crate::context::{MessageContext, TraceContext, extract, trace_id_of};
@@ -35,6 +37,7 @@ impl std::fmt::Debug for TracingConsumerContext {
 }
 
 impl TracingConsumerContext {
+    /// A context that tracks `group`'s commits and rebalances into `telemetry`.
     pub fn new(telemetry: Telemetry, group: impl Into<String>) -> Self {
         let group: String = group.into();
         Self {
@@ -210,6 +213,7 @@ macro_rules! traced_consumer {
         }
 
         impl $name {
+            /// Wraps a consumer made with a [`TracingConsumerContext`].
             pub fn new(inner: $consumer<TracingConsumerContext>) -> Self {
                 Self {
                     inner: Committer::new(inner),
@@ -231,6 +235,30 @@ macro_rules! traced_consumer {
                 self.inner.commit(offsets, mode)
             }
 
+            /// Commits the consumer's current position (rdkafka's
+            /// `commit_consumer_state`), tracked once the broker accepted it.
+            pub fn commit_consumer_state(&self, mode: CommitMode) -> KafkaResult<()> {
+                let position = self.inner.consumer.position()?;
+                self.inner.commit(&position, mode)
+            }
+
+            /// The offsets the consumer will read next, per assigned partition.
+            pub fn position(&self) -> KafkaResult<TopicPartitionList> {
+                self.inner.consumer.position()
+            }
+
+            /// Moves the consumer to `offset` of `topic`/`partition` (what it
+            /// skips or reads again shows in lag once committed).
+            pub fn seek(
+                &self,
+                topic: &str,
+                partition: i32,
+                offset: Offset,
+                timeout: impl Into<rdkafka::util::Timeout>,
+            ) -> KafkaResult<()> {
+                self.inner.consumer.seek(topic, partition, offset, timeout)
+            }
+
             /// Subscribes to `topics` (a group subscription).
             pub fn subscribe(&self, topics: &[&str]) -> KafkaResult<()> {
                 self.inner.consumer.subscribe(topics)
@@ -247,7 +275,7 @@ macro_rules! traced_consumer {
             }
 
             /// The rdkafka consumer underneath, for what the wrapper does not offer
-            /// (seek, pause, metadata). Untracked: a commit made through it is
+            /// (pause, metadata, watermarks). Untracked: a commit made through it is
             /// invisible to lag and drop accounting, so commit through the wrapper.
             pub fn untracked(&self) -> &$consumer<TracingConsumerContext> {
                 &self.inner.consumer
@@ -268,6 +296,9 @@ traced_consumer!(
 );
 
 impl TracedStreamConsumer {
+    /// The next message, with its context: the continued trace and the
+    /// pathway after the consume checkpoint (pass it as `parent` to a
+    /// downstream send). Errors are rdkafka's, unchanged.
     pub async fn recv(&self) -> Result<(BorrowedMessage<'_>, MessageContext), KafkaError> {
         let msg = self.inner.consumer.recv().await?;
         let ctx = self.inner.consumer.context().on_message(&msg);
@@ -276,6 +307,8 @@ impl TracedStreamConsumer {
 }
 
 impl TracedBaseConsumer {
+    /// The next message within `timeout`, with its context, as
+    /// [`TracedStreamConsumer::recv`]; `None` when none came.
     pub fn poll(&self, timeout: impl Into<Timeout>) -> Option<KafkaResult<(BorrowedMessage<'_>, MessageContext)>> {
         let msg = self.inner.consumer.poll(timeout)?;
         Some(msg.map(|m| {

@@ -9,10 +9,14 @@ pub const TRACEPARENT: &str = "traceparent";
 /// `00-` + 32 + `-` + 16 + `-` + 2.
 pub const TRACEPARENT_LEN: usize = 55;
 
+/// A W3C trace context: what `traceparent` carries.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TraceContext {
+    /// The W3C trace id (its low 64 bits are Datadog's).
     pub trace_id: u128,
+    /// The span this context is of.
     pub span_id: u64,
+    /// The trace flags' sampled bit.
     pub sampled: bool,
 }
 
@@ -35,6 +39,7 @@ fn random_u64() -> u64 {
 }
 
 impl TraceContext {
+    /// A new trace: random ids, sampled.
     pub fn new_root() -> Self {
         Self {
             trace_id: (u128::from(random_u64()) << 64) | u128::from(random_u64()).max(1),
@@ -51,6 +56,7 @@ impl TraceContext {
         }
     }
 
+    /// The W3C `traceparent` header value.
     pub fn to_traceparent(&self) -> String {
         let mut buf = [0u8; TRACEPARENT_LEN];
         String::from_utf8_lossy(self.write_traceparent(&mut buf)).into_owned()
@@ -96,7 +102,9 @@ impl TraceContext {
 /// What a consumed message carried, to continue its trace and pathway downstream.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct MessageContext {
+    /// The trace, continued from the message's `traceparent` (or new).
     pub trace: TraceContext,
+    /// The pathway after this service's checkpoint (`dd-pathway-ctx-base64`).
     pub pathway: PathwayContext,
 }
 
@@ -107,6 +115,8 @@ pub(crate) fn trace_id_of(headers: Option<&impl Headers>) -> Option<String> {
     extract(headers).0.map(|t| format!("{:032x}", t.trace_id))
 }
 
+/// The trace and pathway contexts a message's headers carry, each where it
+/// is present and well formed.
 pub fn extract(headers: Option<&impl Headers>) -> (Option<TraceContext>, Option<PathwayContext>) {
     let (mut trace, mut path) = (None, None);
     if let Some(headers) = headers {

@@ -24,12 +24,16 @@ use streamsight_wire::dlq::{Conventions, Provenance};
 pub struct Failure {
     /// Where it failed: `validation`, `processing`, ...
     pub stage: String,
+    /// What kind of failure (`schema_violation`, an error type's name, ...).
     pub class: String,
+    /// The failure in words.
     pub message: String,
+    /// The schema a validation failure was checked against.
     pub schema: Option<String>,
 }
 
 impl Failure {
+    /// A record that failed its schema.
     pub fn validation(v: &Violation) -> Self {
         Self {
             stage: "validation".into(),
@@ -39,6 +43,7 @@ impl Failure {
         }
     }
 
+    /// A record the application could not process.
     pub fn processing(class: &str, message: &str) -> Self {
         Self {
             stage: "processing".into(),
@@ -103,6 +108,8 @@ impl DeadLetterQueue {
         self
     }
 
+    /// Where dead letters of `source` go: its configured DLQ, else the
+    /// convention's name for it.
     pub fn dlq_topic(&self, source: &str) -> String {
         self.topics
             .get(source)

@@ -1,3 +1,4 @@
+#![deny(missing_docs)]
 //! Instrument rdkafka producers and consumers for streamsight (and any Datadog
 //! Data Streams backend):
 //!
@@ -34,7 +35,18 @@ pub use consumer::{TracedBaseConsumer, TracedStreamConsumer, TracingConsumerCont
 pub use context::{MessageContext, TraceContext};
 pub use delivery::Outcome;
 pub use producer::{TracedBaseProducer, TracedFutureProducer, TracingProducerContext};
+/// Types of the wire formats the SDK's signatures use, so that a caller
+/// names them from this crate alone.
+pub use streamsight_wire::dlq::{Conventions, Provenance};
+pub use streamsight_wire::dsm::payload::Payload;
+pub use streamsight_wire::pathway::PathwayContext;
 pub use telemetry::{SdkCounters, SdkStats, Telemetry};
+
+/// docs/sdk.md's examples, compiled as doc tests: the docs cannot drift
+/// from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sdk.md")]
+pub struct SdkMd;
 
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, KafkaResult};
@@ -66,10 +78,13 @@ impl Sdk {
         Self { telemetry }
     }
 
+    /// The telemetry every wrapper reports into: counters, last error, flush.
     pub fn telemetry(&self) -> &Telemetry {
         &self.telemetry
     }
 
+    /// A `FutureProducer` that injects trace and pathway headers on every
+    /// send and reports progress only for real successes.
     pub fn future_producer(&self, config: &ClientConfig) -> KafkaResult<TracedFutureProducer> {
         Ok(TracedFutureProducer::new(config.create()?, self.telemetry.clone()))
     }
@@ -87,18 +102,30 @@ impl Sdk {
         ))
     }
 
+    /// A `StreamConsumer` (needs `group.id`) whose messages come with their
+    /// context and whose accepted commits are reported.
     pub fn stream_consumer(&self, config: &ClientConfig) -> KafkaResult<TracedStreamConsumer> {
         let ctx = TracingConsumerContext::new(self.telemetry.clone(), group_of(config)?);
         Ok(TracedStreamConsumer::new(config.create_with_context(ctx)?))
     }
 
+    /// A `BaseConsumer`, as [`Sdk::stream_consumer`], polled.
     pub fn base_consumer(&self, config: &ClientConfig) -> KafkaResult<TracedBaseConsumer> {
         let ctx = TracingConsumerContext::new(self.telemetry.clone(), group_of(config)?);
         Ok(TracedBaseConsumer::new(config.create_with_context(ctx)?))
     }
 
-    /// Ships what is left and stops the shipper.
+    /// Ships what is left and stops the shipper. **Blocks** the calling
+    /// thread for one last HTTP request to the collector (2 s at most); from
+    /// async code, await [`Sdk::shutdown_async`]. Dropping the `Sdk` without
+    /// it loses what was aggregated since the last flush (up to one
+    /// `flush_interval` of telemetry; never a message).
     pub fn shutdown(&self) {
         self.telemetry.shutdown();
+    }
+
+    /// [`Sdk::shutdown`] without blocking an async runtime's worker.
+    pub async fn shutdown_async(&self) {
+        self.telemetry.shutdown_async().await;
     }
 }

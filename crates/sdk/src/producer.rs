@@ -87,6 +87,7 @@ impl std::fmt::Debug for TracedFutureProducer {
 }
 
 impl TracedFutureProducer {
+    /// Wraps `inner`, reporting into `telemetry`.
     pub fn new(inner: FutureProducer, telemetry: Telemetry) -> Self {
         Self { inner, telemetry }
     }
@@ -149,6 +150,7 @@ pub struct TracingProducerContext<C> {
 }
 
 impl<C> TracingProducerContext<C> {
+    /// Wraps `inner`, reporting into `telemetry`.
     pub fn new(inner: C, telemetry: Telemetry) -> Self {
         Self { inner, telemetry }
     }
@@ -248,10 +250,13 @@ impl<C: ProducerContext<NoCustomPartitioner>> TracedBaseProducer<C> {
         result
     }
 
+    /// Serves delivery reports (rdkafka's `poll`): each is tracked, then
+    /// handed to your context.
     pub fn poll(&self, timeout: impl Into<Timeout>) {
         self.inner.poll(timeout);
     }
 
+    /// Waits up to `timeout` for every send in flight (blocking the caller).
     pub fn flush(&self, timeout: impl Into<Timeout>) -> rdkafka::error::KafkaResult<()> {
         use rdkafka::producer::Producer;
         self.inner.flush(timeout)

@@ -39,14 +39,19 @@ pub struct SdkStats {
 /// The SDK's counters at one moment.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SdkCounters {
+    /// Payloads the collector took.
     pub payloads_sent: u64,
     /// Payloads the collector did not take (down, refused, timed out).
     pub payloads_lost: u64,
     /// Points dropped because the aggregate was full.
     pub points_dropped: u64,
+    /// Sends the broker acknowledged at a real position.
     pub messages_produced: u64,
+    /// Sends that failed, before or at the broker.
     pub sends_failed: u64,
+    /// Messages a wrapper's `recv` or `poll` returned.
     pub messages_consumed: u64,
+    /// Commits the broker accepted.
     pub commits_tracked: u64,
     /// Records routed to a dead-letter queue.
     pub dead_lettered: u64,
@@ -57,6 +62,7 @@ pub struct SdkCounters {
 }
 
 impl SdkStats {
+    /// The counters now.
     pub fn counters(&self) -> SdkCounters {
         SdkCounters {
             payloads_sent: self.payloads_sent.load(Relaxed),
@@ -208,10 +214,12 @@ impl Telemetry {
         }
     }
 
+    /// What it was started with.
     pub fn config(&self) -> &SdkConfig {
         &self.inner.config
     }
 
+    /// The live counters (see [`Telemetry::counters`] for a copy).
     pub fn stats(&self) -> &SdkStats {
         &self.inner.stats
     }
@@ -505,6 +513,8 @@ impl Telemetry {
     }
 
     /// Ships what was aggregated now. Returns whether the collector took it.
+    /// **Blocks** the calling thread for one HTTP request (at most its
+    /// timeout): from async code, await [`Telemetry::flush_async`].
     pub fn flush(&self) -> bool {
         let Some(payload) = self.take_payload() else {
             return true;
@@ -529,7 +539,22 @@ impl Telemetry {
         lock(&self.inner.last_error).clone()
     }
 
-    /// Stops the shipper after one last flush. Idempotent.
+    /// [`Telemetry::flush`] on a thread of its own: an async service awaits it
+    /// without blocking its runtime's worker (any runtime).
+    pub async fn flush_async(&self) -> bool {
+        let t = self.clone();
+        off_thread(move || t.flush()).await.unwrap_or(false)
+    }
+
+    /// [`Telemetry::shutdown`] on a thread of its own, awaited.
+    pub async fn shutdown_async(&self) {
+        let t = self.clone();
+        off_thread(move || t.shutdown()).await;
+    }
+
+    /// Stops the shipper after one last flush. Idempotent. **Blocks** the
+    /// calling thread for that flush (one HTTP request to the collector, at
+    /// most its timeout): from async code, await [`Telemetry::shutdown_async`].
     pub fn shutdown(&self) {
         *lock(&self.inner.stop) = true;
         self.inner.wake.notify_all();
@@ -552,6 +577,27 @@ impl Telemetry {
             self.flush();
         }
     }
+}
+
+/// `f` on a new thread, its result awaited; run here when no thread can
+/// start. `None` when `f` panicked.
+async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let f = Arc::new(Mutex::new(Some(f)));
+    let on_thread = f.clone();
+    let spawned = std::thread::Builder::new()
+        .name("streamsight-sdk-flush".into())
+        .spawn(move || {
+            let f = lock(&on_thread).take();
+            if let Some(f) = f {
+                let _ = tx.send(f());
+            }
+        });
+    if spawned.is_err() {
+        let f = lock(&f).take();
+        return f.map(|f| f());
+    }
+    rx.await.ok()
 }
 
 /// `HashMap<String, V>::entry` without allocating a key that is already there.
@@ -619,5 +665,35 @@ mod keys {
             ..SdkConfig::new("s")
         };
         assert!(!format!("{c:?}").contains("ssk_secret"));
+    }
+}
+
+#[cfg(test)]
+mod off_thread {
+    use super::*;
+
+    /// On a single-threaded runtime, a blocking flush would stall every
+    /// task; the async one lets a timer fire while it waits on the collector.
+    #[tokio::test(flavor = "current_thread")]
+    async fn flush_async_leaves_the_runtime_free() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut config = SdkConfig::new("svc");
+        // A collector that accepts and never answers: the flush waits its timeout.
+        config.collector_url = format!("http://{}", listener.local_addr().unwrap());
+        let t = Telemetry::unshipped(config);
+        t.produced("orders", 0, 1, now_ms());
+        let ticked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ticked.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            flag.store(true, Relaxed);
+        });
+        let taken = t.flush_async().await;
+        assert!(!taken, "no answer is no delivery");
+        assert!(ticked.load(Relaxed), "the runtime ran other tasks meanwhile");
+        timer.await.unwrap();
+        assert_eq!(t.counters().payloads_lost, 1);
+        t.shutdown_async().await;
+        drop(listener);
     }
 }

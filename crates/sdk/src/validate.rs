@@ -13,15 +13,23 @@ pub struct Violation {
     /// `schema_violation` (parsed, but not what the schema says), or `framing`
     /// (no Confluent magic byte, or another schema id).
     pub class: &'static str,
+    /// What is wrong, in words.
     pub message: String,
     /// The schema the record was checked against: its registry id, else its file.
     pub schema: String,
 }
 
+/// A schema that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
+    /// The file could not be read or is not a schema.
     #[error("schema {path}: {reason}")]
-    Load { path: String, reason: String },
+    Load {
+        /// The schema's file.
+        path: String,
+        /// Why not.
+        reason: String,
+    },
 }
 
 enum Check {
@@ -60,6 +68,7 @@ fn read(path: &Path) -> Result<String, SchemaError> {
 }
 
 impl Validator {
+    /// A validator with no schemas: every record passes until one is added.
     pub fn new() -> Self {
         Self::default()
     }
