@@ -599,6 +599,15 @@ async fn commits_without_a_cluster_join_the_named_cluster_even_after_arriving_fi
     assert_eq!(post(&client, &intake, encode(&commit(500)), true).await.0, 202);
     let lag = get_json(&client, &format!("{api}/api/v1/lag?group=billing&cluster=prod-1")).await;
     assert_eq!(lag["rows"][0]["lag_messages"], 501, "{lag}");
+    // The first commit's copy in the unknown cluster is forgotten, not left stale.
+    let lag = get_json(&client, &format!("{api}/api/v1/lag?group=billing")).await;
+    let clusters: Vec<&str> = lag["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["prod-1"], "{lag}");
 }
 
 /// A tracer that names the cluster on its produces and not on its commits

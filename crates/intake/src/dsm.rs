@@ -162,7 +162,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         .retry_after(retry_after)
         .into_response();
     }
-    let accepted = translated.records.len() - translated.rejected.len();
+    let accepted = translated.records.len() - translated.rejected.len() - translated.forgotten;
     if let Err(e) = intake.writer.append(translated.records).await {
         if matches!(e, AppendError::Busy(_)) {
             telemetry.emit(IntakeEvent::Limited {
@@ -218,10 +218,12 @@ fn decode_and_translate(shared: &Shared, body: &[u8], gzipped: bool) -> Result<T
             _ => None,
         }
     };
+    let held_in = |topic: &str, cluster: &str| engine.clusters_of(topic).any(|c| c == cluster);
     let clusters = Clusters {
         default,
         by_id: &by_id,
         by_topic: &by_topic,
+        held_in: &held_in,
     };
     Ok(translate(&payload, dates, &clusters))
 }
@@ -236,6 +238,8 @@ pub struct Clusters<'a> {
     pub by_id: &'a HashMap<String, String>,
     /// The one named cluster that holds a topic, where exactly one does.
     pub by_topic: &'a dyn Fn(&str) -> Option<String>,
+    /// Whether the engine holds `topic` in `cluster`.
+    pub held_in: &'a dyn Fn(&str, &str) -> bool,
 }
 
 impl std::fmt::Debug for Clusters<'_> {
@@ -255,6 +259,7 @@ impl Clusters<'_> {
             default,
             by_id: &EMPTY,
             by_topic: &|_| None,
+            held_in: &|_, _| false,
         }
     }
 
@@ -275,6 +280,9 @@ pub struct Translated {
     /// Backlogs written but refused by the engine, why: counted in
     /// `/api/v1/rejections`, and never as accepted.
     pub rejected: Vec<String>,
+    /// Unknown-cluster copies of topics forgotten (records of their own,
+    /// not the payload's points).
+    pub forgotten: usize,
 }
 
 pub use streamsight_node::deliveries::Dates;
@@ -322,6 +330,8 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
                 .or_insert(Some(cluster));
         }
     }
+    // Topics whose unknown-cluster copy is forgotten, once per payload.
+    let (mut forgotten, mut ghosts): (std::collections::HashSet<&str>, Vec<&str>) = Default::default();
     // When each partition's acknowledged sends are dated: a failure the
     // sender says was followed by a success is dated before them.
     let mut produced_at: HashMap<(&str, i32), Millis> = HashMap::new();
@@ -353,7 +363,18 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
             let cluster = match backlog::tag(&b.tags, "kafka_cluster_id").filter(|id| !id.is_empty()) {
                 Some(id) => clusters.named(id),
                 None => {
-                    resolved = backlog::tag(&b.tags, "topic").and_then(resolve);
+                    let topic = backlog::tag(&b.tags, "topic");
+                    resolved = topic.and_then(resolve);
+                    // Points that came before the topic's cluster was known
+                    // were kept in the unknown cluster: now that it is, that
+                    // copy is a ghost of the live one, and is forgotten.
+                    if let (Some(topic), Some(_)) = (topic, &resolved)
+                        && !forgotten.contains(topic)
+                        && (clusters.held_in)(topic, default_cluster)
+                    {
+                        forgotten.insert(topic);
+                        ghosts.push(topic);
+                    }
                     resolved.as_deref().unwrap_or(default_cluster)
                 }
             };
@@ -459,6 +480,17 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
             clusters.named(named).to_owned()
         }
     };
+    out.forgotten = ghosts.len();
+    for topic in ghosts {
+        let forget = Observation::TopicDeleted {
+            cluster: default_cluster,
+            topic,
+        };
+        out.records.push(Record::Observation {
+            at: received,
+            observation: forget.to_owned_in(&mut names),
+        });
+    }
     let facts = streamsight_node::deliveries::facts(p, dates, &cluster_of);
     if facts.out_of_range > 0 {
         out.dropped.push((
