@@ -109,6 +109,37 @@ fn consumer_payload(start_ns: u64) -> Payload {
     }
 }
 
+/// A payload of env `prod` from `service`: one bucket of `backlogs`, a minute ago.
+fn backlogs_payload(service: &str, backlogs: Vec<Backlog>) -> Payload {
+    Payload {
+        env: "prod".into(),
+        service: service.into(),
+        stats: vec![Bucket {
+            start: now_ns() - 60_000_000_000,
+            duration: 10_000_000_000,
+            stats: vec![],
+            backlogs,
+        }],
+        ..Default::default()
+    }
+}
+
+/// The cluster of every row of `rows` (a lag or groups answer's list).
+fn clusters_of(rows: &Value) -> Vec<&str> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cluster"].as_str().unwrap())
+        .collect()
+}
+
+const BILLING_COMMIT: [&str; 4] = [
+    "type:kafka_commit",
+    "consumer_group:billing",
+    "topic:orders",
+    "partition:0",
+];
+
 async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>, gzip: bool) -> (u16, Value) {
     let mut req = client
         .post(url)
@@ -601,13 +632,7 @@ async fn commits_without_a_cluster_join_the_named_cluster_even_after_arriving_fi
     assert_eq!(lag["rows"][0]["lag_messages"], 501, "{lag}");
     // The first commit's copy in the unknown cluster is forgotten, not left stale.
     let lag = get_json(&client, &format!("{api}/api/v1/lag?group=billing")).await;
-    let clusters: Vec<&str> = lag["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["cluster"].as_str().unwrap())
-        .collect();
-    assert_eq!(clusters, ["prod-1"], "{lag}");
+    assert_eq!(clusters_of(&lag["rows"]), ["prod-1"], "{lag}");
 }
 
 /// A tracer that names the cluster on its produces and not on its commits
@@ -618,47 +643,25 @@ async fn commits_join_the_cluster_their_own_payload_names() {
     let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
     let api = format!("http://{}", running.api_addr);
     let client = reqwest::Client::new();
-    let start_ns = now_ns() - 60_000_000_000;
-    let payload = Payload {
-        env: "prod".into(),
-        service: "checkout".into(),
-        stats: vec![Bucket {
-            start: start_ns,
-            duration: 10_000_000_000,
-            stats: vec![],
-            backlogs: vec![
-                backlog(
-                    &[
-                        "type:kafka_commit",
-                        "consumer_group:billing",
-                        "topic:orders",
-                        "partition:0",
-                    ],
-                    400,
-                ),
-                backlog(
-                    &[
-                        "type:kafka_produce",
-                        "topic:orders",
-                        "partition:0",
-                        "kafka_cluster_id:c1",
-                    ],
-                    1000,
-                ),
-            ],
-        }],
-        ..Default::default()
-    };
+    let payload = backlogs_payload(
+        "checkout",
+        vec![
+            backlog(&BILLING_COMMIT, 400),
+            backlog(
+                &[
+                    "type:kafka_produce",
+                    "topic:orders",
+                    "partition:0",
+                    "kafka_cluster_id:c1",
+                ],
+                1000,
+            ),
+        ],
+    );
     let (status, body) = post(&client, &intake, encode(&payload), true).await;
     assert_eq!((status, &body["accepted"]), (202, &2.into()), "{body}");
     let groups = get_json(&client, &format!("{api}/api/v1/groups")).await;
-    let clusters: Vec<&str> = groups["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["cluster"].as_str().unwrap())
-        .collect();
-    assert_eq!(clusters, ["c1"], "{groups}");
+    assert_eq!(clusters_of(&groups["groups"]), ["c1"], "{groups}");
     assert_eq!(groups["groups"][0]["total_lag"], 601, "{groups}");
 }
 
@@ -675,25 +678,7 @@ async fn a_group_of_unknown_lag_has_no_total() {
     let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
     let api = format!("http://{}", running.api_addr);
     let client = reqwest::Client::new();
-    let payload = Payload {
-        env: "prod".into(),
-        service: "billing".into(),
-        stats: vec![Bucket {
-            start: now_ns() - 60_000_000_000,
-            duration: 10_000_000_000,
-            stats: vec![],
-            backlogs: vec![backlog(
-                &[
-                    "type:kafka_commit",
-                    "consumer_group:billing",
-                    "topic:orders",
-                    "partition:0",
-                ],
-                400,
-            )],
-        }],
-        ..Default::default()
-    };
+    let payload = backlogs_payload("billing", vec![backlog(&BILLING_COMMIT, 400)]);
     assert_eq!(post(&client, &intake, encode(&payload), true).await.0, 202);
     let groups = get_json(&client, &format!("{api}/api/v1/groups")).await;
     let row = &groups["groups"][0];

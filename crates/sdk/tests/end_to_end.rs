@@ -180,131 +180,89 @@ fn auto_commit_is_tracked_from_the_commit_callback() {
     assert!(commit.value > 0 && commit.value <= 5, "{commit:?}");
 }
 
+/// Through an SDK reporting to `collector`, on a mock cluster: one send
+/// that succeeds, one the broker rejects, then `then_ok` more that succeed,
+/// and a shutdown (one last flush). The cluster, and a producer's config for it.
+async fn a_failure_among_successes(
+    collector: &streamsight_collector::Running,
+    then_ok: usize,
+) -> (
+    MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    ClientConfig,
+) {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("payments", 1, 1).unwrap();
+    let config = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("message.send.max.retries", "0")
+        .clone();
+    let sdk = Sdk::start(sdk_config("checkout", &format!("http://{}", collector.intake_addr)));
+    let producer = sdk.future_producer(&config).unwrap();
+    let send = async |p: &str| {
+        producer
+            .send(
+                FutureRecord::to("payments").key("k").payload(p),
+                Duration::from_secs(10),
+                None,
+            )
+            .await
+    };
+    send("ok").await.unwrap();
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    assert!(send("rejected").await.is_err());
+    for _ in 0..then_ok {
+        send("ok again").await.unwrap();
+    }
+    sdk.shutdown();
+    assert_eq!(sdk.telemetry().last_error(), None);
+    (cluster, config)
+}
+
+/// The collector's `payments` partition 0 once its produce offset is `offset`.
+async fn payments_at(api: &str, offset: i64) -> Value {
+    let client = reqwest::Client::new();
+    eventually(30, "the partition's state", async || {
+        let v = streamsight_testkit::http::get_json(&client, &format!("{api}/api/v1/partitions")).await;
+        v["partitions"]
+            .as_array()?
+            .iter()
+            .find(|p| p["topic"] == "payments" && p["produce_offset"] == offset)
+            .cloned()
+    })
+    .await
+}
+
+/// Failed sends the collector was told of.
+async fn failed_send_reports(api: &str) -> Value {
+    let intake = streamsight_testkit::http::get_json(&reqwest::Client::new(), &format!("{api}/api/v1/intake")).await;
+    intake["intake"]["failed_send_reports"].clone()
+}
+
 /// Seven sends that succeed after a failure, all in one flush: the SDK says
 /// which came last, so the partition is not left `producer_failing` (which
 /// holds only until a send succeeds), and the failure is still counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_that_succeed_after_a_failure_in_one_flush_clear_producer_failing() {
-    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
     let collector = start_collector().await;
-    let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic("payments", 1, 1).unwrap();
-    let config = ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
-        .set("message.send.max.retries", "0")
-        .clone();
-    let sdk = Sdk::start(sdk_config("checkout", &format!("http://{}", collector.intake_addr)));
-    let producer = sdk.future_producer(&config).unwrap();
-    let send = async |p: &str| {
-        producer
-            .send(
-                FutureRecord::to("payments").key("k").payload(p),
-                Duration::from_secs(10),
-                None,
-            )
-            .await
-    };
-    send("ok").await.unwrap();
-    cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
-    );
-    assert!(send("rejected").await.is_err());
-    for _ in 0..7 {
-        send("ok again").await.unwrap();
-    }
-    sdk.shutdown();
-
+    let _cluster = a_failure_among_successes(&collector, 7).await;
     let api = format!("http://{}", collector.api_addr);
-    let client = reqwest::Client::new();
-    let partition = eventually(30, "the partition's state", async || {
-        let v: Value = client
-            .get(format!("{api}/api/v1/partitions"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        v["partitions"]
-            .as_array()?
-            .iter()
-            .find(|p| p["topic"] == "payments" && p["produce_offset"] == 7)
-            .cloned()
-    })
-    .await;
+    let partition = payments_at(&api, 7).await;
     assert_eq!(partition["producer_failing"], false, "{partition}");
-    let intake: Value = client
-        .get(format!("{api}/api/v1/intake"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(intake["intake"]["failed_send_reports"], 1, "{intake}");
+    assert_eq!(failed_send_reports(&api).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_sends_reach_the_collector_and_a_dead_collector_costs_only_telemetry() {
-    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
     let collector = start_collector().await;
-    let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic("payments", 1, 1).unwrap();
-    let config = ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
-        .set("message.send.max.retries", "0")
-        .clone();
-
-    let sdk = Sdk::start(sdk_config("checkout", &format!("http://{}", collector.intake_addr)));
-    let producer = sdk.future_producer(&config).unwrap();
-    let send = async |p: &str| {
-        producer
-            .send(
-                FutureRecord::to("payments").key("k").payload(p),
-                Duration::from_secs(10),
-                None,
-            )
-            .await
-    };
-    send("ok").await.unwrap();
-    cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
-    );
-    assert!(send("rejected").await.is_err());
-    sdk.shutdown();
-    assert_eq!(sdk.telemetry().last_error(), None);
-
+    let (_cluster, config) = a_failure_among_successes(&collector, 0).await;
     let api = format!("http://{}", collector.api_addr);
-    let client = reqwest::Client::new();
-    let partition = eventually(30, "the partition's state", async || {
-        let v: Value = client
-            .get(format!("{api}/api/v1/partitions"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        v["partitions"]
-            .as_array()?
-            .iter()
-            .find(|p| p["topic"] == "payments")
-            .cloned()
-    })
-    .await;
-    assert_eq!(partition["produce_offset"], 0, "{partition}");
+    let partition = payments_at(&api, 0).await;
     assert_eq!(partition["producer_failing"], true, "{partition}");
-    let intake: Value = client
-        .get(format!("{api}/api/v1/intake"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(intake["intake"]["failed_send_reports"], 1, "{intake}");
+    assert_eq!(failed_send_reports(&api).await, 1);
 
     // Nothing listens on port 1: the application's sends go on, telemetry is lost and counted.
     let dead = Sdk::start(SdkConfig {
