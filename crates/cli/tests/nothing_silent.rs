@@ -116,3 +116,37 @@ fn a_reader_that_goes_away_is_no_error() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("Broken pipe"), "{err}");
 }
+
+#[test]
+fn serve_says_when_a_polled_cluster_cannot_list_its_groups() {
+    use std::io::BufRead;
+    let (_broker, bootstrap) = mock_broker();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
+        .args(["--otlp-listen", "127.0.0.1:0", "--storage", "memory://"])
+        .args(["--cluster", &format!("dev={bootstrap}")])
+        .env("STREAMSIGHT_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let guard = support::Guard(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let said = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("no consumer groups listed") => break line,
+            Ok(_) => {}
+            Err(e) => panic!("serve never said its groups cannot be listed: {e}"),
+        }
+    };
+    assert!(said.contains("ListGroups") && said.contains("groups = [...]"), "{said}");
+    drop(guard);
+}
