@@ -89,9 +89,29 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-async fn prometheus(State(shared): State<Arc<Shared>>) -> Response {
+/// `/metrics`'s query: a granularity other than the configured one.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricsQuery {
+    granularity: Option<String>,
+}
+
+async fn prometheus(State(shared): State<Arc<Shared>>, ApiQuery(query): ApiQuery<MetricsQuery>) -> Response {
+    let granularity = match query.granularity.as_deref() {
+        None => shared.config.metrics.granularity,
+        Some(g) => match streamsight_node::config::Granularity::parse(g) {
+            Some(g) => g,
+            None => {
+                return ApiError::new(
+                    ErrorKind::BadQuery,
+                    format!("granularity {g:?}: partition, topic or group"),
+                )
+                .into_response();
+            }
+        },
+    };
     streamsight_http::off_worker(shared, move |shared| {
-        let body = metrics::render(shared, clock::now());
+        let body = metrics::render(shared, clock::now(), granularity);
         (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
             body,

@@ -176,7 +176,7 @@ proptest! {
         for later in [0, 3_600_000, i64::MAX - NOW] {
             let now = Millis(NOW.saturating_add(later));
             shared.deliveries.reconcile(now, &shared.lag);
-            let metrics = streamsight_collector::metrics::render(&shared, now);
+            let metrics = streamsight_collector::metrics::render(&shared, now, streamsight_collector::config::Granularity::Partition);
             prop_assert!(!metrics.contains("partition=\"-1\""));
         }
         let _ = shared.pathways.graph(i64::MIN, i64::MAX);

@@ -260,6 +260,15 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     );
     assert!(metrics.contains("streamsight_rejected_points_total{reason=\"negative_partition\"} 1"));
     assert!(metrics.contains("streamsight_consumer_status{"));
+    // A scrape at group granularity: the group's sum, no partition series.
+    let coarse = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics?granularity=group")).await;
+    assert!(
+        coarse.contains("kafka_consumergroup_group_sum_lag{cluster_name=\"prod-1\",group=\"billing\"} 501"),
+        "{coarse}"
+    );
+    assert!(!coarse.contains("kafka_consumergroup_group_lag{") && !coarse.contains("kafka_partition_latest_offset{"));
+    let (status, refused) = streamsight_testkit::http::get(&client, &format!("{api}/metrics?granularity=broker")).await;
+    assert_eq!((status, &refused["error"]), (400, &"bad_query".into()), "{refused}");
     assert!(
         metrics.contains("streamsight_pathway_latency_seconds{from=\"topic:orders\""),
         "{metrics}"

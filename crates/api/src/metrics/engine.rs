@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::sync::Arc;
-use streamsight_core::{Engine, Millis, Status};
+use streamsight_core::{Engine, GroupFold, Millis};
 use streamsight_http::prometheus::{Family, esc, header};
+use streamsight_node::config::Granularity;
 
 /// One group's lag, added up over its partitions.
 #[derive(Default)]
@@ -17,6 +18,9 @@ struct GroupLag<'a> {
     unknown: bool,
     topics: BTreeMap<&'a str, i64>,
     described: bool,
+    /// Its partitions' reports folded as the engine folds a group's: its
+    /// status without evaluating every partition a second time.
+    fold: GroupFold<()>,
 }
 
 /// kafka-lag-exporter's per-group series. Sums are written only when every
@@ -44,7 +48,12 @@ fn render_group_info(out: &mut String, snapshots: &Snapshots) {
     info.write(out);
 }
 
-fn render_group_aggregates(out: &mut String, groups: &BTreeMap<(&str, &str), GroupLag<'_>>, snapshots: &Snapshots) {
+fn render_group_aggregates(
+    out: &mut String,
+    groups: &BTreeMap<(&str, &str), GroupLag<'_>>,
+    snapshots: &Snapshots,
+    granularity: Granularity,
+) {
     let mut max_lag = Family::new(
         "kafka_consumergroup_group_max_lag",
         "gauge",
@@ -81,8 +90,10 @@ fn render_group_aggregates(out: &mut String, groups: &BTreeMap<(&str, &str), Gro
         }
         if !g.unknown {
             sum_lag.sample(&labels, g.sum_lag);
-            for (topic, v) in &g.topics {
-                topic_sum.sample(&format!("{labels},topic=\"{}\"", esc(topic)), v);
+            if granularity >= Granularity::Topic {
+                for (topic, v) in &g.topics {
+                    topic_sum.sample(&format!("{labels},topic=\"{}\"", esc(topic)), v);
+                }
             }
         }
     }
@@ -95,8 +106,11 @@ fn render_group_aggregates(out: &mut String, groups: &BTreeMap<(&str, &str), Gro
 pub type Snapshots = HashMap<String, Arc<streamsight_poller::Snapshot>>;
 
 /// Lag per group-partition and per partition, in kafka-lag-exporter's whole
-/// family (reference.md §5) plus streamsight's own series.
-pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, now: Millis) {
+/// family (reference.md §5) plus streamsight's own series; at a coarser
+/// `granularity`, only the per-group (and per-topic) ones. Each
+/// group-partition is evaluated once.
+pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, now: Millis, granularity: Granularity) {
+    let per_partition = granularity == Granularity::Partition;
     let mut lag = Family::new(
         "kafka_consumergroup_group_lag",
         "gauge",
@@ -154,11 +168,13 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
                 }
             }
         }
-        if let Some(v) = r.committed_offset {
+        if let Some(v) = r.committed_offset.filter(|_| per_partition) {
             offset.sample(&labels, v);
         }
         if let Some(v) = r.lag_messages {
-            lag.sample(&labels, v);
+            if per_partition {
+                lag.sample(&labels, v);
+            }
             g.max_lag = g.max_lag.max(Some(v));
             g.sum_lag = g.sum_lag.saturating_add(v);
             let t = g.topics.entry(n.topic).or_default();
@@ -167,23 +183,28 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
             g.unknown = true;
         }
         if let Some(v) = r.lag_seconds {
-            lag_seconds.sample(&labels, v);
+            if per_partition {
+                lag_seconds.sample(&labels, v);
+            }
             g.max_lag_seconds = Some(g.max_lag_seconds.map_or(v, |m| m.max(v)));
         }
-        // Written only when they say something: at 100,000 group-partitions every
-        // line a group-partition costs is megabytes per scrape.
-        if r.lag_seconds_lower_bound {
-            lower_bound.sample(&labels, 1);
+        if per_partition {
+            // Written only when they say something: at 100,000 group-partitions every
+            // line a group-partition costs is megabytes per scrape.
+            if r.lag_seconds_lower_bound {
+                lower_bound.sample(&labels, 1);
+            }
+            if r.data_loss_messages > 0 {
+                loss.sample(&labels, r.data_loss_messages);
+            }
+            status.sample(&format!("{labels},status=\"{}\"", r.status.as_str()), 1);
         }
-        if r.data_loss_messages > 0 {
-            loss.sample(&labels, r.data_loss_messages);
-        }
-        status.sample(&format!("{labels},status=\"{}\"", r.status.as_str()), 1);
+        g.fold.add((), r);
     }
     for family in [&lag, &lag_seconds, &offset, &lower_bound, &status, &loss] {
         family.write(out);
     }
-    render_group_aggregates(out, &groups, snapshots);
+    render_group_aggregates(out, &groups, snapshots, granularity);
     header(
         out,
         "streamsight_group_status",
@@ -192,7 +213,12 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
     );
     for gid in engine.groups() {
         let (cluster, group) = engine.group_name(gid);
-        let status: Status = engine.evaluate_group(gid, now).status;
+        // Folded above; a group of no partition is what an empty fold says.
+        let status = groups
+            .get(&(cluster, group))
+            .map_or_else(|| GroupFold::<()>::default(), |g| g.fold.clone())
+            .finish()
+            .status;
         let _ = writeln!(
             out,
             "streamsight_group_status{{cluster_name=\"{}\",group=\"{}\",status=\"{}\"}} 1",
@@ -202,6 +228,13 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
         );
     }
     render_group_info(out, snapshots);
+    if per_partition {
+        render_partitions(out, engine, now);
+    }
+}
+
+/// The partitions' offsets and producer health.
+fn render_partitions(out: &mut String, engine: &Engine, now: Millis) {
     let mut latest = Family::new(
         "kafka_partition_latest_offset",
         "gauge",

@@ -13,6 +13,7 @@ use std::fmt::Write;
 use streamsight_core::{Millis, RejectCounts};
 use streamsight_http::prometheus::{Family, esc, header};
 use streamsight_node::Shared;
+use streamsight_node::config::Granularity;
 use streamsight_node::pathways::Graph;
 use streamsight_node::telemetry::IntakeStats;
 
@@ -87,12 +88,12 @@ fn render_snapshots(out: &mut String, c: &streamsight_store::snapshots::Snapshot
     }
 }
 
-/// Everything, rendered at `now`.
-pub fn render(shared: &Shared, now: Millis) -> String {
+/// Everything, rendered at `now`, the lag series at `granularity`.
+pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String {
     let mut out = String::with_capacity(1 << 16);
     {
         let engine = shared.lag.engine();
-        render_engine(&mut out, &engine, &shared.clusters.snapshots(), now);
+        render_engine(&mut out, &engine, &shared.clusters.snapshots(), now, granularity);
         render_rejections(&mut out, &engine.stats().rejected);
     }
     render_intake(&mut out, &shared.telemetry.snapshot());
@@ -568,12 +569,76 @@ mod tests {
             },
         );
         let mut out = String::new();
-        render_engine(&mut out, &e, &Default::default(), Millis(1));
+        render_engine(&mut out, &e, &Default::default(), Millis(1), Granularity::Partition);
         assert!(!out.contains("kafka_consumergroup_group_lag{"), "{out}");
         assert!(out.contains("topic=\"we\\\"ird\""), "{out}");
         assert!(out.contains("status=\"stale\""), "{out}");
         assert!(!out.contains("partition=\"-1\""), "{out}");
         assert_families_contiguous(&out);
         assert!(!out.contains(" -1\n"), "{out}");
+    }
+
+    #[test]
+    fn a_coarser_granularity_writes_the_groups_and_not_their_partitions() {
+        let mut e = streamsight_core::Engine::new(EngineConfig::default()).unwrap();
+        for partition in 0..4 {
+            let p = PartitionRef {
+                cluster: "c",
+                topic: if partition < 2 { "orders" } else { "payments" },
+                partition,
+            };
+            e.observe(
+                Millis(0),
+                &Observation::Produced {
+                    partition: p,
+                    offset: 99,
+                },
+            )
+            .unwrap();
+            e.observe(
+                Millis(0),
+                &Observation::Committed {
+                    group: "billing",
+                    partition: p,
+                    offset: 90,
+                },
+            )
+            .unwrap();
+        }
+        let at = |g| {
+            let mut out = String::new();
+            render_engine(&mut out, &e, &Default::default(), Millis(1_000), g);
+            assert_families_contiguous(&out);
+            out
+        };
+        let (partition, topic, group) = (
+            at(Granularity::Partition),
+            at(Granularity::Topic),
+            at(Granularity::Group),
+        );
+        let lines = |out: &str, name: &str| out.lines().filter(|l| l.starts_with(&format!("{name}{{"))).count();
+        assert_eq!(lines(&partition, "kafka_consumergroup_group_lag"), 4);
+        assert_eq!(lines(&partition, "kafka_partition_latest_offset"), 4);
+        for coarse in [&topic, &group] {
+            assert_eq!(lines(coarse, "kafka_consumergroup_group_lag"), 0, "{coarse}");
+            assert_eq!(lines(coarse, "kafka_partition_latest_offset"), 0, "{coarse}");
+            assert_eq!(lines(coarse, "streamsight_consumer_status"), 0, "{coarse}");
+            assert!(
+                coarse.contains("kafka_consumergroup_group_sum_lag{cluster_name=\"c\",group=\"billing\"} 40"),
+                "{coarse}"
+            );
+        }
+        assert_eq!(lines(&topic, "kafka_consumergroup_group_topic_sum_lag"), 2);
+        assert_eq!(lines(&group, "kafka_consumergroup_group_topic_sum_lag"), 0);
+        // The group's status is the same however fine the rest.
+        let status = |out: &str| {
+            out.lines()
+                .find(|l| l.starts_with("streamsight_group_status{"))
+                .map(str::to_owned)
+        };
+        assert!(status(&partition).is_some());
+        assert_eq!(status(&partition), status(&topic));
+        assert_eq!(status(&partition), status(&group));
+        assert!(group.len() < topic.len() && topic.len() < partition.len());
     }
 }

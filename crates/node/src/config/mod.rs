@@ -86,6 +86,44 @@ pub struct ServeConfig {
     /// Message journeys (`[serve.journeys]`): the OTLP listener, sampling and
     /// bounds; see `docs/journeys.md`.
     pub journeys: journeys::JourneysConfig,
+    /// What `/metrics` writes (`[serve.metrics]`).
+    pub metrics: MetricsConfig,
+}
+
+/// `[serve.metrics]`: how fine the Prometheus series are, so that a scrape of
+/// a large estate stays bounded (KMinion's and kafka-lag-exporter's choice).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// `partition` (every series), `topic` (per group and topic, no
+    /// group-partition or partition series) or `group` (per group only).
+    /// A scrape may ask for another with `/metrics?granularity=`.
+    pub granularity: Granularity,
+}
+
+/// How fine the lag series of `/metrics` are.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// Per group and its topics only.
+    Group,
+    /// Per group and topic; no series per partition.
+    Topic,
+    /// Every series, per group-partition and partition.
+    #[default]
+    Partition,
+}
+
+impl Granularity {
+    /// `partition`, `topic` or `group`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "partition" => Some(Self::Partition),
+            "topic" => Some(Self::Topic),
+            "group" => Some(Self::Group),
+            _ => None,
+        }
+    }
 }
 
 impl Default for ServeConfig {
@@ -117,6 +155,7 @@ impl Default for ServeConfig {
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
             alerts: alerts::AlertsConfig::default(),
             journeys: journeys::JourneysConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
