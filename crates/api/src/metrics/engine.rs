@@ -216,7 +216,7 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
         // Folded above; a group of no partition is what an empty fold says.
         let status = groups
             .get(&(cluster, group))
-            .map_or_else(|| GroupFold::<()>::default(), |g| g.fold.clone())
+            .map_or_else(GroupFold::<()>::default, |g| g.fold.clone())
             .finish()
             .status;
         let _ = writeln!(
