@@ -12,6 +12,7 @@ pub mod delivery;
 pub mod engine;
 pub mod explain;
 pub mod failures;
+pub mod glob;
 pub mod health;
 pub mod history;
 pub mod journey;

@@ -36,6 +36,39 @@ pub struct ClusterConfig {
     /// Poll `__consumer_offsets` and other internal topics too.
     #[serde(default)]
     pub include_internal_topics: bool,
+    /// Groups polled: those matching one of these globs (`*` any run);
+    /// empty: every group. What a large estate's poll and scrape cost.
+    #[serde(default)]
+    pub groups_allow: Vec<String>,
+    /// Groups never polled, whatever `groups_allow` says (nor asked for when
+    /// a client names them).
+    #[serde(default)]
+    pub groups_deny: Vec<String>,
+    /// Topics polled, as `groups_allow`; a group's offsets on other topics
+    /// are not read.
+    #[serde(default)]
+    pub topics_allow: Vec<String>,
+    /// Topics never polled.
+    #[serde(default)]
+    pub topics_deny: Vec<String>,
+}
+
+/// Whether `allow` and `deny` keep `name`: deny wins; an empty allow keeps all.
+fn keeps(allow: &[String], deny: &[String], name: &str) -> bool {
+    let any = |globs: &[String]| globs.iter().any(|g| streamsight_core::glob::matches(g, name));
+    !any(deny) && (allow.is_empty() || any(allow))
+}
+
+impl ClusterConfig {
+    /// Whether this cluster's poll covers group `name`.
+    pub fn keeps_group(&self, name: &str) -> bool {
+        keeps(&self.groups_allow, &self.groups_deny, name)
+    }
+
+    /// Whether this cluster's poll covers topic `name`.
+    pub fn keeps_topic(&self, name: &str) -> bool {
+        keeps(&self.topics_allow, &self.topics_deny, name)
+    }
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +145,10 @@ impl ClusterConfig {
             forget_after: default_forget_after(),
             groups: Vec::new(),
             include_internal_topics: false,
+            groups_allow: Vec::new(),
+            groups_deny: Vec::new(),
+            topics_allow: Vec::new(),
+            topics_deny: Vec::new(),
         }
     }
 

@@ -58,8 +58,14 @@ struct Poller {
 
 impl Poller {
     fn new(cluster: &Mock, groups: &[&str]) -> Self {
+        Self::with(cluster, groups, |_| {})
+    }
+
+    /// The same, its cluster's config changed by `change`.
+    fn with(cluster: &Mock, groups: &[&str], change: impl FnOnce(&mut ClusterConfig)) -> Self {
         let mut config = ClusterConfig::new("mock", &cluster.bootstrap_servers());
         config.request_timeout = Duration::from_secs(2);
+        change(&mut config);
         Self {
             tracker: Tracker::new("mock", config.forget_after),
             client: ClusterClient::new(config),
@@ -259,4 +265,35 @@ async fn the_record_at_the_commit_gives_exact_lag_seconds() {
     // Read once: the next poll of the same commit fetches nothing again.
     let again = p.poll(Millis(now + 10_000)).await;
     assert!(again.batches.is_empty(), "{:?}", again.batches);
+}
+
+/// Allow and deny globs bound what a poll reads: topics and groups outside
+/// them are neither asked for nor reported, deny winning over allow.
+#[tokio::test]
+async fn allow_and_deny_globs_bound_the_groups_and_topics_polled() {
+    let cluster = Mock::new(1).unwrap();
+    for topic in ["orders", "orders-audit", "payments"] {
+        cluster.create_topic(topic, 1, 1).unwrap();
+        produce(&cluster, topic, 0, 3).await;
+    }
+    for group in ["billing", "billing-shadow", "fraud"] {
+        for topic in ["orders", "orders-audit", "payments"] {
+            commit(&cluster, group, topic, 0, 1);
+        }
+    }
+    let mut poller = Poller::with(&cluster, &["billing", "billing-shadow", "fraud"], |c| {
+        c.groups_allow = vec!["billing*".into()];
+        c.groups_deny = vec!["*-shadow".into()];
+        c.topics_deny = vec!["*-audit".into()];
+    });
+    let snap = poller.poll(secs(10)).await;
+    let topics: Vec<&str> = snap.topics.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(topics, ["orders", "payments"]);
+    let groups: Vec<&str> = snap.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(groups, ["billing"]);
+    let read: Vec<&str> = snap.groups[0].offsets.iter().map(|o| o.topic.as_str()).collect();
+    assert_eq!(read, ["orders", "payments"], "offsets on a denied topic are not read");
+    assert!(poller.engine.find("mock", "fraud", "orders", 0).is_none());
+    assert!(poller.engine.find("mock", "billing", "orders-audit", 0).is_none());
+    assert!(poller.engine.find("mock", "billing", "payments", 0).is_some());
 }

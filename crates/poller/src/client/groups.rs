@@ -9,7 +9,7 @@ impl ClusterClient {
     pub(super) async fn groups(&mut self, snap: &mut Snapshot, extra: &BTreeSet<String>) {
         let mut groups: BTreeMap<String, GroupSnapshot> = BTreeMap::new();
         snap.groups_listed = self.list_groups(snap, &mut groups).await;
-        for name in extra {
+        for name in extra.iter().filter(|g| self.config.keeps_group(g)) {
             groups.entry(name.clone()).or_insert_with(|| GroupSnapshot::new(name));
         }
         if groups.is_empty() {
@@ -76,6 +76,9 @@ impl ClusterClient {
                             continue;
                         }
                         for g in answer.groups {
+                            if !self.config.keeps_group(&g.group_id.0) {
+                                continue;
+                            }
                             let name = g.group_id.0.to_string();
                             let entry = groups.entry(name.clone()).or_insert_with(|| GroupSnapshot::new(&name));
                             entry.listed = true;
@@ -322,7 +325,7 @@ impl ClusterClient {
                             .iter()
                             .map(|p| (&t.name, p.partition_index, p.committed_offset, p.error_code))
                     });
-                    push_offsets(g, found);
+                    push_offsets(g, &self.config, found);
                 } else {
                     for ga in answer.groups {
                         let name = ga.group_id.0.to_string();
@@ -337,7 +340,7 @@ impl ClusterClient {
                                 .iter()
                                 .map(|p| (&t.name, p.partition_index, p.committed_offset, p.error_code))
                         });
-                        push_offsets(g, found);
+                        push_offsets(g, &self.config, found);
                     }
                 }
             }
@@ -376,9 +379,13 @@ pub(super) fn in_batches<R>(names: &[String], request: impl Fn(Vec<GroupId>) -> 
         .collect()
 }
 
-fn push_offsets<'a>(g: &mut GroupSnapshot, found: impl Iterator<Item = (&'a TopicName, i32, i64, i16)>) {
+fn push_offsets<'a>(
+    g: &mut GroupSnapshot,
+    config: &crate::ClusterConfig,
+    found: impl Iterator<Item = (&'a TopicName, i32, i64, i16)>,
+) {
     for (topic, partition, offset, error) in found {
-        if error == 0 && offset >= 0 {
+        if error == 0 && offset >= 0 && config.keeps_topic(&topic.0) {
             g.offsets.push(CommittedOffset {
                 topic: topic.0.to_string(),
                 partition,

@@ -264,7 +264,7 @@ impl ClusterClient {
         self.connections.retain(|addr, _| known.contains(addr));
         for t in response.topics {
             let Some(name) = t.name else { continue };
-            if t.is_internal && !self.config.include_internal_topics {
+            if t.is_internal && !self.config.include_internal_topics || !self.config.keeps_topic(&name.0) {
                 continue;
             }
             let mut partitions: Vec<PartitionSnapshot> = t
