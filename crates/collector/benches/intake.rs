@@ -433,13 +433,23 @@ fn metrics_bench(c: &mut Criterion) {
     }
     shared.apply(&records);
     let now = Millis(2_000);
-    let size = metrics::render(&shared, now, streamsight_node::config::Granularity::Partition).len();
-    eprintln!("/metrics for 100,000 group-partitions: {size} bytes");
+    use streamsight_node::config::Granularity;
+    for (name, g) in [
+        ("partition", Granularity::Partition),
+        ("topic", Granularity::Topic),
+        ("group", Granularity::Group),
+    ] {
+        let size = metrics::render(&shared, now, g).len();
+        eprintln!("/metrics for 100,000 group-partitions at {name} granularity: {size} bytes");
+    }
     let mut group = c.benchmark_group("metrics");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(15));
     group.bench_function("render_100k_group_partitions", |b| {
-        b.iter(|| metrics::render(&shared, now, streamsight_node::config::Granularity::Partition).len())
+        b.iter(|| metrics::render(&shared, now, Granularity::Partition).len())
+    });
+    group.bench_function("render_100k_group_partitions_by_group", |b| {
+        b.iter(|| metrics::render(&shared, now, Granularity::Group).len())
     });
     group.finish();
 }
