@@ -162,7 +162,10 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         .retry_after(retry_after)
         .into_response();
     }
-    let accepted = translated.records.len() - translated.rejected.len() - translated.forgotten;
+    let accepted = translated
+        .records
+        .len()
+        .saturating_sub(translated.rejected + translated.forgotten);
     if let Err(e) = intake.writer.append(translated.records).await {
         if matches!(e, AppendError::Busy(_)) {
             telemetry.emit(IntakeEvent::Limited {
@@ -182,12 +185,12 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         .dropped
         .iter()
         .map(|(_, d)| d)
-        .chain(&translated.rejected)
-        .take(10)
+        .chain(&translated.rejected_why)
+        .take(SAID)
         .collect();
     let body = json!({
         "accepted": accepted,
-        "rejected": translated.rejected.len(),
+        "rejected": translated.rejected,
         "dropped": translated.dropped.len(),
         "errors": errors,
     });
@@ -277,12 +280,27 @@ pub struct Translated {
     pub pathway_points: usize,
     pub failed_sends: usize,
     pub dropped: Vec<(IntakeError, String)>,
-    /// Backlogs written but refused by the engine, why: counted in
+    /// Backlogs written but refused by the engine: counted in
     /// `/api/v1/rejections`, and never as accepted.
-    pub rejected: Vec<String>,
+    pub rejected: usize,
+    /// Why, for the first [`SAID`] of them.
+    pub rejected_why: Vec<String>,
     /// Unknown-cluster copies of topics forgotten (records of their own,
     /// not the payload's points).
     pub forgotten: usize,
+}
+
+/// How many refusals an answer says why for.
+pub const SAID: usize = 10;
+
+impl Translated {
+    /// One more backlog the engine refuses; `why` is said for the first few.
+    fn reject(&mut self, why: impl FnOnce() -> String) {
+        self.rejected += 1;
+        if self.rejected_why.len() < SAID {
+            self.rejected_why.push(why());
+        }
+    }
 }
 
 pub use streamsight_node::deliveries::Dates;
@@ -390,7 +408,7 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
                         *first = (*first).min(at);
                     }
                     if let Err(reason) = observation.check() {
-                        out.rejected.push(format!("bucket {start_ms} backlog {i}: {reason}"));
+                        out.reject(|| format!("bucket {start_ms} backlog {i}: {reason}"));
                     }
                     // Written even so: the engine counts what it refuses, and a
                     // failed send's placeholder marks its producer failing.
@@ -400,7 +418,7 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
                     }
                 }
                 Err(e) => {
-                    out.rejected.push(format!("bucket {start_ms} backlog {i}: {e}"));
+                    out.reject(|| format!("bucket {start_ms} backlog {i}: {e}"));
                     Record::Rejected { at, reason: e.reason() }
                 }
             };
