@@ -405,6 +405,11 @@ async fn the_seed_incident_reads_right_on_the_group_page() {
     assert_eq!(hostile, Value::Bool(true), "the hostile name is shown as text");
     assert_eq!(b.eval("return document.querySelectorAll('img').length").await, 0);
     b.check_page("overview-seed").await;
+    // A group whose lag nothing knows reads unknown, not "≥ 0".
+    let audit = b
+        .eval("return [...document.querySelectorAll('tbody tr')].find(r => r.cells[1].innerText === 'audit').cells[4].innerText")
+        .await;
+    assert_eq!(audit.as_str(), Some("unknown"), "{audit}");
 
     // The accessibility check is not vacuous: an image without a text alternative fails it.
     b.eval("document.body.append(Object.assign(document.createElement('img'), { src: 'data:,' })); return true")

@@ -218,7 +218,8 @@ const overview = {
             h('a', { href: groupHref(r.cluster, r.group) }, r.group),
             r.cluster,
             h('span', { class: 'reason' }, r.reason, r.worst_topic ? h('span', { class: 'muted' }, ` (${r.worst_topic}[${r.worst_partition}])`) : ''),
-            r.complete ? num(r.total_lag) : h('span', {}, '≥ ', num(r.known_lag), ' ', unknown()),
+            // Unknown lag is never 0: a lower bound where some is known, else unknown.
+            r.complete ? num(r.total_lag) : r.known_lag > 0 ? h('span', {}, '≥ ', num(r.known_lag), ' ', unknown()) : unknown(),
             lagSeconds(r.max_lag_seconds, r.lag_seconds_lower_bound),
             num(r.partitions),
           ]), 'No group matches.'),
