@@ -16,6 +16,9 @@ use streamsight_core::Millis;
 use streamsight_core::probe::{ProbeReport, ProbeTracker};
 
 /// `[[serve.probes]]`: one probe of one cluster.
+/// How long a probe's shutdown waits for its loop.
+pub const STOP_WITHIN: Duration = Duration::from_secs(2);
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeConfig {
@@ -173,10 +176,15 @@ impl Probe {
     /// A consumer closed after its brokers are gone waits for a coordinator
     /// that never answers (librdkafka's close): stop a probe before its
     /// cluster goes away.
+    /// Stops the probe: its loop ends at its next tick, or is left within
+    /// [`STOP_WITHIN`] when a broker call holds it (a metadata request to a
+    /// broker that never answers waits up to the SLA).
     pub async fn shutdown(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(STOP_WITHIN, &mut task).await.is_err()
+        {
+            task.abort();
         }
     }
 

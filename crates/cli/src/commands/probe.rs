@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (bootstrap, topic) = (args.bootstrap_server.clone(), config.topic.clone());
     let (every, duration, format) = (args.report_every, args.duration, args.format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let probe = streamsight_probe::Probe::start(config)?;
         let deadline = duration.map(|d| tokio::time::Instant::now() + d);
         let mut tick = tokio::time::interval(every);
@@ -71,7 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 return anyhow::Ok(());
             }
         }
-    })
+    });
+    // A broker call still under way on a blocking thread (metadata from a
+    // broker that never answers) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    result
 }
 
 fn write_table(
