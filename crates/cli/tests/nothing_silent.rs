@@ -75,6 +75,7 @@ fn network_errors_name_the_address_the_cause_and_what_to_check() {
 fn a_probe_that_reaches_nothing_fails_saying_why() {
     let port = support::free_port();
     let at = format!("127.0.0.1:{port}");
+    let started = std::time::Instant::now();
     let (ok, out, err) = run(&[
         "probe",
         "--bootstrap-server",
@@ -84,6 +85,12 @@ fn a_probe_that_reaches_nothing_fails_saying_why() {
         "--report-every",
         "1s",
     ]);
+    // Its 2 s, and a bounded stop: not a metadata request's whole 20 s SLA.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(!ok, "{out}");
     assert!(out.contains("no partition probed"), "{out}");
     assert!(err.contains("reached no partition") && err.contains(&at), "{err}");
