@@ -77,8 +77,8 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
     let why_none = answer.rows.is_empty().then(|| {
         let cluster = cluster.map(|c| format!(" in cluster {c:?}")).unwrap_or_default();
         format!(
-            "the collector at {url} holds no lag{}{cluster}: no tracer, SDK or poller has reported such a group \
-             (its clusters: {url}/api/v1/clusters)",
+            "the collector at {url} holds no lag{}{cluster}: no tracer, SDK or poller has reported a commit \
+             there yet (what it polls: {url}/api/v1/clusters)",
             filter.words()
         )
     });
