@@ -88,12 +88,10 @@ pub async fn json_body<T: serde::de::DeserializeOwned + Send + 'static>(
     limit: usize,
     bad: ErrorKind,
 ) -> Result<T, ApiError> {
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-    let essence = content_type.map(|t| t.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
-    if essence.as_deref() != Some("application/json") {
+    if media_type(headers).as_deref() != Some("application/json") {
         return Err(ApiError::new(
             ErrorKind::Intake(IntakeError::UnsupportedContentType),
-            wrong_content_type(content_type, "application/json"),
+            wrong_content_type(headers, "application/json"),
         ));
     }
     let mut meter = shared.meter();
@@ -118,9 +116,15 @@ pub async fn json_body<T: serde::de::DeserializeOwned + Send + 'static>(
     .map_err(|_| ApiError::new(bad, "the decoder failed"))?
 }
 
+/// A request's media type: its `Content-Type` without parameters, lowercased.
+pub fn media_type(headers: &HeaderMap) -> Option<String> {
+    let t = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(t.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+}
+
 /// Why a request's content type is refused, in the words of its header.
-pub fn wrong_content_type(got: Option<&str>, wanted: &str) -> String {
-    match got {
+pub fn wrong_content_type(headers: &HeaderMap, wanted: &str) -> String {
+    match headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
         Some(t) => format!("content-type {t} is not {wanted}"),
         None => format!("no content-type: send {wanted}"),
     }

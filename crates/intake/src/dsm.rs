@@ -4,7 +4,7 @@
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde_json::json;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use streamsight_core::Millis;
 use streamsight_core::pathway::PathwayPoint;
 use streamsight_core::{Observation, PartitionRef, Record, SharedNames};
-use streamsight_http::body::{drain_limited, gzipped, read_metered};
+use streamsight_http::body::{drain_limited, gzipped, media_type, read_metered, wrong_content_type};
 use streamsight_http::rate::SharedRate;
 use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::clock;
@@ -93,12 +93,10 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         });
         ApiError::new(ErrorKind::Intake(error), message)
     };
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-    let essence = content_type.map(|t| t.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
-    if !essence.as_deref().is_some_and(|t| MSGPACK_TYPES.contains(&t)) {
+    if !media_type(&headers).is_some_and(|t| MSGPACK_TYPES.contains(&t.as_str())) {
         return reject(
             IntakeError::UnsupportedContentType,
-            streamsight_http::body::wrong_content_type(content_type, "application/msgpack"),
+            wrong_content_type(&headers, "application/msgpack"),
         )
         .into_response();
     }

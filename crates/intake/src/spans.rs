@@ -56,8 +56,7 @@ enum Kind {
 }
 
 fn kind(headers: &HeaderMap) -> Option<Kind> {
-    let t = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    match t.split(';').next()?.trim().to_ascii_lowercase().as_str() {
+    match streamsight_http::body::media_type(headers)?.as_str() {
         "application/x-protobuf" | "application/protobuf" => Some(Kind::Protobuf),
         "application/json" | "application/x-ndjson" => Some(Kind::Json),
         "application/msgpack" | "application/x-msgpack" => Some(Kind::Msgpack),
@@ -214,10 +213,9 @@ async fn json_lines(State(o): State<Otlp>, headers: HeaderMap, body: Body) -> Re
 }
 
 fn unsupported(headers: &HeaderMap, wanted: &str) -> Response {
-    let got = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     ApiError::new(
         ErrorKind::Intake(IntakeError::UnsupportedContentType),
-        streamsight_http::body::wrong_content_type(got, wanted),
+        streamsight_http::body::wrong_content_type(headers, wanted),
     )
     .into_response()
 }
