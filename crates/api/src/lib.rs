@@ -89,27 +89,16 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-/// `/metrics`'s query: a granularity other than the configured one.
+/// `/metrics`'s query: a granularity other than the configured one (an
+/// unknown one is refused, 400 `bad_query`, naming the valid ones).
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MetricsQuery {
-    granularity: Option<String>,
+    granularity: Option<streamsight_node::config::Granularity>,
 }
 
 async fn prometheus(State(shared): State<Arc<Shared>>, ApiQuery(query): ApiQuery<MetricsQuery>) -> Response {
-    let granularity = match query.granularity.as_deref() {
-        None => shared.config.metrics.granularity,
-        Some(g) => match streamsight_node::config::Granularity::parse(g) {
-            Some(g) => g,
-            None => {
-                return ApiError::new(
-                    ErrorKind::BadQuery,
-                    format!("granularity {g:?}: partition, topic or group"),
-                )
-                .into_response();
-            }
-        },
-    };
+    let granularity = query.granularity.unwrap_or(shared.config.metrics.granularity);
     streamsight_http::off_worker(shared, move |shared| {
         let body = metrics::render(shared, clock::now(), granularity);
         (

@@ -213,10 +213,11 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
     );
     for gid in engine.groups() {
         let (cluster, group) = engine.group_name(gid);
-        // Folded above; a group of no partition is what an empty fold says.
+        // Folded above, each group once; a group of no partition is what
+        // an empty fold says.
         let status = groups
-            .get(&(cluster, group))
-            .map_or_else(GroupFold::<()>::default, |g| g.fold.clone())
+            .remove(&(cluster, group))
+            .map_or_else(GroupFold::<()>::default, |g| g.fold)
             .finish()
             .status;
         let _ = writeln!(

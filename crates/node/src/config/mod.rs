@@ -114,18 +114,6 @@ pub enum Granularity {
     Partition,
 }
 
-impl Granularity {
-    /// `partition`, `topic` or `group`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "partition" => Some(Self::Partition),
-            "topic" => Some(Self::Topic),
-            "group" => Some(Self::Group),
-            _ => None,
-        }
-    }
-}
-
 impl Default for ServeConfig {
     fn default() -> Self {
         Self {
