@@ -334,7 +334,10 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
     // The clusters this payload names for each topic: its commits, which
     // name none, are on the one its produces name.
     let mut named_here: HashMap<&str, Option<&str>> = HashMap::new();
-    for b in p.stats.iter().flat_map(|bucket| &bucket.backlogs) {
+    let backlogs = || p.stats.iter().flat_map(|bucket| &bucket.backlogs);
+    // Only a payload with a backlog that names no cluster needs them.
+    let unnamed = backlogs().any(|b| backlog::tag(&b.tags, "kafka_cluster_id").is_none_or(str::is_empty));
+    for b in backlogs().filter(|_| unnamed) {
         if let (Some(topic), Some(id)) = (
             backlog::tag(&b.tags, "topic"),
             backlog::tag(&b.tags, "kafka_cluster_id").filter(|id| !id.is_empty()),
@@ -349,7 +352,9 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
     // Topics whose unknown-cluster copy is forgotten, once per payload.
     let (mut forgotten, mut ghosts): (std::collections::HashSet<&str>, Vec<&str>) = Default::default();
     // When each partition's acknowledged sends are dated: a failure the
-    // sender says was followed by a success is dated before them.
+    // sender says was followed by a success is dated before them (kept only
+    // when the payload has such a failure).
+    let recovered = p.failed_sends.iter().any(|f| f.recovered);
     let mut produced_at: HashMap<(&str, i32), Millis> = HashMap::new();
     // A topic's earliest, for a failure with no partition.
     let mut topic_produced_at: HashMap<&str, Millis> = HashMap::new();
@@ -396,7 +401,8 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
             };
             let record = match backlog::parse_in(&b.tags, b.value, cluster) {
                 Ok(observation) => {
-                    if let Observation::Produced { partition, offset } = observation
+                    if recovered
+                        && let Observation::Produced { partition, offset } = observation
                         && offset >= 0
                         && let Some(topic) = backlog::tag(&b.tags, "topic")
                     {
