@@ -34,6 +34,10 @@ pub enum Command {
     /// --describe` with lag seconds: from a running collector, or straight from a
     /// cluster with --bootstrap-server.
     Lag(commands::lag::Args),
+    /// Act on a group: reset its committed offsets, with a dry run first
+    /// (`groups reset`).
+    #[command(subcommand)]
+    Groups(commands::groups::Command),
     /// Run the end-to-end probe alone: sequenced records to every partition of a
     /// probe topic, read back by the probe's own group; prints round-trip and
     /// produce latency, losses, duplicates and errors per partition.

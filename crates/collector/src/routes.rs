@@ -12,6 +12,7 @@ pub fn api(shared: Arc<Shared>) -> Router {
     streamsight_api::routes()
         .merge(streamsight_alerts::api::routes())
         .merge(streamsight_journeys::api::routes())
+        .merge(streamsight_act::api::routes())
         .merge(streamsight_dashboard::routes())
         .fallback(|| async { ApiError::new(ErrorKind::NotFound, "no such endpoint").into_response() })
         .with_state(shared)

@@ -359,6 +359,7 @@ async fn replay(
         let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
         tenants[&name].ready.store(true, Ordering::Release);
         *lock(&streamsight_alerts::of(&tenants[&name]).writer) = Some(writer.clone());
+        let _ = tenants[&name].writer.set(writer.clone());
         writers.insert(name, writer);
     }
     Ok(writers)

@@ -88,6 +88,15 @@ pub enum ObservationOf<S> {
         partition: Partition<S>,
         offset: i64,
     },
+    /// An operator moved the group's offset to `offset` (a reset streamsight
+    /// executed): the group's own doing, so its commit history starts afresh
+    /// there; neither a rewind nor data loss.
+    OffsetsReset {
+        group: S,
+        #[serde(flatten)]
+        partition: Partition<S>,
+        offset: i64,
+    },
     /// The broker reports the topic deleted and created again (a new topic id).
     TopicRecreated { cluster: S, topic: S },
     /// The partition's leader could not be asked: what is known of it is no
@@ -156,6 +165,9 @@ impl<S> ObservationOf<S> {
             O::Committed {
                 partition: p, offset, ..
             }
+            | O::OffsetsReset {
+                partition: p, offset, ..
+            }
             | O::EndOffset {
                 partition: p, offset, ..
             }
@@ -197,6 +209,15 @@ impl<S> ObservationOf<S> {
                 partition: partition.map(&mut f),
                 offset: *offset,
                 source: *source,
+            },
+            O::OffsetsReset {
+                group,
+                partition,
+                offset,
+            } => O::OffsetsReset {
+                group: f(group),
+                partition: partition.map(&mut f),
+                offset: *offset,
             },
             O::LogStart { partition, offset } => O::LogStart {
                 partition: partition.map(&mut f),

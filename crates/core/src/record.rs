@@ -94,7 +94,29 @@ pub enum AuditEvent {
     KeyRevoked { id: String, tenant: String },
     /// A listener's TLS certificate was replaced.
     TlsReloaded { listener: String },
+    /// A group's committed offsets were reset (`streamsight groups reset
+    /// --execute` or the API). Boxed: it is larger than every other record.
+    OffsetsReset(Box<ResetAudit>),
 }
+
+/// An executed offset reset: by which key, to what, and what it skipped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResetAudit {
+    pub cluster: String,
+    pub group: String,
+    /// The key that asked; empty when the collector runs without keys.
+    pub key: String,
+    pub to: crate::reset::ResetTo,
+    /// (topic, partition, committed before, committed now), at most
+    /// [`AUDITED_PARTITIONS`]; `partitions` counts them all.
+    pub moved: Vec<(String, i32, Option<i64>, i64)>,
+    pub partitions: usize,
+    pub skipped: u64,
+    pub reread: u64,
+}
+
+/// Partitions an offsets-reset audit record lists one by one.
+pub const AUDITED_PARTITIONS: usize = 1_000;
 
 impl Record {
     pub fn at(&self) -> Millis {
@@ -120,6 +142,7 @@ impl Record {
                 O::Produced { partition, .. }
                 | O::ProduceFailed { partition, .. }
                 | O::Committed { partition, .. }
+                | O::OffsetsReset { partition, .. }
                 | O::EndOffset { partition, .. }
                 | O::LogStart { partition, .. }
                 | O::ControlMarker { partition, .. }

@@ -30,7 +30,13 @@ pub enum ErrorKind {
     NotFound,
     UnknownGroup,
     UnknownTopic,
+    /// A cluster this tenant does not poll: nothing is done to it.
+    UnknownCluster,
     TooManyRules,
+    /// An action the state forbids (a reset of a group with live members).
+    Refused,
+    /// The Kafka cluster an action went to failed or refused it.
+    BrokerFailed,
     /// No key, or a key that is not one.
     Unauthorized,
     /// A key whose scope or tenant does not allow this.
@@ -73,8 +79,9 @@ impl ErrorKind {
             | K::BadMsgpack => StatusCode::BAD_REQUEST,
             K::BadAnswer => StatusCode::BAD_GATEWAY,
             K::DecompressedTooLarge | K::TooManyItems => StatusCode::PAYLOAD_TOO_LARGE,
-            K::NotFound | K::UnknownGroup | K::UnknownTopic => StatusCode::NOT_FOUND,
-            K::TooManyRules => StatusCode::CONFLICT,
+            K::NotFound | K::UnknownGroup | K::UnknownTopic | K::UnknownCluster => StatusCode::NOT_FOUND,
+            K::TooManyRules | K::Refused => StatusCode::CONFLICT,
+            K::BrokerFailed => StatusCode::BAD_GATEWAY,
             K::Unauthorized | K::UnknownTenant => StatusCode::UNAUTHORIZED,
             K::Forbidden => StatusCode::FORBIDDEN,
             K::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,
@@ -106,7 +113,10 @@ impl ErrorKind {
             K::NotFound => "not_found",
             K::UnknownGroup => "unknown_group",
             K::UnknownTopic => "unknown_topic",
+            K::UnknownCluster => "unknown_cluster",
             K::TooManyRules => "too_many_rules",
+            K::Refused => "refused",
+            K::BrokerFailed => "broker_failed",
             K::Unauthorized => "unauthorized",
             K::Forbidden => "forbidden",
             K::UnknownTenant => "unknown_tenant",

@@ -48,6 +48,9 @@ pub struct Shared {
     pub peer_key: String,
     /// On a sharded log: what its shards' snapshots did.
     pub snapshots: std::sync::OnceLock<Arc<streamsight_store::snapshots::SnapshotCounts>>,
+    /// The writer of this node's log, once it runs: for the features that
+    /// record what they did (an executed offset reset).
+    pub writer: std::sync::OnceLock<crate::Writer>,
 }
 
 impl Shared {
@@ -93,6 +96,7 @@ impl Shared {
             storage_failing: AtomicBool::new(false),
             directory: std::sync::OnceLock::new(),
             snapshots: std::sync::OnceLock::new(),
+            writer: std::sync::OnceLock::new(),
             leases: std::sync::OnceLock::new(),
             peer_key: crate::secrets::new_secret(),
             config,

@@ -302,3 +302,46 @@ async fn rebalances_and_departures_are_seen_between_polls() {
     assert!(r.not_stable_ms > 0, "{r:?}");
     assert!(!r.timeline.is_empty());
 }
+
+/// The record at a lagging group's commit is read from tansu as from
+/// librdkafka's mock (Fetch v11: tansu's v12 answers carry a tagged field
+/// kafka-protocol refuses, which once cost every exact lag second here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_times_at_a_lagging_commit_are_read_from_tansu() {
+    let broker = Tansu::start();
+    let config = |c: &mut ClientConfig| c.set("bootstrap.servers", &broker.bootstrap).clone();
+    let admin: AdminClient<DefaultClientContext> = config(&mut ClientConfig::new()).create().unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(&[NewTopic::new("t", 1, TopicReplication::Fixed(1))], &opts)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let producer: FutureProducer = config(&mut ClientConfig::new()).set("linger.ms", "0").create().unwrap();
+    for _ in 0..5 {
+        let record = FutureRecord::<(), _>::to("t").partition(0).payload("x");
+        producer.send(record, Duration::from_secs(5)).await.unwrap();
+    }
+    let consumer: rdkafka::consumer::BaseConsumer =
+        config(&mut ClientConfig::new()).set("group.id", "g").create().unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset("t", 0, rdkafka::Offset::Offset(2)).unwrap();
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+    let mut client = ClusterClient::new(ClusterConfig::new("tansu", &broker.bootstrap));
+    let snap = client.poll(Millis(1), &BTreeSet::from(["g".to_owned()])).await;
+    assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+    assert!(
+        snap.batches
+            .iter()
+            .any(|b| b.topic == "t" && b.base_offset <= 2 && 2 <= b.last_offset),
+        "{:?}",
+        snap.batches
+    );
+    // Asked for directly (what a reset's dry run does for its time span).
+    let direct = client
+        .batch_times(&snap, &[("t".into(), 0, 2), ("t".into(), 0, 4)])
+        .await;
+    assert_eq!(direct.iter().map(|b| b.base_offset).collect::<Vec<_>>(), [2, 4]);
+}

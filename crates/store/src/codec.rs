@@ -41,6 +41,7 @@ mod kind {
     pub(super) const LOG: u8 = 16;
     pub(super) const STABLE_OFFSET: u8 = 17;
     pub(super) const RECORD_WRITTEN: u8 = 18;
+    pub(super) const OFFSETS_RESET: u8 = 19;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -106,6 +107,16 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                         offset,
                     } => {
                         head(kind::COMMITTED, &mut body);
+                        put_u64(&mut body, names.id(group));
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *offset);
+                    }
+                    O::OffsetsReset {
+                        group,
+                        partition,
+                        offset,
+                    } => {
+                        head(kind::OFFSETS_RESET, &mut body);
                         put_u64(&mut body, names.id(group));
                         part(partition, &mut names, &mut body);
                         put_i64(&mut body, *offset);
@@ -251,6 +262,11 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                 error: name(&mut r)?,
             }),
             kind::COMMITTED => observation(O::Committed {
+                group: name(&mut r)?,
+                partition: part(&mut r)?,
+                offset: r.i64()?,
+            }),
+            kind::OFFSETS_RESET => observation(O::OffsetsReset {
                 group: name(&mut r)?,
                 partition: part(&mut r)?,
                 offset: r.i64()?,

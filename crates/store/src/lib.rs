@@ -212,6 +212,14 @@ mod tests {
                 },
             ),
             observation(
+                9,
+                Observation::OffsetsReset {
+                    group: "g",
+                    partition: p(2),
+                    offset: 40,
+                },
+            ),
+            observation(
                 i64::MIN,
                 Observation::ControlMarker {
                     partition: p(i32::MAX),

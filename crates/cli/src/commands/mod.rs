@@ -5,6 +5,7 @@ pub mod alerts;
 pub mod demo;
 pub mod dev_kafka;
 pub mod dlq;
+pub mod groups;
 pub mod journey;
 pub mod keys;
 pub mod lag;

@@ -160,6 +160,14 @@ pub fn seed_cluster(bootstrap: &str, topic: &str, records: &[usize], group: &str
         }
     }
     producer.flush(Duration::from_secs(10)).unwrap();
+    seed_commits(bootstrap, topic, group, commits);
+}
+
+/// Commits `group` at `commits[p]` on each partition `p` of `topic`, as a
+/// consumer that never joined would (the group stays without members).
+pub fn seed_commits(bootstrap: &str, topic: &str, group: &str, commits: &[i64]) {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", group)

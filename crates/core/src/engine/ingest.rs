@@ -128,6 +128,20 @@ impl Engine {
                 }
                 Ok(())
             }
+            Observation::OffsetsReset {
+                group,
+                partition,
+                offset,
+            } => {
+                check_offset(offset)?;
+                let pid = self.partition_id(partition)?;
+                let gid = self.group_id(partition.cluster, group)?;
+                let gpid = self.group_partition_id(gid, pid)?;
+                // Judged from the reset on: what came before was another position
+                // (data loss counted before it stays counted).
+                self.group_partitions[gpid.0 as usize].window.clear();
+                self.apply_committed(gid, pid, offset, at)
+            }
             Observation::ControlMarker { partition, offset } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;

@@ -668,3 +668,34 @@ fn the_time_of_the_record_at_the_commit_makes_lag_seconds_exact_where_polls_only
     let p = e.evaluate_partition(e.partition_of(e.find("c", "g", T, 0).unwrap()), secs(110));
     assert_eq!((p.end_offset_at, p.produce_offset), (Some(secs(100)), None));
 }
+
+#[test]
+fn an_operators_reset_back_is_the_groups_own_and_not_a_rewind() {
+    let reset = |e: &mut Engine, at: i64, offset: i64| {
+        e.observe(
+            secs(at),
+            &Observation::OffsetsReset {
+                group: "g",
+                partition: part(0),
+                offset,
+            },
+        )
+    };
+    let mut plain = engine();
+    let mut told = engine();
+    for e in [&mut plain, &mut told] {
+        for i in 0..5 {
+            broker_end(e, i * 10, 1_000 + i * 10);
+            commit(e, i * 10, 900 + i * 20).unwrap();
+        }
+    }
+    // The same move back to 200: a commit seen on its own is a rewind ...
+    commit(&mut plain, 50, 200).unwrap();
+    assert_eq!(report(&plain, 51).status, Status::Rewind);
+    // ... the reset streamsight executed is where the group now starts.
+    reset(&mut told, 50, 200).unwrap();
+    let r = report(&told, 51);
+    assert_ne!(r.status, Status::Rewind, "{r:?}");
+    assert_eq!(r.lag_messages, Some(840));
+    assert_eq!(reset(&mut told, 52, -1), Err(RejectReason::InvalidOffsetSentinel));
+}

@@ -293,6 +293,17 @@ impl ServeConfig {
         self.log_is_shared() && streamsight_store::KafkaUrl::parse(&self.storage).is_ok_and(|url| url.sharded)
     }
 
+    /// Whether `topic` is one of this collector's own log topics (the
+    /// `kafka://…/TOPIC` log and the topics named after it): never acted on.
+    pub fn is_log_topic(&self, topic: &str) -> bool {
+        streamsight_store::KafkaUrl::parse(&self.storage).is_ok_and(|url| {
+            topic == url.topic
+                || topic
+                    .strip_prefix(url.topic.as_str())
+                    .is_some_and(|rest| rest.starts_with('-'))
+        })
+    }
+
     /// Every tenant's own configuration, `default` first: the shared settings
     /// with that tenant's clusters, probes and DLQ monitors and its own store.
     pub fn per_tenant(&self) -> Result<Vec<(String, ServeConfig)>, String> {

@@ -207,8 +207,11 @@ impl Connection {
         let (min, max) = *self.versions.get(&R::KEY)?;
         let ours = R::VERSIONS;
         // Fetch v13+ names topics by id, the poller by name.
+        // OffsetCommit v10+ too.
         let ours_max = if R::KEY == ApiKey::Fetch as i16 {
             ours.max.min(super::record_times::FETCH_MAX_VERSION)
+        } else if R::KEY == ApiKey::OffsetCommit as i16 {
+            ours.max.min(super::admin::OFFSET_COMMIT_MAX_VERSION)
         } else {
             ours.max
         };

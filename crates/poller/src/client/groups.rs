@@ -101,7 +101,11 @@ impl ClusterClient {
         complete
     }
 
-    async fn find_coordinators<'a>(&mut self, groups: impl Iterator<Item = &'a String>, snap: &mut Snapshot) {
+    pub(super) async fn find_coordinators<'a>(
+        &mut self,
+        groups: impl Iterator<Item = &'a String>,
+        snap: &mut Snapshot,
+    ) {
         let missing: Vec<String> = groups
             .filter(|g| !self.coordinators.contains_key(*g))
             .cloned()

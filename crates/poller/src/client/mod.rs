@@ -9,12 +9,14 @@
 //! many keys (v4+); older ones, and librdkafka's mock cluster, one per group,
 //! pipelined on one connection.
 
+mod admin;
 mod connection;
 mod consumer_groups;
 mod groups;
 mod record_times;
 pub use crate::sasl;
 pub use crate::tls;
+pub use admin::PartitionOffset;
 
 use crate::config::ClusterConfig;
 use crate::snapshot::{

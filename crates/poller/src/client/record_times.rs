@@ -21,8 +21,11 @@ const PARTITION_BYTES: i32 = 1024;
 const CACHED_PER_PARTITION: usize = 8;
 /// Partitions remembered; past this the cache starts over.
 const CACHED_PARTITIONS: usize = 200_000;
-/// Fetch v13+ names topics by id; the poller names them.
-pub(super) const FETCH_MAX_VERSION: i16 = 12;
+/// Fetch v13+ names topics by id; the poller names them. v12 is the first
+/// flexible version, whose answers tansu 0.6.0 sends with a tagged field
+/// kafka-protocol refuses at v12 ("Tag 0 is not valid for version 12"): v11
+/// carries everything read here (the batch headers) without tagged fields.
+pub(super) const FETCH_MAX_VERSION: i16 = 11;
 
 /// Record batches already read, by partition: (base offset, last offset).
 pub(super) type BatchCache = HashMap<(String, i32), Vec<(i64, i64)>>;
@@ -64,38 +67,46 @@ impl ClusterClient {
             let Some(&(leader, ..)) = partitions.get(&(topic.as_str(), partition)) else {
                 continue;
             };
-            let leader_rounds = rounds.entry(leader).or_default();
-            let key = (topic, partition);
-            match leader_rounds.iter_mut().find(|r| !r.contains_key(&key)) {
-                Some(round) => {
-                    round.insert(key, offset);
-                }
-                None => leader_rounds.push(BTreeMap::from([(key, offset)])),
-            }
+            place(rounds.entry(leader).or_default(), (topic, partition), offset);
         }
+        let (batches, errors) = self.read_batches(rounds).await;
+        for b in &batches {
+            remember(&mut self.batches, &b.topic, b.partition, b);
+        }
+        snap.batches.extend(batches);
+        // A broker that cannot serve it costs the exact seconds, not the poll.
+        snap.errors
+            .extend(errors.into_iter().map(|e| format!("reading record times: {e}")));
+    }
+
+    /// Reads the first record batch at each round's offsets, every leader at
+    /// once; a broker that cannot serve Fetch is skipped, one that fails is
+    /// named in the errors.
+    pub(super) async fn read_batches(
+        &mut self,
+        rounds: BTreeMap<i32, Vec<Round>>,
+    ) -> (Vec<BatchTime>, Vec<KafkaError>) {
         let mut work = Vec::new();
         for (leader, leader_rounds) in rounds {
             let Some(addr) = self.brokers.get(&leader).cloned() else {
                 continue;
             };
-            // A broker that cannot serve Fetch leaves lag seconds bracketed by polls.
             if !self.speaks::<FetchRequest>(&addr).await {
                 continue;
             }
             let requests = leader_rounds.iter().map(fetch).collect();
             work.push((addr, requests));
         }
+        let (mut batches, mut errors) = (Vec::new(), Vec::new());
         for (_, result) in self.fan_out(work).await {
             match result {
                 Ok(answers) => {
                     for t in answers.iter().flat_map(|a| &a.responses) {
                         for p in t.partitions.iter().filter(|p| p.error_code == 0) {
                             let Some(records) = &p.records else { continue };
-                            let topic = t.topic.0.to_string();
                             if let Some(b) = first_batch(records) {
-                                remember(&mut self.batches, &topic, p.partition_index, &b);
-                                snap.batches.push(BatchTime {
-                                    topic,
+                                batches.push(BatchTime {
+                                    topic: t.topic.0.to_string(),
                                     partition: p.partition_index,
                                     ..b
                                 });
@@ -103,15 +114,25 @@ impl ClusterClient {
                         }
                     }
                 }
-                // A broker that cannot serve it costs the exact seconds, not the poll.
-                Err(e) => snap.errors.push(format!("reading record times: {e}")),
+                Err(e) => errors.push(e),
             }
         }
+        (batches, errors)
+    }
+}
+
+/// Puts `key` read at `offset` in the first round that does not name it yet.
+pub(super) fn place(rounds: &mut Vec<Round>, key: (String, i32), offset: i64) {
+    match rounds.iter_mut().find(|r| !r.contains_key(&key)) {
+        Some(round) => {
+            round.insert(key, offset);
+        }
+        None => rounds.push(BTreeMap::from([(key, offset)])),
     }
 }
 
 /// One Fetch's partitions and the offset each is read at.
-type Round = BTreeMap<(String, i32), i64>;
+pub(super) type Round = BTreeMap<(String, i32), i64>;
 
 fn fetch(round: &Round) -> FetchRequest {
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();

@@ -1,0 +1,413 @@
+//! Acting on a group (`streamsight groups reset`, `POST …/reset`) against
+//! tansu, with real confluent-kafka consumers: a live member blocks a reset and
+//! is named; the dry run says what would be skipped or read again; after
+//! `--execute` a restarted consumer reads from the target; through a collector
+//! the reset needs an admin key and is recorded as the group's own.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde_json::Value;
+use std::io::{BufRead, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use streamsight_testkit::{Tansu, Watchdog};
+
+/// `topic` with `partitions` partitions of `per_partition` records each, one
+/// record per batch (tansu answers "latest" with the last batch's base + 1).
+async fn fill(bootstrap: &str, topic: &str, partitions: i32, per_partition: usize) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(&[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))], &opts)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    for p in 0..partitions {
+        for i in 0..per_partition {
+            let value = format!("record {i}");
+            let record = FutureRecord::<(), _>::to(topic).partition(p).payload(&value);
+            producer.send(record, Duration::from_secs(5)).await.unwrap();
+        }
+    }
+}
+
+/// A confluent-kafka group member (`tests/python/group_member.py`).
+struct Member {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Member {
+    fn join(bootstrap: &str, topic: &str, group: &str, client_id: &str, count: usize) -> Member {
+        let mut child = Command::new(support::python())
+            .arg(support::script("group_member.py"))
+            .args([bootstrap, topic, group, client_id, &count.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stdin = child.stdin.take();
+        Member { child, stdin, lines }
+    }
+
+    /// Lines up to and including the first that starts with `prefix`.
+    fn until(&self, prefix: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let mut seen = Vec::new();
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(e) => panic!("the member printed no {prefix:?} line ({e}); it printed {seen:?}"),
+            }
+        }
+    }
+
+    /// Leaves the group cleanly and waits for the process.
+    fn close(mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = writeln!(stdin, "close");
+        }
+        self.until("closed");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn reset(args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["groups", "reset"];
+    all.extend_from_slice(args);
+    support::run(&all)
+}
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// The plan's partition `p` of `orders`.
+fn part(answer: &Value, p: i64) -> &Value {
+    answer["plan"]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["partition"] == p)
+        .unwrap_or_else(|| panic!("no partition {p} in {answer}"))
+}
+
+/// Polls the dry run until the group has no members, with a deadline.
+fn until_empty(bootstrap: &str, group: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ok, out, err) = reset(&[
+            "--bootstrap-server",
+            bootstrap,
+            "--group",
+            group,
+            "--to-latest",
+            "--format",
+            "json",
+        ]);
+        assert!(ok, "{err}");
+        if json(&out)["would_refuse"].is_null() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the group kept members: {out}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_target() {
+    let _watchdog = Watchdog::arm("the reset test against tansu", Duration::from_secs(300));
+    let broker = Tansu::start();
+    let b = broker.bootstrap.as_str();
+    fill(b, "orders", 2, 20).await;
+    let member = Member::join(b, "orders", "billing", "billing-py-1", 10);
+    member.until("read 10");
+
+    // The dry run names what would happen, and that the member blocks it.
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--to-latest",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let plan = json(&out);
+    assert_eq!(plan["dry_run"], true);
+    // The member read 10 records, from one partition or both.
+    let committed: Vec<Option<i64>> = (0..2).map(|p| part(&plan, p)["committed"].as_i64()).collect();
+    assert_eq!(committed.iter().flatten().sum::<i64>(), 10, "{plan}");
+    let skip: i64 = committed.iter().flatten().map(|c| 20 - c).sum();
+    assert_eq!(plan["plan"]["skip"], skip, "{plan}");
+    let refusal = plan["would_refuse"].as_str().unwrap();
+    assert!(
+        refusal.contains("live member") && refusal.contains("billing-py-1"),
+        "{refusal}"
+    );
+    // The table says the same to a person, with the records' times.
+    let (ok, table, _) = reset(&["--bootstrap-server", b, "--group", "billing", "--to-latest"]);
+    assert!(ok);
+    assert!(
+        table.contains(&format!("{skip} offset(s) skipped")) && table.contains("would be refused"),
+        "{table}"
+    );
+    assert!(table.contains("RECORDS WRITTEN") && table.contains("Z .. "), "{table}");
+
+    // Executing while the member lives is refused, naming it; nothing moves.
+    let (ok, _, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--to-latest",
+        "--execute",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("live member") && err.contains("billing-py-1"), "{err}");
+
+    member.close();
+    until_empty(b, "billing");
+
+    // One partition forward to 15, one the group committed 5 or more on back by 5.
+    let back = (0..2).find(|&p| committed[p as usize].is_some_and(|c| c >= 5)).unwrap();
+    let forward = 1 - back;
+    let (fwd, bck) = (format!("orders:{forward}"), format!("orders:{back}"));
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--topic",
+        &fwd,
+        "--to-offset",
+        "15",
+        "--execute",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let done = json(&out);
+    assert_eq!(
+        (done["executed"].as_bool(), part(&done, forward)["target"].as_i64()),
+        (Some(true), Some(15))
+    );
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--topic",
+        &bck,
+        "--shift-by",
+        "-5",
+        "--execute",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let moved = json(&out);
+    let pb = part(&moved, back);
+    let target = pb["target"].as_i64().unwrap();
+    assert_eq!(target, committed[back as usize].unwrap() - 5);
+    assert_eq!(
+        (pb["reread"].as_i64(), pb["skip"].as_i64()),
+        (Some(5), Some(0)),
+        "{moved}"
+    );
+
+    // A consumer started afresh reads from the targets.
+    let again = Member::join(b, "orders", "billing", "billing-py-2", (20 - 15 + 20 - target) as usize);
+    let lines = again.until("read");
+    assert!(lines.contains(&format!("first {forward} 15")), "{lines:?}");
+    assert!(lines.contains(&format!("first {back} {target}")), "{lines:?}");
+    again.close();
+
+    // Mistakes get their reason.
+    let (ok, _, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--topic",
+        "nope",
+        "--to-latest",
+    ]);
+    assert!(!ok && err.contains("no topic nope"), "{err}");
+    let (ok, _, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--topic",
+        "orders:7",
+        "--to-latest",
+    ]);
+    assert!(!ok && err.contains("no partition 7"), "{err}");
+    let (ok, _, err) = reset(&["--bootstrap-server", b, "--group", "billing"]);
+    assert!(!ok && err.contains("--to-"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the_groups_own() {
+    let _watchdog = Watchdog::arm("the collector reset test against tansu", Duration::from_secs(300));
+    let broker = Tansu::start();
+    let b = broker.bootstrap.clone();
+    fill(&b, "orders", 2, 20).await;
+    support::seed_commits(&b, "orders", "audit", &[4, 6]);
+
+    let dir = std::env::temp_dir().join(format!("streamsight-act-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = dir.join("keys.json");
+    let _ = std::fs::remove_file(&keys);
+    let keys_file = keys.to_str().unwrap();
+    let create = |scope: &str| {
+        let (ok, token, err) = support::run(&["keys", "create", "--scope", scope, "--keys-file", keys_file]);
+        assert!(ok, "{err}");
+        token.trim().to_owned()
+    };
+    let (read, admin) = (create("read"), create("admin"));
+    let toml = format!(
+        "[serve]\nkeys_file = {keys_file:?}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
+    );
+    let (_serve, api) = support::serve_with_config("act", &toml);
+    let cli = |key: &str, args: &[&str]| {
+        let mut all = vec![
+            "groups",
+            "reset",
+            "--collector",
+            &api,
+            "--cluster",
+            "tansu",
+            "--group",
+            "audit",
+        ];
+        all.extend_from_slice(args);
+        let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+            .args(&all)
+            .env("STREAMSIGHT_API_KEY", key)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+
+    // A read key may see the plan, not execute it.
+    let (ok, out, err) = cli(&read, &["--to-latest", "--format", "json"]);
+    assert!(ok, "{err}");
+    assert_eq!(json(&out)["plan"]["skip"], 30);
+    let (ok, _, err) = cli(&read, &["--to-latest", "--execute"]);
+    assert!(!ok && err.contains("403") && err.contains("admin"), "{err}");
+
+    // An admin executes; the collector records it.
+    let (ok, out, err) = cli(&admin, &["--to-latest", "--execute"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("recorded by the collector as the group's own reset"),
+        "{out}"
+    );
+    let http = reqwest::Client::new();
+    let audit: Value = http
+        .get(format!("{api}/api/v1/audit"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let event = audit["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["event"])
+        .find(|e| e["action"] == "offsets_reset")
+        .unwrap_or_else(|| panic!("no reset in the audit log: {audit}"));
+    assert_eq!(
+        (event["group"].as_str(), event["skipped"].as_i64()),
+        (Some("audit"), Some(30))
+    );
+    assert_eq!(event["moved"].as_array().unwrap().len(), 2);
+
+    // The engine holds the group at its new position, caught up, not a rewind.
+    let rows = streamsight_testkit::eventually(60, "the group at the log end", async || {
+        let v: Value = http
+            .get(format!("{api}/api/v1/lag?group=audit"))
+            .bearer_auth(&read)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let rows = v["rows"].as_array()?.clone();
+        (rows.len() == 2 && rows.iter().all(|r| r["lag_messages"] == 0)).then_some(rows)
+    })
+    .await;
+    assert!(rows.iter().all(|r| r["status"] != "rewind"), "{rows:?}");
+
+    // Only polled clusters; a body of the wrong shape is told so.
+    let unknown = http
+        .post(format!("{api}/api/v1/groups/elsewhere/audit/reset"))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({ "to": "latest" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert!(unknown.text().await.unwrap().contains("unknown_cluster"));
+    let bad = http
+        .post(format!("{api}/api/v1/groups/tansu/audit/reset"))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({ "to": "sideways" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let _ = std::fs::remove_dir_all(&dir);
+}

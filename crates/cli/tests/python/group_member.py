@@ -1,0 +1,56 @@
+"""A member of a consumer group, with the real confluent-kafka client.
+
+usage: group_member.py BOOTSTRAP TOPIC GROUP CLIENT_ID COUNT
+Joins GROUP, reads COUNT records committing each, printing "first P O" for the
+first record it reads of each partition and then "read N". Then it stays a
+member, its partitions paused, until a line "close" (or end of input) arrives
+on stdin: then it leaves the group and exits.
+"""
+import sys
+import threading
+
+import confluent_kafka
+
+bootstrap, topic, group, client_id, count = sys.argv[1:6]
+count = int(count)
+consumer = confluent_kafka.Consumer(
+    {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "client.id": client_id,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    }
+)
+consumer.subscribe([topic])
+seen = 0
+first = set()
+while seen < count:
+    msg = consumer.poll(0.5)
+    if msg is None or msg.error():
+        continue
+    seen += 1
+    if msg.partition() not in first:
+        first.add(msg.partition())
+        print("first %d %d" % (msg.partition(), msg.offset()), flush=True)
+    consumer.commit(message=msg, asynchronous=False)
+print("read %d" % seen, flush=True)
+
+closing = threading.Event()
+
+
+def wait_for_close():
+    for line in sys.stdin:
+        if line.strip() == "close":
+            break
+    closing.set()
+
+
+threading.Thread(target=wait_for_close, daemon=True).start()
+while not closing.is_set():
+    consumer.pause(consumer.assignment())
+    consumer.poll(0.2)
+consumer.close()
+print("closed", flush=True)
