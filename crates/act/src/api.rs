@@ -1,19 +1,21 @@
 //! `POST /api/v1/groups/{cluster}/{group}/reset`: a dry run unless
 //! `"dry_run": false`, which needs an admin key and is recorded in the log.
+//! `GET /api/v1/records/…`: one record, for `payloads` keys.
 
 use crate::ActError;
+use crate::record;
 use crate::reset::{self, ResetRequest, TopicSelection};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
 use streamsight_core::reset::ResetTo;
-use streamsight_http::auth::{Caller, unless_admin};
+use streamsight_http::auth::{Caller, Scope, unless_admin, unless_scope};
 use streamsight_http::body::json_body;
 use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::{Shared, clock};
@@ -22,7 +24,61 @@ use streamsight_node::{Shared, clock};
 const MAX_BODY: usize = 2 << 20;
 
 pub fn routes() -> Router<Arc<Shared>> {
-    Router::new().route("/api/v1/groups/{cluster}/{group}/reset", post(reset_group))
+    Router::new()
+        .route("/api/v1/groups/{cluster}/{group}/reset", post(reset_group))
+        .route(
+            "/api/v1/records/{cluster}/{topic}/{partition}/{offset}",
+            get(read_record),
+        )
+}
+
+/// Record reads at once in this process: each is a Kafka client of its own.
+static READS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+
+/// `GET /api/v1/records/{cluster}/{topic}/{partition}/{offset}`: for keys of
+/// the `payloads` scope (or admin), on polled clusters, never the
+/// collector's own log.
+async fn read_record(
+    State(shared): State<Arc<Shared>>,
+    Path((cluster, topic, partition, offset)): Path<(String, String, String, String)>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    if let Some(refused) = unless_scope(caller.as_deref(), Scope::Payloads, "reading a record") {
+        return refused;
+    }
+    let (Ok(partition), Ok(offset)) = (partition.parse::<i32>(), offset.parse::<i64>()) else {
+        return ApiError::new(ErrorKind::BadQuery, "a partition and an offset are numbers").into_response();
+    };
+    let config = match polled(&shared, &cluster) {
+        Ok(c) => c.clone(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    if shared.config.is_log_topic(&topic) {
+        return ApiError::from(ActError::Refused(format!(
+            "{topic} is this collector's own log: not read through it"
+        )))
+        .into_response();
+    }
+    let limits = shared.config.records.clone();
+    let reads = READS.get_or_init(|| tokio::sync::Semaphore::new(limits.max_concurrent_reads.max(1)));
+    let Ok(_turn) = reads.acquire().await else {
+        return ApiError::new(ErrorKind::Overloaded, "shutting down").into_response();
+    };
+    let read = tokio::task::spawn_blocking(move || record::read(&config, &topic, partition, offset, &limits)).await;
+    match read {
+        Ok(Ok(r)) => axum::Json(r).into_response(),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(_) => ApiError::new(ErrorKind::Internal, "the record reader failed").into_response(),
+    }
+}
+
+/// The tenant's polled cluster named `name`: nothing else is acted on.
+fn polled<'a>(shared: &'a Shared, name: &str) -> Result<&'a streamsight_poller::ClusterConfig, ActError> {
+    shared.config.clusters.iter().find(|c| c.name == name).ok_or_else(|| {
+        ActError::UnknownCluster(format!(
+            "{name} is not a cluster this collector polls: only polled clusters are acted on"
+        ))
+    })
 }
 
 impl From<ActError> for ApiError {
@@ -32,6 +88,7 @@ impl From<ActError> for ApiError {
             ActError::BadRequest(_) => ErrorKind::BadBody,
             ActError::UnknownCluster(_) => ErrorKind::UnknownCluster,
             ActError::UnknownTopic(_) => ErrorKind::UnknownTopic,
+            ActError::NotFound(_) => ErrorKind::NotFound,
             ActError::Refused(_) => ErrorKind::Refused,
             ActError::Broker(_) => ErrorKind::BrokerFailed,
         };
@@ -91,16 +148,7 @@ async fn run(
     dry_run: bool,
     key: &str,
 ) -> Result<serde_json::Value, ActError> {
-    let config = shared
-        .config
-        .clusters
-        .iter()
-        .find(|c| c.name == cluster)
-        .ok_or_else(|| {
-            ActError::UnknownCluster(format!(
-                "{cluster} is not a cluster this collector polls: only polled clusters are acted on"
-            ))
-        })?;
+    let config = polled(shared, cluster)?;
     let mut planned = reset::plan(config, request, clock::now()).await?;
     if let Some(p) = planned
         .plan

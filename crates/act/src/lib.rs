@@ -7,6 +7,7 @@
 //! tenant polls, never on the collector's own log topics.
 
 pub mod api;
+pub mod record;
 pub mod reset;
 
 /// Why an action was not done: one type for the CLI and the API, mapped to a
@@ -19,6 +20,9 @@ pub enum ActError {
     UnknownCluster(String),
     #[error("{0}")]
     UnknownTopic(String),
+    /// Nothing there (an offset outside the log).
+    #[error("{0}")]
+    NotFound(String),
     /// The state forbids it (live members, the collector's own topics).
     #[error("{0}")]
     Refused(String),

@@ -38,6 +38,10 @@ pub enum Command {
     /// (`groups reset`).
     #[command(subcommand)]
     Groups(commands::groups::Command),
+    /// One record of a cluster: key, headers, timestamp and value decoded
+    /// (JSON, text, schema-registry framing), masked and bounded; through a
+    /// collector it needs a `payloads` key.
+    Record(commands::record::Args),
     /// Run the end-to-end probe alone: sequenced records to every partition of a
     /// probe topic, read back by the probe's own group; prints round-trip and
     /// produce latency, losses, duplicates and errors per partition.

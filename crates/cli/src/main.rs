@@ -37,6 +37,7 @@ fn run() -> anyhow::Result<()> {
         Command::DevKafka(args) => commands::dev_kafka::run(args),
         Command::Lag(args) => commands::lag::run(args),
         Command::Groups(command) => commands::groups::run(command),
+        Command::Record(args) => commands::record::run(args),
         Command::Probe(args) => commands::probe::run(args),
         Command::Dlq(command) => commands::dlq::run(command),
         Command::Replay(args) => commands::replay::run(args, config.engine),

@@ -309,8 +309,9 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
         token.trim().to_owned()
     };
     let (read, admin) = (create("read"), create("admin"));
+    let payloads = create("payloads");
     let toml = format!(
-        "[serve]\nkeys_file = {keys_file:?}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
+        "[serve]\nkeys_file = {keys_file:?}\n[serve.records]\nredact = [\"card.number\"]\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
     );
     let (_serve, api) = support::serve_with_config("act", &toml);
     let cli = |key: &str, args: &[&str]| {
@@ -409,5 +410,109 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
+
+    // A record: for payloads keys only, masked by the collector's rules.
+    produce_card(&b).await;
+    let record = |key: &str, offset: i64| {
+        let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+            .args([
+                "record",
+                "--collector",
+                &api,
+                "--cluster",
+                "tansu",
+                "--topic",
+                "cards",
+                "--partition",
+                "0",
+            ])
+            .args(["--offset", &offset.to_string(), "--format", "json"])
+            .env("STREAMSIGHT_API_KEY", key)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (ok, _, err) = record(&read, 0);
+    assert!(!ok && err.contains("403") && err.contains("payloads"), "{err}");
+    let (ok, out, err) = record(&payloads, 0);
+    assert!(ok, "{err}");
+    let r = json(&out);
+    assert_eq!(r["value"]["json"]["card"]["number"], "***redacted***", "{r}");
+    assert_eq!(r["value"]["json"]["card"]["holder"], "A. Lovelace", "{r}");
+    assert_eq!(
+        (r["key"]["encoding"].as_str(), r["key"]["text"].as_str()),
+        (Some("text"), Some("order-1"))
+    );
+    assert_eq!(r["headers"][0][0], "trace-id", "{r}");
+    assert_eq!(r["timestamp_type"], "create_time");
+    let (ok, _, err) = record(&payloads, 99);
+    assert!(!ok && err.contains("404") && err.contains("holds 0 to 1"), "{err}");
+    // The binary record: a bounded hex preview.
+    let (ok, out, _) = record(&admin, 1);
+    assert!(ok);
+    assert_eq!(json(&out)["value"]["encoding"], "preview", "{out}");
+    // Straight from the cluster, with the caller's own mask, laid out for a person.
+    let (ok, out, err) = support::run(&[
+        "record",
+        "--bootstrap-server",
+        &b,
+        "--topic",
+        "cards",
+        "--partition",
+        "0",
+        "--offset",
+        "0",
+        "--redact",
+        "card.holder",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("\"holder\": \"***redacted***\"") && out.contains("4111111111111111"),
+        "{out}"
+    );
+    assert!(
+        out.contains("key: order-1") && out.contains("header trace-id: 4bf92f3577b34da6"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `cards`: a JSON record with a key and a header, then a binary one.
+async fn produce_card(bootstrap: &str) {
+    use rdkafka::message::{Header, OwnedHeaders};
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(&[NewTopic::new("cards", 1, TopicReplication::Fixed(1))], &opts)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    let value = r#"{"card":{"number":"4111111111111111","holder":"A. Lovelace"},"amount":12}"#;
+    let headers = OwnedHeaders::new().insert(Header {
+        key: "trace-id",
+        value: Some("4bf92f3577b34da6"),
+    });
+    let first = FutureRecord::to("cards")
+        .partition(0)
+        .key("order-1")
+        .payload(value)
+        .headers(headers);
+    producer.send(first, Duration::from_secs(5)).await.unwrap();
+    let binary: &[u8] = &[0xff, 0x00, 0x13, 0x37];
+    let second = FutureRecord::<(), _>::to("cards").partition(0).payload(binary);
+    producer.send(second, Duration::from_secs(5)).await.unwrap();
 }

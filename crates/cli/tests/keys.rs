@@ -50,7 +50,7 @@ fn keys_are_created_once_listed_without_their_secret_and_revoked() {
         "{err}"
     );
     let (ok, _, err) = support::run(&["keys", "create", "--scope", "owner", "--keys-file", file]);
-    assert!(!ok && err.contains("ingest, read or admin"), "{err}");
+    assert!(!ok && err.contains("ingest, read, payloads or admin"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -25,18 +25,22 @@ pub enum Scope {
     Ingest,
     /// Read the API, Burrow's API and `/metrics`.
     Read,
+    /// Read, and the records themselves (`/api/v1/records`): payloads are
+    /// data the monitoring never needs, so `read` does not imply them.
+    Payloads,
     Admin,
 }
 
 impl Scope {
     pub fn allows(self, needed: Scope) -> bool {
-        self == Scope::Admin || self == needed
+        self == Scope::Admin || self == needed || (self == Scope::Payloads && needed == Scope::Read)
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Ingest => "ingest",
             Scope::Read => "read",
+            Scope::Payloads => "payloads",
             Scope::Admin => "admin",
         }
     }
@@ -48,8 +52,9 @@ impl std::str::FromStr for Scope {
         match s {
             "ingest" => Ok(Scope::Ingest),
             "read" => Ok(Scope::Read),
+            "payloads" => Ok(Scope::Payloads),
             "admin" => Ok(Scope::Admin),
-            other => Err(format!("scope {other:?} is not ingest, read or admin")),
+            other => Err(format!("scope {other:?} is not ingest, read, payloads or admin")),
         }
     }
 }
@@ -183,6 +188,25 @@ impl KeyFile {
             .ok_or_else(|| AuthError::UnknownKey(id.to_owned()))?;
         key.revoked_ms = key.revoked_ms.or(Some(now_ms));
         Ok(id.to_owned())
+    }
+}
+
+/// The refusal of a caller whose key does not allow `needed` (open while no
+/// key exists, as [`unless_admin`]).
+pub fn unless_scope(caller: Option<&Caller>, needed: Scope, what: &str) -> Option<axum::response::Response> {
+    match caller {
+        Some(c) if !c.scope.allows(needed) && !c.key_id.is_empty() => Some(
+            ApiError::new(
+                ErrorKind::Forbidden,
+                format!(
+                    "{what}: a {} key cannot; it needs {}",
+                    c.scope.as_str(),
+                    needed.as_str()
+                ),
+            )
+            .into_response(),
+        ),
+        _ => None,
     }
 }
 
@@ -401,6 +425,9 @@ mod tests {
     fn scopes() {
         assert!(Scope::Admin.allows(Scope::Ingest) && Scope::Admin.allows(Scope::Read));
         assert!(!Scope::Read.allows(Scope::Ingest) && !Scope::Ingest.allows(Scope::Read));
+        // Payloads read, and more; read does not imply payloads.
+        assert!(Scope::Payloads.allows(Scope::Read) && !Scope::Read.allows(Scope::Payloads));
+        assert!(!Scope::Payloads.allows(Scope::Ingest) && Scope::Admin.allows(Scope::Payloads));
         assert!(constant_time_eq(b"ab", b"ab") && !constant_time_eq(b"ab", b"ac") && !constant_time_eq(b"a", b"ab"));
     }
 }

@@ -9,7 +9,8 @@ pub enum Command {
         /// The tenant the key opens (`default`, or one of `[[serve.tenants]]`).
         #[arg(long, default_value = "default")]
         tenant: String,
-        /// ingest (send telemetry), read (API, /metrics) or admin (everything).
+        /// ingest (send telemetry), read (API, /metrics), payloads (read, and
+        /// the records themselves: /api/v1/records) or admin (everything).
         #[arg(long)]
         scope: Scope,
         /// Default: the config's `keys_file`.

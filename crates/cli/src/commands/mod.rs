@@ -10,6 +10,7 @@ pub mod journey;
 pub mod keys;
 pub mod lag;
 pub mod probe;
+pub mod record;
 pub mod replay;
 pub mod scenario;
 pub mod serve;

@@ -7,6 +7,7 @@ use streamsight_poller::ClusterConfig;
 
 pub mod alerts;
 pub mod journeys;
+pub mod records;
 pub mod tls;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,6 +87,9 @@ pub struct ServeConfig {
     /// Message journeys (`[serve.journeys]`): the OTLP listener, sampling and
     /// bounds; see `docs/journeys.md`.
     pub journeys: journeys::JourneysConfig,
+    /// Reading a record (`[serve.records]`): sizes shown and fields masked;
+    /// see `docs/act.md`.
+    pub records: records::RecordsConfig,
     /// What `/metrics` writes (`[serve.metrics]`).
     pub metrics: MetricsConfig,
 }
@@ -143,6 +147,7 @@ impl Default for ServeConfig {
             forget_idle_after: Duration::from_secs(7 * 24 * 3600),
             alerts: alerts::AlertsConfig::default(),
             journeys: journeys::JourneysConfig::default(),
+            records: records::RecordsConfig::default(),
             metrics: MetricsConfig::default(),
         }
     }

@@ -1,0 +1,395 @@
+//! Reading one record of a polled cluster: key, headers, timestamp and value,
+//! decoded where it can be (JSON, text, Confluent's schema-registry framing
+//! named with its schema id), masked by the configured field paths, and
+//! bounded in size; anything else a hex preview.
+
+use crate::ActError;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde::Serialize;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use streamsight_node::config::records::RecordsConfig;
+use streamsight_poller::{ClusterConfig, SecurityProtocol};
+
+/// Headers shown of one record; the rest are counted.
+const MAX_HEADERS: usize = 64;
+/// What a masked field reads.
+pub const REDACTED: &str = "***redacted***";
+/// The largest batch fetched: a record in a larger one is refused, said so.
+const FETCH_BYTES: usize = 2 << 20;
+
+/// One record as shown.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReadRecord {
+    pub cluster: String,
+    pub topic: String,
+    pub partition: i32,
+    /// The offset read: the one asked for, or the next record's when that
+    /// offset holds none (compaction, a transaction marker; see `note`).
+    pub offset: i64,
+    pub timestamp_ms: Option<i64>,
+    /// `create_time` (the producer's) or `log_append_time` (the broker's).
+    pub timestamp_type: Option<&'static str>,
+    pub key: Shown,
+    pub value: Shown,
+    pub headers: Vec<(String, Shown)>,
+    /// Headers past [`MAX_HEADERS`], not shown.
+    pub headers_not_shown: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A key, value or header value, as far as it was decoded.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "encoding", rename_all = "snake_case")]
+pub enum Shown {
+    Null,
+    Json {
+        bytes: usize,
+        json: Value,
+    },
+    Text {
+        bytes: usize,
+        text: String,
+    },
+    /// Confluent's framing (magic byte 0, schema id): the schema's format
+    /// is the registry's to say; a JSON Schema payload is decoded as JSON.
+    Confluent {
+        bytes: usize,
+        schema_id: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        json: Option<Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hex_preview: Option<String>,
+    },
+    /// Not decoded (binary, or larger than `max_value_bytes`): its first
+    /// `preview_bytes`, as text when they are text.
+    Preview {
+        bytes: usize,
+        preview: String,
+        hex: bool,
+        truncated: bool,
+    },
+}
+
+/// Decodes `bytes` as far as `limits` allow, masking `limits.redact`.
+pub fn show(bytes: Option<&[u8]>, limits: &RecordsConfig) -> Shown {
+    let Some(b) = bytes else { return Shown::Null };
+    let n = b.len();
+    let preview = |b: &[u8]| {
+        let shown = &b[..b.len().min(limits.preview_bytes)];
+        let truncated = shown.len() < b.len();
+        match std::str::from_utf8(shown) {
+            Ok(text) => Shown::Preview {
+                bytes: n,
+                preview: text.to_owned(),
+                hex: false,
+                truncated,
+            },
+            Err(_) => Shown::Preview {
+                bytes: n,
+                preview: hex(shown),
+                hex: true,
+                truncated,
+            },
+        }
+    };
+    if n > limits.max_value_bytes {
+        return preview(b);
+    }
+    if n >= 5 && b[0] == 0 {
+        let schema_id = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+        let json = json(&b[5..], limits);
+        let hex_preview = json
+            .is_none()
+            .then(|| hex(&b[5..b.len().min(5 + limits.preview_bytes)]));
+        return Shown::Confluent {
+            bytes: n,
+            schema_id,
+            json,
+            hex_preview,
+        };
+    }
+    if let Some(json) = json(b, limits) {
+        return Shown::Json { bytes: n, json };
+    }
+    match std::str::from_utf8(b) {
+        Ok(text) if !text.is_empty() && text.chars().all(|c| !c.is_control() || c.is_whitespace()) => Shown::Text {
+            bytes: n,
+            text: text.to_owned(),
+        },
+        _ => preview(b),
+    }
+}
+
+/// JSON with its masked fields, if `b` is a JSON object or array (a bare
+/// number or string is shown as text).
+fn json(b: &[u8], limits: &RecordsConfig) -> Option<Value> {
+    let first = b.iter().find(|c| !c.is_ascii_whitespace())?;
+    if !matches!(first, b'{' | b'[') {
+        return None;
+    }
+    // serde_json refuses nesting past 128 levels: a hostile value is not a stack overflow.
+    let mut v: Value = serde_json::from_slice(b).ok()?;
+    for path in &limits.redact {
+        let parts: Vec<&str> = path.split('.').filter(|p| !p.is_empty()).collect();
+        if !parts.is_empty() {
+            redact(&mut v, &parts);
+        }
+    }
+    Some(v)
+}
+
+/// Masks every field at `path` below `v`.
+pub fn redact(v: &mut Value, path: &[&str]) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(|i| redact(i, path)),
+        Value::Object(map) => {
+            let (head, rest) = (path[0], &path[1..]);
+            for (k, child) in map.iter_mut() {
+                if head == "*" || head == k {
+                    if rest.is_empty() {
+                        *child = Value::String(REDACTED.into());
+                    } else {
+                        redact(child, rest);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// librdkafka's settings for `cluster`, as the poller reaches it.
+fn client_config(cluster: &ClusterConfig) -> Result<ClientConfig, ActError> {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", cluster.bootstrap.join(","))
+        .set("client.id", &cluster.client_id)
+        // Assigned, never subscribed: no group is joined and nothing committed.
+        .set("group.id", "streamsight-record-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "true")
+        .set("fetch.max.bytes", FETCH_BYTES.to_string())
+        .set("max.partition.fetch.bytes", FETCH_BYTES.to_string())
+        .set("receive.message.max.bytes", (2 * FETCH_BYTES).to_string())
+        .set("socket.timeout.ms", cluster.request_timeout.as_millis().to_string())
+        .set("log_level", "3");
+    let protocol = match cluster.security_protocol {
+        SecurityProtocol::Plaintext => "plaintext",
+        SecurityProtocol::Ssl => "ssl",
+        SecurityProtocol::SaslPlaintext => "sasl_plaintext",
+        SecurityProtocol::SaslSsl => "sasl_ssl",
+    };
+    c.set("security.protocol", protocol);
+    if let Some(sasl) = &cluster.sasl {
+        c.set("sasl.mechanism", sasl.mechanism.name())
+            .set("sasl.username", &sasl.username)
+            .set("sasl.password", &sasl.password);
+    }
+    if let Some(tls) = &cluster.tls {
+        if tls.server_name.is_some() {
+            return Err(ActError::Refused(format!(
+                "cluster {}: reading records does not support tls.server_name yet",
+                cluster.name
+            )));
+        }
+        if let Some(ca) = &tls.ca_file {
+            c.set("ssl.ca.location", ca.display().to_string());
+        }
+    }
+    Ok(c)
+}
+
+/// Reads the record at `offset` (blocking: run it off the async workers).
+pub fn read(
+    cluster: &ClusterConfig,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    limits: &RecordsConfig,
+) -> Result<ReadRecord, ActError> {
+    if topic.is_empty() || topic.len() > crate::reset::MAX_NAME_BYTES || partition < 0 || offset < 0 {
+        return Err(ActError::BadRequest(format!(
+            "a topic of 1 to {} bytes, a partition and an offset of 0 or more",
+            crate::reset::MAX_NAME_BYTES
+        )));
+    }
+    let consumer: BaseConsumer = client_config(cluster)?
+        .create()
+        .map_err(|e| ActError::Broker(format!("cluster {}: {e}", cluster.name)))?;
+    let timeout = cluster.request_timeout;
+    let (low, high) =
+        consumer
+            .fetch_watermarks(topic, partition, timeout)
+            .map_err(|e| match e.rdkafka_error_code() {
+                Some(rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition) => ActError::UnknownTopic(format!(
+                    "cluster {} has no partition {partition} of {topic}",
+                    cluster.name
+                )),
+                _ => ActError::Broker(format!("cluster {}: {e}", cluster.name)),
+            })?;
+    if offset < low || offset >= high {
+        return Err(ActError::NotFound(format!(
+            "offset {offset} is not in {topic}/{partition}: it holds {low} to {} (retention deletes from the start)",
+            high - 1
+        )));
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .map_err(|e| ActError::Broker(e.to_string()))?;
+    consumer
+        .assign(&tpl)
+        .map_err(|e| ActError::Broker(format!("cluster {}: {e}", cluster.name)))?;
+    let deadline = Instant::now() + timeout.max(Duration::from_secs(1));
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            None => continue,
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => {
+                return Err(ActError::NotFound(format!(
+                    "no record at or after offset {offset} in {topic}/{partition} (transaction markers up to the end)"
+                )));
+            }
+            Some(Err(e)) => return Err(ActError::Broker(format!("cluster {}: {e}", cluster.name))),
+            Some(Ok(m)) => {
+                let mut headers = Vec::new();
+                let mut headers_not_shown = 0;
+                if let Some(h) = m.headers() {
+                    for header in h.iter() {
+                        if headers.len() < MAX_HEADERS {
+                            headers.push((header.key.to_owned(), show(header.value, limits)));
+                        } else {
+                            headers_not_shown += 1;
+                        }
+                    }
+                }
+                let (timestamp_ms, timestamp_type) = match m.timestamp() {
+                    rdkafka::Timestamp::CreateTime(t) => (Some(t), Some("create_time")),
+                    rdkafka::Timestamp::LogAppendTime(t) => (Some(t), Some("log_append_time")),
+                    rdkafka::Timestamp::NotAvailable => (None, None),
+                };
+                let note = (m.offset() != offset).then(|| {
+                    format!(
+                        "offset {offset} holds no record (compacted away, or a transaction marker): this is the next, at {}",
+                        m.offset()
+                    )
+                });
+                return Ok(ReadRecord {
+                    cluster: cluster.name.clone(),
+                    topic: topic.to_owned(),
+                    partition,
+                    offset: m.offset(),
+                    timestamp_ms,
+                    timestamp_type,
+                    key: show(m.key(), limits),
+                    value: show(m.payload(), limits),
+                    headers,
+                    headers_not_shown,
+                    note,
+                });
+            }
+        }
+    }
+    Err(ActError::Broker(format!(
+        "cluster {} did not hand over {topic}/{partition} at {offset} within {} s",
+        cluster.name,
+        timeout.as_secs()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn limits(redact: &[&str]) -> RecordsConfig {
+        RecordsConfig {
+            redact: redact.iter().map(|s| (*s).to_owned()).collect(),
+            max_value_bytes: 64,
+            preview_bytes: 8,
+            ..RecordsConfig::default()
+        }
+    }
+
+    #[test]
+    fn json_is_decoded_with_its_masked_fields_and_arrays_passed_through() {
+        let v = br#"{"card":{"number":"4111","exp":"12/29"},"items":[{"email":"a@b"},{"email":"c@d"}]}"#;
+        let Shown::Json { json, .. } = show(
+            Some(v),
+            &RecordsConfig {
+                max_value_bytes: 1024,
+                ..limits(&["card.number", "items.email", "nope.x"])
+            },
+        ) else {
+            panic!()
+        };
+        assert_eq!(
+            json,
+            json!({"card":{"number":REDACTED,"exp":"12/29"},"items":[{"email":REDACTED},{"email":REDACTED}]})
+        );
+        let Shown::Json { json, .. } = show(Some(br#"{"a":{"secret":1},"b":{"secret":2}}"#), &limits(&["*.secret"]))
+        else {
+            panic!()
+        };
+        assert_eq!(json, json!({"a":{"secret":REDACTED},"b":{"secret":REDACTED}}));
+    }
+
+    #[test]
+    fn text_binary_large_and_framed_values_are_shown_bounded() {
+        let l = limits(&[]);
+        assert_eq!(show(None, &l), Shown::Null);
+        assert!(matches!(show(Some(b"hello world"), &l), Shown::Text { bytes: 11, .. }));
+        let Shown::Preview {
+            preview,
+            hex,
+            truncated,
+            ..
+        } = show(Some(&[0xff, 0xfe, 1, 2, 3, 4, 5, 6, 7, 8]), &l)
+        else {
+            panic!()
+        };
+        assert_eq!((preview.as_str(), hex, truncated), ("fffe010203040506", true, true));
+        // Larger than max_value_bytes: a preview of the first bytes, not parsed.
+        let big = format!("{{\"a\":\"{}\"}}", "x".repeat(100));
+        let Shown::Preview {
+            bytes,
+            preview,
+            hex,
+            truncated,
+        } = show(Some(big.as_bytes()), &l)
+        else {
+            panic!()
+        };
+        assert_eq!((bytes, preview.len(), hex, truncated), (big.len(), 8, false, true));
+        // Confluent framing: the schema id, and a JSON Schema payload decoded.
+        let mut framed = vec![0, 0, 0, 1, 44];
+        framed.extend_from_slice(br#"{"k":1}"#);
+        assert_eq!(
+            show(Some(&framed), &l),
+            Shown::Confluent {
+                bytes: framed.len(),
+                schema_id: 300,
+                json: Some(json!({"k":1})),
+                hex_preview: None
+            }
+        );
+        // Nesting past serde_json's limit is shown, never a stack overflow.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(
+            show(
+                Some(deep.as_bytes()),
+                &RecordsConfig {
+                    max_value_bytes: 1 << 20,
+                    ..l
+                }
+            ),
+            Shown::Text { .. } | Shown::Preview { .. }
+        ));
+    }
+}
