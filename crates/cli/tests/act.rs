@@ -18,35 +18,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use streamsight_testkit::{Tansu, Watchdog};
 
-/// `topic` with `partitions` partitions of `per_partition` records each, one
-/// record per batch (tansu answers "latest" with the last batch's base + 1).
-async fn fill(bootstrap: &str, topic: &str, partitions: i32, per_partition: usize) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    for r in admin
-        .create_topics(&[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))], &opts)
-        .await
-        .unwrap()
-    {
-        r.unwrap();
-    }
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "0")
-        .create()
-        .unwrap();
-    for p in 0..partitions {
-        for i in 0..per_partition {
-            let value = format!("record {i}");
-            let record = FutureRecord::<(), _>::to(topic).partition(p).payload(&value);
-            producer.send(record, Duration::from_secs(5)).await.unwrap();
-        }
-    }
-}
-
 /// A confluent-kafka group member (`tests/python/group_member.py`).
 struct Member {
     child: Child,
@@ -160,7 +131,7 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
     let _watchdog = Watchdog::arm("the reset test against tansu", Duration::from_secs(300));
     let broker = Tansu::start();
     let b = broker.bootstrap.as_str();
-    fill(b, "orders", 2, 20).await;
+    support::fill_topic(b, "orders", 2, 20).await;
     let member = Member::join(b, "orders", "billing", "billing-py-1", 10);
     member.until("read 10");
 
@@ -295,7 +266,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     let _watchdog = Watchdog::arm("the collector reset test against tansu", Duration::from_secs(300));
     let broker = Tansu::start();
     let b = broker.bootstrap.clone();
-    fill(&b, "orders", 2, 20).await;
+    support::fill_topic(&b, "orders", 2, 20).await;
     support::seed_commits(&b, "orders", "audit", &[4, 6]);
 
     let dir = std::env::temp_dir().join(format!("streamsight-act-{}", std::process::id()));

@@ -785,3 +785,83 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
         "{first:?}"
     );
 }
+
+/// The group page's Reset… dialog against tansu: the dry run is shown before
+/// anything changes, the reset is confirmed only after it, and the group's
+/// committed offsets move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
+    let broker = streamsight_testkit::Tansu::start();
+    support::fill_topic(&broker.bootstrap, "orders", 2, 20).await;
+    support::seed_commits(&broker.bootstrap, "orders", "billing", &[5, 12]);
+    let toml = format!(
+        "[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [\"{}\"]\npoll_interval = \"500ms\"\n",
+        broker.bootstrap
+    );
+    let (_serve, _intake, api) = support::serve_with("dashboard-reset", &toml, "memory://");
+    let http = reqwest::Client::new();
+    wait_for(
+        &http,
+        &format!("{api}/api/v1/lag?group=billing"),
+        "billing polled",
+        |v| v["rows"].as_array().is_some_and(|r| r.len() == 2),
+    )
+    .await;
+
+    let b = Browser::start(1400, 1000).await;
+    b.open(&format!("{api}/groups/tansu/billing")).await;
+    b.wait_until("the reset button", "return !!document.getElementById('reset-open')")
+        .await;
+    b.eval("document.getElementById('reset-open').click(); return true")
+        .await;
+    b.wait_until(
+        "the reset dialog",
+        "return document.getElementById('reset-dialog').open",
+    )
+    .await;
+    assert_eq!(
+        b.eval("return document.getElementById('reset-confirm').disabled").await,
+        Value::Bool(true),
+        "no reset before a dry run"
+    );
+    b.eval("document.getElementById('reset-dry-run').click(); return true")
+        .await;
+    b.wait_until(
+        "the dry run's plan",
+        "return document.getElementById('reset-plan').innerText.includes('23 offsets skipped')",
+    )
+    .await;
+    b.check_page("group-reset-dry-run").await;
+    // Nothing changed yet.
+    let before = get(&http, &format!("{api}/api/v1/lag?group=billing")).await;
+    let committed = |v: &Value| -> Vec<i64> {
+        let mut c: Vec<i64> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["committed_offset"].as_i64())
+            .collect();
+        c.sort_unstable();
+        c
+    };
+    assert_eq!(committed(&before), [5, 12], "{before}");
+    b.eval("document.getElementById('reset-confirm').click(); return true")
+        .await;
+    b.wait_until(
+        "the reset done",
+        "return document.getElementById('reset-message').innerText.includes('recorded as the group')",
+    )
+    .await;
+    b.check_page("group-reset-done").await;
+    wait_for(
+        &http,
+        &format!("{api}/api/v1/lag?group=billing"),
+        "the group at the end",
+        |v| {
+            v["rows"]
+                .as_array()
+                .is_some_and(|r| r.len() == 2 && r.iter().all(|r| r["committed_offset"] == 20))
+        },
+    )
+    .await;
+}

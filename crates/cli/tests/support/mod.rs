@@ -180,3 +180,41 @@ pub fn seed_commits(bootstrap: &str, topic: &str, group: &str, commits: &[i64]) 
     }
     consumer.commit(&tpl, CommitMode::Sync).unwrap();
 }
+
+/// `topic` with `partitions` partitions of `per_partition` records each, one
+/// record per batch (tansu answers "latest" with the last batch's base + 1).
+pub async fn fill_topic(bootstrap: &str, topic: &str, partitions: i32, per_partition: usize) {
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let opts = rdkafka::admin::AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(
+            &[rdkafka::admin::NewTopic::new(
+                topic,
+                partitions,
+                rdkafka::admin::TopicReplication::Fixed(1),
+            )],
+            &opts,
+        )
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    for p in 0..partitions {
+        for i in 0..per_partition {
+            let value = format!("record {i}");
+            let record = rdkafka::producer::FutureRecord::<(), _>::to(topic)
+                .partition(p)
+                .payload(&value);
+            producer.send(record, Duration::from_secs(5)).await.unwrap();
+        }
+    }
+}

@@ -316,6 +316,7 @@ const group = {
     return [
       h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ` › ${d.cluster}`),
       h('h1', {}, d.group, ' ', badge(d.status)),
+      h('p', {}, h('button', { type: 'button', id: 'reset-open', class: 'secondary', onclick: () => resetDialog(d.cluster, d.group) }, 'Reset offsets…')),
       worst ? h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Why: '), `${worst.topic}[${worst.partition}]: ${worst.reason}`) : h('p', {}, 'No partitions known.'),
       failing.length ? h('div', { class: 'banner bad', role: 'alert', id: 'producer-failing' },
         h('strong', {}, 'Producers are failing'), ` on ${failing.join(', ')}: failed sends do not move the end offset, so lag reads lower than the truth until they recover. `,
@@ -605,6 +606,115 @@ const silenceDialog = (() => {
     fields.message.className = '';
     dialog.showModal();
     fields.matchers.focus();
+  };
+})();
+
+// Reset offsets: a dry run first, shown in the dialog; the reset only after
+// it, with the same choices (an admin key, the tab's or one given here).
+const resetDialog = (() => {
+  let dialog = null;
+  let f = null;
+  let planned = null;
+  let target = null;
+  const body = () => {
+    const kind = f.to.value;
+    const v = f.value.value.trim();
+    const to = kind === 'offset' ? { offset: Number(v) } : kind === 'shift_by' ? { shift_by: Number(v) }
+      : kind === 'time' ? { time: Date.parse(v) } : kind;
+    const topics = f.topics.value.split(/[\s]+/).filter(Boolean).map((t) => {
+      const [topic, list] = t.split(':');
+      return { topic, partitions: list ? list.split(',').map(Number) : [] };
+    });
+    return { to, topics };
+  };
+  function build() {
+    const to = h('select', { id: 'reset-to', onchange: () => { planned = null; f.confirm.disabled = true; } },
+      [['latest', 'the latest offset (skip everything unread)'], ['earliest', 'the earliest offset (read everything again)'],
+        ['offset', 'an offset'], ['shift_by', 'shifted by N (negative: read again)'], ['time', 'a time (first record at or after)']]
+        .map(([v, t]) => h('option', { value: v }, t)));
+    const value = h('input', { id: 'reset-value', type: 'text', size: 24, oninput: () => { planned = null; f.confirm.disabled = true; } });
+    const topics = h('input', { id: 'reset-topics', type: 'text', size: 30, spellcheck: 'false', oninput: () => { planned = null; f.confirm.disabled = true; } });
+    const key = h('input', { id: 'reset-key', type: 'password', autocomplete: 'off' });
+    const message = h('div', { id: 'reset-message', role: 'status' });
+    const plan = h('div', { id: 'reset-plan' });
+    const dry = h('button', { type: 'button', id: 'reset-dry-run', onclick: dryRun }, 'Dry run');
+    const confirm = h('button', { type: 'submit', id: 'reset-confirm', disabled: true }, 'Reset offsets');
+    const cancel = h('button', { type: 'button', class: 'secondary', onclick: () => dialog.close() }, 'Close');
+    const form = h('form', { method: 'dialog', onsubmit: execute },
+      h('h2', { id: 'reset-title' }, 'Reset offsets'),
+      h('p', { class: 'muted' }, 'A dry run shows per partition what the group would skip or read again; the reset is committed only after it. Kafka refuses a group with live members: stop its consumers first.'),
+      h('p', {}, h('label', { for: 'reset-to' }, 'To '), to),
+      h('p', {}, h('label', { for: 'reset-value' }, 'Offset, shift or time (RFC 3339) '), value),
+      h('p', {}, h('label', { for: 'reset-topics' }, 'Only these topics (orders or orders:0,1; blank: every partition the group committed on) '), topics),
+      h('p', {}, h('label', { for: 'reset-key' }, 'Admin key (only if this tab\'s key cannot reset) '), key),
+      plan, message,
+      h('p', {}, dry, ' ', confirm, ' ', cancel));
+    f = { to, value, topics, key, message, plan, confirm };
+    dialog = h('dialog', { id: 'reset-dialog', 'aria-labelledby': 'reset-title' }, form);
+    document.body.append(dialog);
+  }
+  const path = () => `/api/v1/groups/${enc(target[0])}/${enc(target[1])}/reset`;
+  function say(cls, text) {
+    f.message.className = cls;
+    f.message.textContent = text;
+  }
+  function showPlan(p, caption) {
+    f.plan.replaceChildren(table(caption,
+      [['Topic'], ['Partition', 'num'], ['Committed', 'num'], ['Target', 'num'], ['Skip', 'num'], ['Read again', 'num'], ['Records written']],
+      p.partitions.map((x) => [x.topic, x.partition,
+        x.committed === null ? h('span', { class: 'muted' }, 'none') : num(x.committed), num(x.target),
+        x.committed === null ? h('span', { class: 'muted' }, 'n/a') : num(x.skip),
+        x.committed === null ? h('span', { class: 'muted' }, 'n/a') : num(x.reread),
+        x.first_time_ms ? `${new Date(x.first_time_ms).toISOString()} to ${new Date(x.last_time_ms).toISOString()}` : (x.note || '')]),
+      'No partition to reset.'));
+  }
+  async function dryRun() {
+    try {
+      const b = body();
+      const a = await send('POST', path(), { ...b, dry_run: true }, f.key.value.trim());
+      showPlan(a.plan, `Dry run: ${num(a.plan.skip)} offsets skipped, ${num(a.plan.reread)} read again`);
+      if (a.would_refuse) {
+        say('banner bad', `The reset would be refused: ${a.would_refuse}`);
+        planned = null;
+      } else {
+        say('banner ok', 'Nothing changed yet. Reset offsets commits this plan.');
+        planned = JSON.stringify(b);
+      }
+      f.confirm.disabled = planned === null;
+    } catch (err) {
+      say('banner bad', err.status === 401 || err.status === 403 ? 'This key cannot read the plan.' : `No plan: ${err.message}`);
+    }
+  }
+  async function execute(e) {
+    e.preventDefault();
+    const b = body();
+    if (planned !== JSON.stringify(b)) {
+      say('banner bad', 'The choices changed since the dry run: run it again first.');
+      return;
+    }
+    try {
+      const a = await send('POST', path(), { ...b, dry_run: false }, f.key.value.trim());
+      showPlan(a.plan, `Reset: ${num(a.plan.skip)} offsets skipped, ${num(a.plan.reread)} read again`);
+      say(a.recorded ? 'banner ok' : 'banner bad', a.recorded
+        ? 'Committed, and recorded as the group\'s own reset (skipped offsets count as skipped, not lost).'
+        : `Committed, but not recorded by the collector: ${a.record_error}`);
+      planned = null;
+      f.confirm.disabled = true;
+    } catch (err) {
+      say('banner bad', err.status === 401 || err.status === 403
+        ? 'Resetting needs an admin key (streamsight keys create --scope admin).'
+        : `Not reset: ${err.message}`);
+    }
+  }
+  return (cluster, groupName) => {
+    if (!dialog) build();
+    target = [cluster, groupName];
+    planned = null;
+    f.confirm.disabled = true;
+    f.plan.replaceChildren();
+    say('', '');
+    dialog.showModal();
+    f.to.focus();
   };
 })();
 
