@@ -853,6 +853,19 @@ async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
     )
     .await;
     b.check_page("group-reset-done").await;
+    // A record of the topic, read once, laid out.
+    b.open(&format!("{api}/records/tansu/orders/1/3")).await;
+    b.wait_until(
+        "the record",
+        "return document.querySelector('main').innerText.includes('record 3')",
+    )
+    .await;
+    b.check_page("record").await;
+    let text = b.text("main").await;
+    assert!(
+        text.contains("Record orders[1] @ 3") && text.contains("create time"),
+        "{text}"
+    );
     wait_for(
         &http,
         &format!("{api}/api/v1/lag?group=billing"),

@@ -15,8 +15,9 @@ use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::Shared;
 
 /// Pages: every one is the same document; the script reads the URL.
-const PAGES: [&str; 9] = [
+const PAGES: [&str; 10] = [
     "/alerts",
+    "/records/{cluster}/{topic}/{partition}/{offset}",
     "/journeys/{trace_id}",
     "/",
     "/groups/{cluster}/{group}",
@@ -58,7 +59,7 @@ const INDEX: &str = include_str!("assets/index.html");
 pub fn is_public(path: &str) -> bool {
     path == "/"
         || path.starts_with("/assets/")
-        || ["/groups/", "/topics/", "/journeys/"]
+        || ["/groups/", "/topics/", "/journeys/", "/records/"]
             .iter()
             .any(|p| path.starts_with(p))
         || matches!(path, "/pathways" | "/dlq" | "/probes" | "/clusters" | "/alerts")

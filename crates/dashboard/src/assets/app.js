@@ -113,7 +113,7 @@ async function send(method, path, body, key) {
   return answer;
 }
 
-function keyForm() {
+function keyForm(scope = 'read') {
   const input = h('input', { id: 'key', type: 'password', autocomplete: 'off', required: true });
   return h('form', {
     class: 'panel',
@@ -124,7 +124,7 @@ function keyForm() {
     },
   },
   h('h1', {}, 'A key is needed'),
-  h('p', {}, 'This collector asks for an API key with the read scope (streamsight keys create --scope read). It is kept for this tab only.'),
+  h('p', {}, `This collector asks for an API key with the ${scope} scope (streamsight keys create --scope ${scope}). It is kept for this tab only.`),
   h('label', { for: 'key' }, 'API key '), input, ' ', h('button', { type: 'submit' }, 'Use key'));
 }
 
@@ -504,7 +504,7 @@ const dlq = {
           table('Recent records', [['Partition', 'num'], ['Offset', 'num'], ['When'], ['Provenance'], ['Preview']],
             t.recent.slice().reverse().map((r) => {
               const p = r.provenance || {};
-              return [r.partition, num(r.offset), r.timestamp_ms ? new Date(r.timestamp_ms).toISOString().replace('T', ' ').slice(0, 19) : unknown(),
+              return [r.partition, h('a', { href: recordHref(c.cluster, t.dlq_topic, r.partition, r.offset), 'aria-label': `Read the record at offset ${r.offset}` }, num(r.offset)), r.timestamp_ms ? new Date(r.timestamp_ms).toISOString().replace('T', ' ').slice(0, 19) : unknown(),
                 r.provenance ? [`${p.source_topic ?? '?'}[${p.source_partition ?? '?'}]@${p.source_offset ?? '?'}`, p.consumer_group ? ` by ${p.consumer_group}` : '',
                   p.error_class ? [' — ', h('code', {}, p.error_class)] : '', p.stage ? ` at ${p.stage}` : '', p.error_message ? `: ${p.error_message}` : '',
                   p.trace_id ? [' trace ', r.journey_url ? h('a', { href: r.journey_url }, p.trace_id) : h('code', {}, p.trace_id), r.trace_url ? [' (', h('a', { href: r.trace_url }, 'trace'), ')'] : ''] : ''] : h('span', { class: 'muted' }, 'no provenance headers'),
@@ -790,7 +790,8 @@ const journeyPage = {
     };
     return [
       h('h1', {}, 'Journey ', h('code', {}, d.trace_id)),
-      m ? h('p', {}, 'Message ', m.cluster ? h('a', { href: topicHref(m.cluster, m.topic) }, `${m.cluster}/${m.topic}`) : m.topic, ` partition ${m.partition}, offset ${num(m.offset)}`) : null,
+      m ? h('p', {}, 'Message ', m.cluster ? h('a', { href: topicHref(m.cluster, m.topic) }, `${m.cluster}/${m.topic}`) : m.topic, ` partition ${m.partition}, offset ${num(m.offset)}`,
+        m.cluster && m.offset !== null && m.offset !== undefined ? [' (', h('a', { href: recordHref(m.cluster, m.topic, m.partition, m.offset) }, 'read the record'), ')'] : '') : null,
       d.linked_traces.length ? h('p', { class: 'muted' }, 'Linked traces: ', d.linked_traces.map((t) => [h('a', { href: `/journeys/${t}` }, t), ' '])) : null,
       d.failed_send ? h('div', { class: 'banner bad', role: 'alert' }, h('strong', {}, 'The send failed: '), `${d.failed_send.topic}: `, d.failed_send.errors.map(([e, n]) => `${e} ×${num(n)}`).join(', ')) : null,
       table('Where it stopped, per group', [['Group'], ['Verdict']],
@@ -802,7 +803,40 @@ const journeyPage = {
   },
 };
 
+const recordHref = (c, t, p, o) => `/records/${enc(c)}/${enc(t)}/${p}/${o}`;
+
+// One record, read from the cluster once (each read is a Kafka client of its own).
+const recordPage = {
+  title: ([c, t, p, o]) => `Record ${t}[${p}]@${o}`,
+  url: ([c, t, p, o]) => `/api/v1/records/${enc(c)}/${enc(t)}/${enc(p)}/${enc(o)}`,
+  keyScope: 'payloads',
+  once: true,
+  render(d) {
+    const shown = (v) => {
+      switch (v.encoding) {
+        case 'null': return h('span', { class: 'muted' }, 'null');
+        case 'json': return h('pre', { class: 'preview' }, JSON.stringify(v.json, null, 2));
+        case 'text': return h('pre', { class: 'preview' }, v.text);
+        case 'confluent': return [h('span', { class: 'muted' }, `schema id ${v.schema_id} `), v.json ? h('pre', { class: 'preview' }, JSON.stringify(v.json, null, 2)) : h('code', { class: 'preview' }, v.hex_preview)];
+        default: return [h('span', { class: 'muted' }, `${num(v.bytes)} bytes${v.hex ? ', hex' : ''}${v.truncated ? ', first bytes only' : ''} `), h('code', { class: 'preview' }, v.preview)];
+      }
+    };
+    return [
+      h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ' › ', h('a', { href: topicHref(d.cluster, d.topic) }, `${d.cluster}/${d.topic}`)),
+      h('h1', {}, `Record ${d.topic}[${d.partition}] @ ${num(d.offset)}`),
+      d.note ? h('p', { class: 'banner warn' }, d.note) : null,
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Timestamp'), h('dd', {}, d.timestamp_ms === null ? unknown() : `${new Date(d.timestamp_ms).toISOString()} (${d.timestamp_type.replace('_', ' ')})`),
+        h('dt', {}, 'Key'), h('dd', {}, shown(d.key))),
+      table(`Headers (${d.headers.length}${d.headers_not_shown ? ` of ${d.headers.length + d.headers_not_shown}` : ''})`, [['Name'], ['Value']],
+        d.headers.map(([k, v]) => [k, shown(v)]), 'No headers.'),
+      h('h2', {}, 'Value'), shown(d.value),
+    ];
+  },
+};
+
 const ROUTES = [
+  [/^\/records\/([^/]+)\/([^/]+)\/(\d+)\/(\d+)$/, recordPage],
   [/^\/journeys\/([^/]+)$/, journeyPage],
   [/^\/alerts$/, alertsPage],
   [/^\/$/, overview],
@@ -846,7 +880,7 @@ async function refresh(page, args) {
     document.body.dataset.loaded = 'true';
   } catch (e) {
     if (e instanceof AuthNeeded) {
-      main.replaceChildren(keyForm());
+      main.replaceChildren(keyForm(page.keyScope));
       live.error = 'a key is needed';
       showFreshness();
       return;
@@ -856,7 +890,7 @@ async function refresh(page, args) {
     document.body.dataset.loaded = 'error';
   }
   showFreshness();
-  live.timer = setTimeout(() => refresh(page, args), live.refreshMs);
+  if (!page.once) live.timer = setTimeout(() => refresh(page, args), live.refreshMs);
 }
 
 function start() {
