@@ -16,6 +16,7 @@ use std::io::{BufRead, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use streamsight_testkit::http::{get_json, keyed_client, wait_for_json};
 use streamsight_testkit::{Tansu, Watchdog};
 
 /// A confluent-kafka group member (`tests/python/group_member.py`).
@@ -236,6 +237,35 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
     assert!(lines.contains(&format!("first {back} {target}")), "{lines:?}");
     again.close();
 
+    // By time, on the broker's ListOffsets: an hour ago is before every record
+    // (the log start), a time to come is past the last (the end).
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--to-time",
+        "-1h",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let earlier = json(&out);
+    assert!((0..2).all(|p| part(&earlier, p)["target"] == 0), "{earlier}");
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        b,
+        "--group",
+        "billing",
+        "--to-time",
+        "2099-01-01T00:00:00Z",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let later = json(&out);
+    assert!((0..2).all(|p| part(&later, p)["target"] == 20), "{later}");
+
     // Mistakes get their reason.
     let (ok, _, err) = reset(&[
         "--bootstrap-server",
@@ -297,16 +327,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
             "audit",
         ];
         all.extend_from_slice(args);
-        let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-            .args(&all)
-            .env("STREAMSIGHT_API_KEY", key)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
+        support::run_keyed(&all, key)
     };
 
     // A read key may see the plan, not execute it.
@@ -323,16 +344,8 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
         out.contains("recorded by the collector as the group's own reset"),
         "{out}"
     );
-    let http = reqwest::Client::new();
-    let audit: Value = http
-        .get(format!("{api}/api/v1/audit"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (as_read, as_admin) = (keyed_client(&read), keyed_client(&admin));
+    let audit = get_json(&as_admin, &format!("{api}/api/v1/audit")).await;
     let event = audit["events"]
         .as_array()
         .unwrap()
@@ -347,35 +360,32 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     assert_eq!(event["moved"].as_array().unwrap().len(), 2);
 
     // The engine holds the group at its new position, caught up, not a rewind.
-    let rows = streamsight_testkit::eventually(60, "the group at the log end", async || {
-        let v: Value = http
-            .get(format!("{api}/api/v1/lag?group=audit"))
-            .bearer_auth(&read)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        let rows = v["rows"].as_array()?.clone();
-        (rows.len() == 2 && rows.iter().all(|r| r["lag_messages"] == 0)).then_some(rows)
-    })
+    let lag = wait_for_json(
+        &as_read,
+        &format!("{api}/api/v1/lag?group=audit"),
+        60,
+        "the group at the log end",
+        |v| {
+            v["rows"]
+                .as_array()
+                .is_some_and(|rows| rows.len() == 2 && rows.iter().all(|r| r["lag_messages"] == 0))
+        },
+    )
     .await;
+    let rows = lag["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["status"] != "rewind"), "{rows:?}");
 
     // Only polled clusters; a body of the wrong shape is told so.
-    let unknown = http
+    let unknown = as_admin
         .post(format!("{api}/api/v1/groups/elsewhere/audit/reset"))
-        .bearer_auth(&admin)
         .json(&serde_json::json!({ "to": "latest" }))
         .send()
         .await
         .unwrap();
     assert_eq!(unknown.status(), 404);
     assert!(unknown.text().await.unwrap().contains("unknown_cluster"));
-    let bad = http
+    let bad = as_admin
         .post(format!("{api}/api/v1/groups/tansu/audit/reset"))
-        .bearer_auth(&admin)
         .json(&serde_json::json!({ "to": "sideways" }))
         .send()
         .await
@@ -385,8 +395,9 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     // A record: for payloads keys only, masked by the collector's rules.
     produce_card(&b).await;
     let record = |key: &str, offset: i64| {
-        let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-            .args([
+        let offset = offset.to_string();
+        support::run_keyed(
+            &[
                 "record",
                 "--collector",
                 &api,
@@ -396,15 +407,12 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
                 "cards",
                 "--partition",
                 "0",
-            ])
-            .args(["--offset", &offset.to_string(), "--format", "json"])
-            .env("STREAMSIGHT_API_KEY", key)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
+                "--offset",
+                &offset,
+                "--format",
+                "json",
+            ],
+            key,
         )
     };
     let (ok, _, err) = record(&read, 0);

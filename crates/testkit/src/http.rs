@@ -3,6 +3,17 @@
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+/// A client that sends `key` as its bearer key on every request.
+pub fn keyed_client(key: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).expect("a key is header text");
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("a client")
+}
+
 /// GET `url`: the status and the JSON body (`Null` when it is not JSON; status
 /// 0 when nothing answered).
 pub async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {

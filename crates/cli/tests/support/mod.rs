@@ -80,10 +80,17 @@ pub fn serve(storage: &str) -> (Guard, String, String) {
 
 /// Runs `streamsight ARGS` to completion: (success, stdout, stderr).
 pub fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-        .args(args)
-        .output()
-        .unwrap();
+    run_keyed(args, "")
+}
+
+/// The same with `key` as its `STREAMSIGHT_API_KEY` (none when empty).
+pub fn run_keyed(args: &[&str], key: &str) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_streamsight"));
+    cmd.args(args);
+    if !key.is_empty() {
+        cmd.env("STREAMSIGHT_API_KEY", key);
+    }
+    let out = cmd.output().unwrap();
     (
         out.status.success(),
         String::from_utf8(out.stdout).unwrap(),

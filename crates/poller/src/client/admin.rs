@@ -41,44 +41,30 @@ impl ClusterClient {
         let mut work = Vec::new();
         for (leader, topics) in &by_leader {
             let addr = self.leader_addr(*leader)?;
-            let request = ListOffsetsRequest::default().with_replica_id((-1).into()).with_topics(
-                topics
-                    .iter()
-                    .map(|(name, parts)| {
-                        ListOffsetsTopic::default()
-                            .with_name(TopicName(StrBytes::from_string((*name).to_owned())))
-                            .with_partitions(
-                                parts
-                                    .iter()
-                                    .map(|&p| {
-                                        ListOffsetsPartition::default()
-                                            .with_partition_index(p)
-                                            .with_timestamp(at.0)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            );
+            let request = list_offsets(topics, at.0);
             work.push((addr, vec![request]));
         }
         let mut out = HashMap::new();
-        for (_, result) in self.fan_out(work).await {
+        for (addr, result) in self.fan_out(work).await {
             for answer in result? {
                 for t in answer.topics {
                     for p in t.partitions {
                         if p.error_code != 0 {
-                            return Err(KafkaError::Broker {
-                                broker: format!("{}/{}", t.name.0.as_str(), p.partition_index),
-                                api: "ListOffsets",
-                                code: p.error_code,
+                            return Err(KafkaError::Protocol {
+                                broker: addr,
+                                reason: format!(
+                                    "ListOffsets by time for {}/{} answered error code {}",
+                                    t.name.0.as_str(),
+                                    p.partition_index,
+                                    p.error_code
+                                ),
                             });
                         }
-                        // -1: no record at or after the time.
-                        out.insert(
-                            (t.name.0.to_string(), p.partition_index),
-                            (p.offset >= 0).then_some(p.offset),
-                        );
+                        // No record at or after the time: Kafka answers offset
+                        // -1; tansu 0.6.0 offset 0, both with timestamp -1. A
+                        // record found comes with its own timestamp.
+                        let found = p.offset >= 0 && p.timestamp >= 0;
+                        out.insert((t.name.0.to_string(), p.partition_index), found.then_some(p.offset));
                     }
                 }
             }

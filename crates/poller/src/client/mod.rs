@@ -307,27 +307,6 @@ impl ClusterClient {
                     .push(p.partition);
             }
         }
-        let request = |topics: &BTreeMap<&str, Vec<i32>>, timestamp: i64| {
-            ListOffsetsRequest::default().with_replica_id((-1).into()).with_topics(
-                topics
-                    .iter()
-                    .map(|(name, parts)| {
-                        ListOffsetsTopic::default()
-                            .with_name(TopicName(StrBytes::from_string((*name).to_owned())))
-                            .with_partitions(
-                                parts
-                                    .iter()
-                                    .map(|&p| {
-                                        ListOffsetsPartition::default()
-                                            .with_partition_index(p)
-                                            .with_timestamp(timestamp)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
-        };
         let mut work = Vec::new();
         let mut unknown_leaders = Vec::new();
         for (leader, topics) in &by_leader {
@@ -335,9 +314,9 @@ impl ClusterClient {
                 Some(addr) => work.push((
                     addr.clone(),
                     vec![
-                        request(topics, EARLIEST),
-                        request(topics, LATEST),
-                        request(topics, LATEST).with_isolation_level(READ_COMMITTED),
+                        list_offsets(topics, EARLIEST),
+                        list_offsets(topics, LATEST),
+                        list_offsets(topics, LATEST).with_isolation_level(READ_COMMITTED),
                     ],
                 )),
                 None => unknown_leaders.push(*leader),
@@ -392,6 +371,29 @@ impl ClusterClient {
             }
         }
     }
+}
+
+/// ListOffsets of `topics`' partitions at `timestamp` (or [`EARLIEST`], [`LATEST`]).
+fn list_offsets(topics: &BTreeMap<&str, Vec<i32>>, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest::default().with_replica_id((-1).into()).with_topics(
+        topics
+            .iter()
+            .map(|(name, parts)| {
+                ListOffsetsTopic::default()
+                    .with_name(TopicName(StrBytes::from_string((*name).to_owned())))
+                    .with_partitions(
+                        parts
+                            .iter()
+                            .map(|&p| {
+                                ListOffsetsPartition::default()
+                                    .with_partition_index(p)
+                                    .with_timestamp(timestamp)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
 }
 
 /// Earliest, latest offsets of one partition, or why they are missing, and its
