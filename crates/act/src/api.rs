@@ -169,7 +169,7 @@ async fn run(
     let at = clock::now();
     tracing::info!(cluster, group = %request.group, to = %request.to, skipped = planned.plan.skip, reread = planned.plan.reread, "offsets reset");
     // Committed on the broker: a log that fails to take it is said, not hidden.
-    let recorded = match shared.writer.get() {
+    let recorded = match shared.writer() {
         Some(w) => w
             .append(reset::records(&planned.plan, key, at))
             .await

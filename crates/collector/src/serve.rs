@@ -97,6 +97,7 @@ impl Running {
             shared.probes.stop();
             shared.dlq.stop();
             lock(&streamsight_alerts::of(shared).writer).take();
+            shared.release_writer();
         }
         for writer in std::mem::take(&mut self.writers) {
             let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
@@ -359,7 +360,7 @@ async fn replay(
         let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
         tenants[&name].ready.store(true, Ordering::Release);
         *lock(&streamsight_alerts::of(&tenants[&name]).writer) = Some(writer.clone());
-        let _ = tenants[&name].writer.set(writer.clone());
+        tenants[&name].set_writer(writer.clone());
         writers.insert(name, writer);
     }
     Ok(writers)

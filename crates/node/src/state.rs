@@ -48,9 +48,10 @@ pub struct Shared {
     pub peer_key: String,
     /// On a sharded log: what its shards' snapshots did.
     pub snapshots: std::sync::OnceLock<Arc<streamsight_store::snapshots::SnapshotCounts>>,
-    /// The writer of this node's log, once it runs: for the features that
-    /// record what they did (an executed offset reset).
-    pub writer: std::sync::OnceLock<crate::Writer>,
+    /// The writer of this node's log while it runs: for the features that
+    /// record what they did (an executed offset reset). Released at shutdown,
+    /// so that the writer, its last handle gone, can finish.
+    writer: std::sync::Mutex<Option<crate::Writer>>,
 }
 
 impl Shared {
@@ -96,11 +97,32 @@ impl Shared {
             storage_failing: AtomicBool::new(false),
             directory: std::sync::OnceLock::new(),
             snapshots: std::sync::OnceLock::new(),
-            writer: std::sync::OnceLock::new(),
+            writer: std::sync::Mutex::new(None),
             leases: std::sync::OnceLock::new(),
             peer_key: crate::secrets::new_secret(),
             config,
         })
+    }
+
+    /// Hands the features this node's writer (`serve`, once it runs).
+    pub fn set_writer(&self, writer: crate::Writer) {
+        *self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(writer);
+    }
+
+    /// This node's writer, until [`Shared::release_writer`].
+    pub fn writer(&self) -> Option<crate::Writer> {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Drops this node's handle on its writer (at shutdown).
+    pub fn release_writer(&self) {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
     }
 
     /// Draws decodes from `pool` (the process's), not a pool of this node's own.
