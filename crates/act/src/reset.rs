@@ -129,8 +129,7 @@ pub async fn plan(cluster: &ClusterConfig, request: &ResetRequest, now: Millis) 
             snap.errors.join("; ")
         )));
     }
-    let states = partition_states(&snap, request)?;
-    let mut states = states;
+    let mut states = partition_states(&snap, request)?;
     if let ResetTo::Time(at) = request.to {
         let parts: Vec<(String, i32)> = states.iter().map(|s| (s.topic.clone(), s.partition)).collect();
         let found = client
@@ -142,7 +141,7 @@ pub async fn plan(cluster: &ClusterConfig, request: &ResetRequest, now: Millis) 
         }
     }
     let mut plan = ResetPlan::new(&cluster.name, &request.group, request.to, &states);
-    let group = snap.groups.iter().find(|g| g.name == request.group);
+    let group = snap.group(&request.group);
     plan.state = group.and_then(|g| g.state.clone());
     plan.describe_error = match group {
         Some(g) if g.state.is_none() => Some(
@@ -173,9 +172,8 @@ pub async fn plan(cluster: &ClusterConfig, request: &ResetRequest, now: Millis) 
 /// The partitions a reset touches, with what the broker says of each.
 fn partition_states(snap: &Snapshot, request: &ResetRequest) -> Result<Vec<PartitionState>, ActError> {
     let committed: HashMap<(&str, i32), i64> = snap
-        .groups
-        .iter()
-        .filter(|g| g.name == request.group)
+        .group(&request.group)
+        .into_iter()
         .flat_map(|g| &g.offsets)
         .filter(|o| o.offset >= 0)
         .map(|o| ((o.topic.as_str(), o.partition), o.offset))
@@ -241,14 +239,19 @@ async fn spans(client: &mut ClusterClient, snap: &Snapshot, plan: &mut ResetPlan
         }
     }
     let batches = client.batch_times(snap, &wanted).await;
+    let mut by_partition: HashMap<(&str, i32), Vec<&streamsight_poller::snapshot::BatchTime>> = HashMap::new();
+    for b in &batches {
+        by_partition.entry((b.topic.as_str(), b.partition)).or_default().push(b);
+    }
     for p in &mut plan.partitions {
         let Some((first, last)) = p.span_offsets() else {
             continue;
         };
+        let read = by_partition.get(&(p.topic.as_str(), p.partition));
         let holding = |o: i64| {
-            batches.iter().find(|b| {
-                b.topic == p.topic && b.partition == p.partition && (b.base_offset..=b.last_offset).contains(&o)
-            })
+            read.into_iter()
+                .flatten()
+                .find(|b| (b.base_offset..=b.last_offset).contains(&o))
         };
         p.first_time_ms = holding(first).map(|b| b.first_timestamp);
         p.last_time_ms = holding(last).map(|b| b.last_timestamp);

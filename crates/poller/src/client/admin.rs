@@ -25,12 +25,15 @@ impl ClusterClient {
         partitions: &[(String, i32)],
         at: Millis,
     ) -> Result<HashMap<(String, i32), Option<i64>>, KafkaError> {
+        let leaders = leaders(snap);
         let mut by_leader: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
         for (topic, partition) in partitions {
-            let leader = leader_of(snap, topic, *partition).ok_or_else(|| KafkaError::Protocol {
-                broker: self.config.name.clone(),
-                reason: format!("{topic}/{partition} has no known leader"),
-            })?;
+            let leader = *leaders
+                .get(&(topic.as_str(), *partition))
+                .ok_or_else(|| KafkaError::Protocol {
+                    broker: self.config.name.clone(),
+                    reason: format!("{topic}/{partition} has no known leader"),
+                })?;
             by_leader
                 .entry(leader)
                 .or_default()
@@ -76,15 +79,7 @@ impl ClusterClient {
     /// read with as few Fetch requests as the leaders allow. Offsets past the
     /// end or already deleted are missing from the answer.
     pub async fn batch_times(&mut self, snap: &Snapshot, wanted: &[PartitionOffset]) -> Vec<BatchTime> {
-        let leaders: HashMap<(&str, i32), i32> = snap
-            .topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(move |p| ((t.name.as_str(), p.partition), p.leader))
-            })
-            .collect();
+        let leaders = leaders(snap);
         let mut rounds: BTreeMap<i32, Vec<record_times::Round>> = BTreeMap::new();
         for (topic, partition, offset) in wanted {
             let Some(&leader) = leaders.get(&(topic.as_str(), *partition)) else {
@@ -144,12 +139,13 @@ impl ClusterClient {
                     })
                     .collect(),
             );
-        self.requests += 1;
-        let answer = match self.connection(&addr).await {
-            Ok(conn) => conn.send(&request).await,
-            Err(e) => Err(e),
+        let mut answers = match self.fan_out(vec![(addr, vec![request])]).await.pop() {
+            Some((_, result)) => result?,
+            None => Vec::new(),
         };
-        let answer = answer.inspect_err(|_| self.drop_connection(&addr))?;
+        let Some(answer) = answers.pop() else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         for t in answer.topics {
             for p in t.partitions {
@@ -168,12 +164,15 @@ impl ClusterClient {
     }
 }
 
-fn leader_of(snap: &Snapshot, topic: &str, partition: i32) -> Option<i32> {
+/// Each partition's leader, where it has one.
+fn leaders(snap: &Snapshot) -> HashMap<(&str, i32), i32> {
     snap.topics
         .iter()
-        .find(|t| t.name == topic)?
-        .partitions
-        .iter()
-        .find(|p| p.partition == partition && p.leader >= 0)
-        .map(|p| p.leader)
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.leader >= 0)
+                .map(move |p| ((t.name.as_str(), p.partition), p.leader))
+        })
+        .collect()
 }
