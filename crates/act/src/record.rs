@@ -10,8 +10,10 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::{Duration, Instant};
+use streamsight_dlq::stats::preview_of;
 use streamsight_node::config::records::RecordsConfig;
-use streamsight_poller::{ClusterConfig, SecurityProtocol};
+use streamsight_node::secrets::hex;
+use streamsight_poller::ClusterConfig;
 
 /// Headers shown of one record; the rest are counted.
 const MAX_HEADERS: usize = 64;
@@ -79,21 +81,12 @@ pub fn show(bytes: Option<&[u8]>, limits: &RecordsConfig) -> Shown {
     let Some(b) = bytes else { return Shown::Null };
     let n = b.len();
     let preview = |b: &[u8]| {
-        let shown = &b[..b.len().min(limits.preview_bytes)];
-        let truncated = shown.len() < b.len();
-        match std::str::from_utf8(shown) {
-            Ok(text) => Shown::Preview {
-                bytes: n,
-                preview: text.to_owned(),
-                hex: false,
-                truncated,
-            },
-            Err(_) => Shown::Preview {
-                bytes: n,
-                preview: hex(shown),
-                hex: true,
-                truncated,
-            },
+        let (preview, hex) = preview_of(b, limits.preview_bytes);
+        Shown::Preview {
+            bytes: n,
+            preview,
+            hex,
+            truncated: b.len() > limits.preview_bytes,
         }
     };
     if n > limits.max_value_bytes {
@@ -162,10 +155,6 @@ pub fn redact(v: &mut Value, path: &[&str]) {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// librdkafka's settings for `cluster`, as the poller reaches it.
 fn client_config(cluster: &ClusterConfig) -> Result<ClientConfig, ActError> {
     let mut c = ClientConfig::new();
@@ -181,13 +170,8 @@ fn client_config(cluster: &ClusterConfig) -> Result<ClientConfig, ActError> {
         .set("receive.message.max.bytes", (2 * FETCH_BYTES).to_string())
         .set("socket.timeout.ms", cluster.request_timeout.as_millis().to_string())
         .set("log_level", "3");
-    let protocol = match cluster.security_protocol {
-        SecurityProtocol::Plaintext => "plaintext",
-        SecurityProtocol::Ssl => "ssl",
-        SecurityProtocol::SaslPlaintext => "sasl_plaintext",
-        SecurityProtocol::SaslSsl => "sasl_ssl",
-    };
-    c.set("security.protocol", protocol);
+    // librdkafka's names are the config's.
+    c.set("security.protocol", cluster.security_protocol.as_str());
     if let Some(sasl) = &cluster.sasl {
         c.set("sasl.mechanism", sasl.mechanism.name())
             .set("sasl.username", &sasl.username)

@@ -68,14 +68,19 @@ pub struct TopicReport {
 
 pub fn preview(value: Option<&[u8]>) -> (String, usize) {
     let v = value.unwrap_or_default();
-    let head = &v[..v.len().min(PREVIEW_BYTES)];
-    let text = match std::str::from_utf8(head) {
-        Ok(t) => t.to_owned(),
+    (preview_of(v, PREVIEW_BYTES).0, v.len())
+}
+
+/// The first `limit` bytes of `v` as text when they are text, else as hex,
+/// and whether they are hex.
+pub fn preview_of(v: &[u8], limit: usize) -> (String, bool) {
+    let head = &v[..v.len().min(limit)];
+    match std::str::from_utf8(head) {
+        Ok(t) => (t.to_owned(), false),
         // Cut inside a character by the preview limit: still text.
-        Err(e) if e.error_len().is_none() => String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned(),
-        Err(_) => head.iter().map(|b| format!("{b:02x}")).collect(),
-    };
-    (text, v.len())
+        Err(e) if e.error_len().is_none() => (String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned(), false),
+        Err(_) => (head.iter().map(|b| format!("{b:02x}")).collect(), true),
+    }
 }
 
 impl DlqStats {

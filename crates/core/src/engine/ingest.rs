@@ -84,10 +84,21 @@ impl Engine {
                 group,
                 partition,
                 offset,
+            }
+            | Observation::OffsetsReset {
+                group,
+                partition,
+                offset,
             } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;
                 let gid = self.group_id(partition.cluster, group)?;
+                if matches!(observation, Observation::OffsetsReset { .. }) {
+                    // An operator's reset: judged from here on, what came before
+                    // was another position (data loss counted before it stays).
+                    let gpid = self.group_partition_id(gid, pid)?;
+                    self.group_partitions[gpid.0 as usize].window.clear();
+                }
                 self.apply_committed(gid, pid, offset, at)
             }
             Observation::EndOffset {
@@ -127,20 +138,6 @@ impl Engine {
                     self.stats.redundant += 1;
                 }
                 Ok(())
-            }
-            Observation::OffsetsReset {
-                group,
-                partition,
-                offset,
-            } => {
-                check_offset(offset)?;
-                let pid = self.partition_id(partition)?;
-                let gid = self.group_id(partition.cluster, group)?;
-                let gpid = self.group_partition_id(gid, pid)?;
-                // Judged from the reset on: what came before was another position
-                // (data loss counted before it stays counted).
-                self.group_partitions[gpid.0 as usize].window.clear();
-                self.apply_committed(gid, pid, offset, at)
             }
             Observation::ControlMarker { partition, offset } => {
                 check_offset(offset)?;
