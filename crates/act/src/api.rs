@@ -1,10 +1,14 @@
 //! `POST /api/v1/groups/{cluster}/{group}/reset`: a dry run unless
 //! `"dry_run": false`, which needs an admin key and is recorded in the log.
 //! `GET /api/v1/records/…`: one record, for `payloads` keys.
+//! `POST /api/v1/dlq/{cluster}/{topic}/redrive`: a dry run unless
+//! `"dry_run": false` (admin), which starts a run; `GET /api/v1/redrives[/{run}]`
+//! its progress.
 
-use crate::ActError;
 use crate::record;
+use crate::redrive::{self, Selection};
 use crate::reset::{self, ResetRequest, TopicSelection};
+use crate::{ActError, ActService};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
@@ -14,6 +18,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
+use streamsight_core::redrive::DlqTopic;
 use streamsight_core::reset::ResetTo;
 use streamsight_http::auth::{Caller, Scope, unless_admin, unless_scope};
 use streamsight_http::body::json_body;
@@ -30,6 +35,9 @@ pub fn routes() -> Router<Arc<Shared>> {
             "/api/v1/records/{cluster}/{topic}/{partition}/{offset}",
             get(read_record),
         )
+        .route("/api/v1/dlq/{cluster}/{topic}/redrive", post(redrive))
+        .route("/api/v1/redrives", get(list_redrives))
+        .route("/api/v1/redrives/{run}", get(redrive_status))
 }
 
 /// Record reads at once in this process: each is a Kafka client of its own.
@@ -183,4 +191,130 @@ async fn run(
         "record_error": recorded.err(),
         "plan": planned.plan,
     }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RedriveBody {
+    #[serde(default)]
+    selection: Selection,
+    /// Absent: a dry run. Only `false` executes.
+    #[serde(default = "yes")]
+    dry_run: bool,
+}
+
+/// A redrive's body: a thousand named letters fit.
+const MAX_REDRIVE_BODY: usize = 256 << 10;
+
+async fn redrive(
+    State(shared): State<Arc<Shared>>,
+    Path((cluster, dlq)): Path<(String, String)>,
+    caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let body: RedriveBody = match json_body(&shared, &headers, body, MAX_REDRIVE_BODY, ErrorKind::BadBody).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    if !body.dry_run
+        && let Some(refused) = unless_admin(caller.as_deref(), "executing a dead-letter redrive")
+    {
+        return refused;
+    }
+    let config = match polled(&shared, &cluster) {
+        Ok(c) => c.clone(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let refused = body.selection.check(&dlq).err().or_else(|| {
+        [Some(&dlq), body.selection.to_topic.as_ref()]
+            .into_iter()
+            .flatten()
+            .find(|t| shared.config.is_log_topic(t))
+            .map(|t| ActError::Refused(format!("{t} is this collector's own log: never redriven by it")))
+    });
+    if let Some(e) = refused {
+        return ApiError::from(e).into_response();
+    }
+    if body.dry_run {
+        let selection = body.selection;
+        let shared = Arc::clone(&shared);
+        let planned = tokio::task::spawn_blocking(move || redrive::plan(&shared, &config, &dlq, &selection)).await;
+        return match planned {
+            Ok(Ok(plan)) => axum::Json(json!({ "dry_run": true, "plan": plan })).into_response(),
+            Ok(Err(e)) => ApiError::from(e).into_response(),
+            Err(_) => ApiError::new(ErrorKind::Internal, "the redrive planner failed").into_response(),
+        };
+    }
+    let Some(act) = shared.feature::<ActService>() else {
+        return ApiError::new(ErrorKind::Internal, "this node acts on nothing").into_response();
+    };
+    let of = DlqTopic {
+        cluster: cluster.clone(),
+        dlq: dlq.clone(),
+    };
+    let run = streamsight_node::secrets::new_secret()[..16].to_owned();
+    let status = match act.redrives.start(&of, &run) {
+        Ok(s) => s,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let key = caller.as_deref().map(|c| c.key_id.clone()).unwrap_or_default();
+    let runtime = tokio::runtime::Handle::current();
+    let (shared2, run2, selection) = (Arc::clone(&shared), run.clone(), body.selection);
+    // Its own thread, not the runtime's blocking pool: a run may outlast a
+    // shutdown, which must not wait for it (what it did is in the log).
+    let spawned = std::thread::Builder::new()
+        .name(format!("redrive-{run}"))
+        .spawn(move || {
+            let this = redrive::Run {
+                shared: &shared2,
+                runtime: &runtime,
+                cluster: &config,
+                of: of.clone(),
+                id: run2.clone(),
+                key,
+            };
+            let result = redrive::run::execute(&this, &selection, &status);
+            if let Err(e) = &result {
+                tracing::warn!(run = %run2, dlq, error = %e, "redrive stopped");
+            }
+            if let Some(act) = shared2.feature::<ActService>() {
+                act.redrives.finish(&of, &run2, result);
+            }
+        });
+    if let Err(e) = spawned {
+        return ApiError::new(ErrorKind::Internal, format!("could not start the redrive: {e}")).into_response();
+    }
+    (
+        axum::http::StatusCode::ACCEPTED,
+        axum::Json(json!({ "dry_run": false, "run": run, "status": format!("/api/v1/redrives/{run}") })),
+    )
+        .into_response()
+}
+
+/// A run as the log has it, and as this process runs it.
+fn run_view(shared: &Shared, run: &str) -> Option<serde_json::Value> {
+    let logged = shared.redrives.view().run(run).cloned();
+    let act = shared.feature::<ActService>();
+    let live = act.and_then(|a| a.redrives.status(run));
+    let running = act.is_some_and(|a| a.redrives.is_running(run));
+    if logged.is_none() && live.is_none() {
+        return None;
+    }
+    // Not running here and never finished: its process stopped mid-run.
+    let interrupted = !running && logged.as_ref().is_some_and(|l| l.finished_ms.is_none()) && live.is_none();
+    Some(json!({ "run": run, "running": running, "interrupted": interrupted, "logged": logged, "live": live }))
+}
+
+async fn redrive_status(State(shared): State<Arc<Shared>>, Path(run): Path<String>) -> Response {
+    match run_view(&shared, &run) {
+        Some(v) => axum::Json(v).into_response(),
+        None => ApiError::new(ErrorKind::NotFound, format!("no redrive {run} is known here")).into_response(),
+    }
+}
+
+async fn list_redrives(State(shared): State<Arc<Shared>>) -> Response {
+    let runs: Vec<String> = shared.redrives.view().runs().map(|r| r.run.clone()).collect();
+    let views: Vec<_> = runs.iter().rev().filter_map(|r| run_view(&shared, r)).collect();
+    axum::Json(json!({ "redrives": views })).into_response()
 }

@@ -155,19 +155,12 @@ pub fn redact(v: &mut Value, path: &[&str]) {
     }
 }
 
-/// librdkafka's settings for `cluster`, as the poller reaches it.
-fn client_config(cluster: &ClusterConfig) -> Result<ClientConfig, ActError> {
+/// librdkafka's settings for reaching `cluster` as the poller reaches it:
+/// what every client an action makes shares (readers, the redrive's producer).
+pub(crate) fn cluster_config(cluster: &ClusterConfig) -> Result<ClientConfig, ActError> {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", cluster.bootstrap.join(","))
         .set("client.id", &cluster.client_id)
-        // Assigned, never subscribed: no group is joined and nothing committed.
-        .set("group.id", "streamsight-record-reader")
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "true")
-        .set("fetch.max.bytes", FETCH_BYTES.to_string())
-        .set("max.partition.fetch.bytes", FETCH_BYTES.to_string())
-        .set("receive.message.max.bytes", (2 * FETCH_BYTES).to_string())
         .set("socket.timeout.ms", cluster.request_timeout.as_millis().to_string())
         .set("log_level", "3");
     // librdkafka's names are the config's.
@@ -180,7 +173,7 @@ fn client_config(cluster: &ClusterConfig) -> Result<ClientConfig, ActError> {
     if let Some(tls) = &cluster.tls {
         if tls.server_name.is_some() {
             return Err(ActError::Refused(format!(
-                "cluster {}: reading records does not support tls.server_name yet",
+                "cluster {}: acting on records does not support tls.server_name yet",
                 cluster.name
             )));
         }
@@ -188,6 +181,20 @@ fn client_config(cluster: &ClusterConfig) -> Result<ClientConfig, ActError> {
             c.set("ssl.ca.location", ca.display().to_string());
         }
     }
+    Ok(c)
+}
+
+/// A reader of `cluster`: assigned, never subscribed, so no group is joined
+/// and nothing committed; batches up to [`FETCH_BYTES`].
+pub(crate) fn reader_config(cluster: &ClusterConfig, group: &str) -> Result<ClientConfig, ActError> {
+    let mut c = cluster_config(cluster)?;
+    c.set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "true")
+        .set("fetch.max.bytes", FETCH_BYTES.to_string())
+        .set("max.partition.fetch.bytes", FETCH_BYTES.to_string())
+        .set("receive.message.max.bytes", (2 * FETCH_BYTES).to_string());
     Ok(c)
 }
 
@@ -205,7 +212,7 @@ pub fn read(
             crate::reset::MAX_NAME_BYTES
         )));
     }
-    let consumer: BaseConsumer = client_config(cluster)?
+    let consumer: BaseConsumer = reader_config(cluster, "streamsight-record-reader")?
         .create()
         .map_err(|e| ActError::Broker(format!("cluster {}: {e}", cluster.name)))?;
     let timeout = cluster.request_timeout;

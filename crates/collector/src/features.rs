@@ -11,6 +11,7 @@ use streamsight_node::Shared;
 pub fn node(config: ServeConfig, engine: EngineConfig) -> Result<Shared, streamsight_core::ConfigError> {
     let features: Vec<Arc<dyn streamsight_node::Feature>> = vec![
         Arc::new(streamsight_alerts::AlertService::new(&config.alerts)),
+        Arc::new(streamsight_act::ActService::default()),
         // Last: it keeps the records' spans and lines without copying them.
         Arc::new(streamsight_journeys::JourneyService::new(&config.journeys)),
     ];

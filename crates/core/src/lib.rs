@@ -20,6 +20,7 @@ pub mod model;
 pub mod pathway;
 pub mod probe;
 pub mod record;
+pub mod redrive;
 pub mod reset;
 pub mod shard;
 pub mod sketch;

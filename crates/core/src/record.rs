@@ -54,6 +54,12 @@ pub enum Record {
         at: Millis,
         line: Box<crate::journey::LogLine>,
     },
+    /// What a dead-letter redrive claimed, sent, or released: its progress,
+    /// so that no dead letter is sent twice (see [`crate::redrive`]).
+    Redrive {
+        at: Millis,
+        event: Box<crate::redrive::RedriveEvent>,
+    },
 }
 
 /// Where [`Record::route`] sends a record.
@@ -128,7 +134,8 @@ impl Record {
             | Record::Audit { at, .. }
             | Record::Alert { at, .. }
             | Record::Span { at, .. }
-            | Record::Log { at, .. } => *at,
+            | Record::Log { at, .. }
+            | Record::Redrive { at, .. } => *at,
         }
     }
 
@@ -155,7 +162,11 @@ impl Record {
             Record::Pathway { point, .. } => point.topic(),
             Record::Delivery { fact, .. } => Some(fact.topic()),
             Record::Span { span, .. } => span.messaging.as_ref().map(|m| m.topic.as_str()),
-            Record::Rejected { .. } | Record::Audit { .. } | Record::Alert { .. } | Record::Log { .. } => None,
+            Record::Rejected { .. }
+            | Record::Audit { .. }
+            | Record::Alert { .. }
+            | Record::Log { .. }
+            | Record::Redrive { .. } => None,
         }
     }
 
@@ -173,7 +184,7 @@ impl Record {
     /// the rest to shard 0.
     pub fn route(&self, shards: u32) -> Route {
         match self {
-            Record::Audit { .. } | Record::Alert { .. } => Route::Global,
+            Record::Audit { .. } | Record::Alert { .. } | Record::Redrive { .. } => Route::Global,
             Record::Observation {
                 observation: crate::model::ObservationOf::GroupDeleted { .. },
                 ..
@@ -196,7 +207,8 @@ impl Record {
             | Record::Audit { .. }
             | Record::Alert { .. }
             | Record::Span { .. }
-            | Record::Log { .. } => {}
+            | Record::Log { .. }
+            | Record::Redrive { .. } => {}
         }
     }
 }

@@ -34,6 +34,16 @@ pub enum Step {
         letter: DeadLetter,
         error_message: Option<String>,
     },
+    /// A redrive sent the dead letter back (`streamsight dlq redrive`): what
+    /// follows on `to` is its second attempt.
+    Redriven {
+        at_ms: i64,
+        run: String,
+        dlq_topic: String,
+        dlq_partition: i32,
+        dlq_offset: i64,
+        to: Message,
+    },
 }
 
 /// A dead letter of the journey's trace, and the message its provenance names.
@@ -42,6 +52,8 @@ struct Letter {
     letter: DeadLetter,
     error_message: Option<String>,
     source: Option<Message>,
+    /// When a redrive sent it back, and which run.
+    redrive: Option<(i64, String)>,
 }
 
 /// A failed send of the journey's trace, from the SDK's counts.
@@ -140,13 +152,29 @@ pub fn view_of(shared: &Shared, id: TraceId, gathered: Option<Journey>) -> Optio
         .into_iter()
         .map(|s| (s.start_ns.div_euclid(1_000_000), Step::Span(s)))
         .chain(journey.logs.into_iter().map(|l| (l.at.0, Step::Log(l))))
-        .chain(letters.into_iter().map(|l| {
+        .chain(letters.into_iter().flat_map(|l| {
+            let redrive = l.redrive.map(|(at_ms, run)| {
+                let step = Step::Redriven {
+                    at_ms,
+                    run,
+                    dlq_topic: l.letter.dlq_topic.clone(),
+                    dlq_partition: l.letter.dlq_partition,
+                    dlq_offset: l.letter.dlq_offset,
+                    to: l.letter.redriven_to.clone().unwrap_or_else(|| Message {
+                        cluster: String::new(),
+                        topic: String::new(),
+                        partition: -1,
+                        offset: -1,
+                    }),
+                };
+                (at_ms, step)
+            });
             let step = Step::DeadLetter {
                 at: l.at,
                 letter: l.letter,
                 error_message: l.error_message,
             };
-            (l.at.unwrap_or(i64::MAX), step)
+            std::iter::once((l.at.unwrap_or(i64::MAX), step)).chain(redrive)
         }))
         .collect();
     steps.sort_by_key(|(at, _)| *at);
@@ -165,6 +193,7 @@ pub fn view_of(shared: &Shared, id: TraceId, gathered: Option<Journey>) -> Optio
 /// trace, with it.
 fn traced_letters(shared: &Shared) -> Vec<(TraceId, Letter)> {
     let mut out = Vec::new();
+    let ledger = shared.redrives.view();
     for m in shared.dlq.view().iter() {
         for t in m.report() {
             for r in &t.recent {
@@ -181,6 +210,15 @@ fn traced_letters(shared: &Shared) -> Vec<(TraceId, Letter)> {
                     }),
                     _ => None,
                 };
+                // The DLQ monitor's name is the cluster's when they are
+                // named alike; else the redrive of any cluster of that topic.
+                let sent = ledger.sent(&m.config.name, &t.dlq_topic, r.partition, r.offset);
+                let redriven_to = sent.map(|(cluster, to, _, _)| Message {
+                    cluster: cluster.to_owned(),
+                    topic: to.topic.clone(),
+                    partition: to.partition,
+                    offset: to.offset,
+                });
                 let letter = Letter {
                     at: r.timestamp_ms,
                     letter: DeadLetter {
@@ -190,9 +228,11 @@ fn traced_letters(shared: &Shared) -> Vec<(TraceId, Letter)> {
                         group: p.consumer_group.clone(),
                         stage: p.stage.clone(),
                         error_class: p.error_class.clone(),
+                        redriven_to,
                     },
                     error_message: p.error_message.clone(),
                     source,
+                    redrive: sent.map(|(_, _, at, run)| (at.0, run.to_owned())),
                 };
                 out.push((trace, letter));
             }

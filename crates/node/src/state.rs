@@ -23,6 +23,8 @@ pub struct Shared {
     pub probes: ProbeService,
     pub dlq: DlqService,
     pub audit: crate::services::AuditService,
+    /// Dead-letter redrives' progress, from the log.
+    pub redrives: crate::services::RedriveService,
     /// The per-group signals derived on each housekeeping round (see
     /// [`crate::signals`], the read model: every reader of a signal reads it there).
     pub signals: crate::services::DerivedSignals,
@@ -89,6 +91,7 @@ impl Shared {
             probes: ProbeService::default(),
             dlq: DlqService::default(),
             audit: crate::services::AuditService::default(),
+            redrives: crate::services::RedriveService::default(),
             signals: crate::services::DerivedSignals::new(config.alerts.max_series),
             features,
             telemetry: IntakeTelemetry::default(),
@@ -224,6 +227,7 @@ impl Shared {
         self.deliveries.apply(records, &events, &self.lag);
         self.pathways.apply(records);
         self.audit.apply(records);
+        self.redrives.apply(records);
     }
 }
 

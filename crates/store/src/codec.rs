@@ -42,6 +42,7 @@ mod kind {
     pub(super) const STABLE_OFFSET: u8 = 17;
     pub(super) const RECORD_WRITTEN: u8 = 18;
     pub(super) const OFFSETS_RESET: u8 = 19;
+    pub(super) const REDRIVE: u8 = 20;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -203,6 +204,10 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                 head(kind::LOG, &mut body);
                 put_json(&mut body, line);
             }
+            Record::Redrive { event, .. } => {
+                head(kind::REDRIVE, &mut body);
+                put_json(&mut body, event);
+            }
         }
     }
     out.push(VERSION);
@@ -336,6 +341,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                 span: Box::new(read_span(&mut r, &name)?),
             },
             kind::LOG => Record::Log { at, line: r.json()? },
+            kind::REDRIVE => Record::Redrive { at, event: r.json()? },
             other => return Err(CodecError::Kind(other)),
         });
     }

@@ -180,6 +180,26 @@ mod tests {
                 source: Source::FluentBit,
             }),
         });
+        use streamsight_core::redrive::{Destination, DlqTopic, RedriveEvent, SentLetter};
+        all.push(Record::Redrive {
+            at: Millis(21),
+            event: Box::new(RedriveEvent::Sent {
+                run: "r".into(),
+                of: DlqTopic {
+                    cluster: "prod".into(),
+                    dlq: "orders.dlq".into(),
+                },
+                sent: vec![SentLetter {
+                    partition: 1,
+                    offset: 2,
+                    to: Destination {
+                        topic: "orders".into(),
+                        partition: 3,
+                        offset: 4,
+                    },
+                }],
+            }),
+        });
         all.extend([
             observation(
                 -5,

@@ -220,9 +220,50 @@ pub fn source_of_dlq_name(topic: &str) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The header a redriven record carries in place of its provenance: which
+/// redrive sent it, and which dead letter it was (`<run> <dlq>/<partition>/<offset>`;
+/// a topic name holds neither a space nor a `/`).
+pub const REDRIVE_HEADER: &str = "streamsight-redrive";
+
+/// A [`REDRIVE_HEADER`] value.
+pub fn redrive_header(run: &str, dlq: &str, partition: i32, offset: i64) -> String {
+    format!("{run} {dlq}/{partition}/{offset}")
+}
+
+/// A [`REDRIVE_HEADER`] value read back: (run, DLQ topic, partition, offset).
+pub fn parse_redrive_header(v: &[u8]) -> Option<(&str, &str, i32, i64)> {
+    let v = std::str::from_utf8(v).ok()?;
+    let (run, letter) = v.split_once(' ')?;
+    let mut parts = letter.rsplitn(3, '/');
+    let offset = parts.next()?.parse().ok()?;
+    let partition = parts.next()?.parse().ok()?;
+    let dlq = parts.next().filter(|t| !t.is_empty())?;
+    Some((run, dlq, partition, offset))
+}
+
+/// Whether a header is provenance in one of the three namings: what a
+/// redrive takes off a dead letter before sending it back.
+pub fn is_provenance(name: &str) -> bool {
+    name.starts_with("streamsight.dlq.") || name.starts_with("kafka_dlt-") || name.starts_with("__connect.errors.")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redrive_headers_round_trip_and_name_provenance() {
+        let v = redrive_header("0123abcd", "orders.dlq", 2, 41);
+        assert_eq!(
+            parse_redrive_header(v.as_bytes()),
+            Some(("0123abcd", "orders.dlq", 2, 41))
+        );
+        for bad in ["", "run", "run orders.dlq/2", "run /2/3", "run t/x/3", "run t/2/y"] {
+            assert_eq!(parse_redrive_header(bad.as_bytes()), None, "{bad}");
+        }
+        assert!(is_provenance(names::STAGE) && is_provenance("kafka_dlt-original-topic"));
+        assert!(is_provenance("__connect.errors.topic") && !is_provenance("traceparent"));
+    }
 
     fn full() -> Provenance {
         Provenance {

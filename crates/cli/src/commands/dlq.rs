@@ -27,6 +27,10 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// Send dead letters back to their source topic (or --to-topic), their
+    /// provenance replaced by a streamsight-redrive header, at a bounded rate,
+    /// each at most once: a dry run unless --execute (docs/act.md).
+    Redrive(crate::commands::redrive::Args),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -49,6 +53,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Redrive(args) => crate::commands::redrive::run(args),
         Command::Tail {
             topic,
             bootstrap_server,

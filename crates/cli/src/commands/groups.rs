@@ -69,7 +69,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-fn now() -> Millis {
+pub(crate) fn now() -> Millis {
     Millis(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -77,18 +77,22 @@ fn now() -> Millis {
     )
 }
 
-/// `--to-time`: RFC 3339, or `-DURATION` before `now`.
-fn parse_time(s: &str, now: Millis) -> anyhow::Result<Millis> {
+/// A time flag (`flag`): RFC 3339, or `-DURATION` before `now`.
+pub(crate) fn parse_time_flag(flag: &str, s: &str, now: Millis) -> anyhow::Result<Millis> {
     if let Some(ago) = s.strip_prefix('-') {
         let d: Duration = humantime::parse_duration(ago)
-            .map_err(|e| anyhow::anyhow!("--to-time {s:?}: {e} (give -1h, -30m, or an RFC 3339 time)"))?;
+            .map_err(|e| anyhow::anyhow!("{flag} {s:?}: {e} (give -1h, -30m, or an RFC 3339 time)"))?;
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         return Ok(Millis(now.0.saturating_sub(ms)));
     }
     let t = humantime::parse_rfc3339_weak(s)
-        .map_err(|e| anyhow::anyhow!("--to-time {s:?}: {e} (give 2026-12-03T10:00:00Z, or -1h)"))?;
+        .map_err(|e| anyhow::anyhow!("{flag} {s:?}: {e} (give 2026-12-03T10:00:00Z, or -1h)"))?;
     let ms = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Ok(Millis(i64::try_from(ms).unwrap_or(i64::MAX)))
+}
+
+fn parse_time(s: &str, now: Millis) -> anyhow::Result<Millis> {
+    parse_time_flag("--to-time", s, now)
 }
 
 fn target(args: &ResetArgs, now: Millis) -> anyhow::Result<ResetTo> {
@@ -187,7 +191,7 @@ async fn through_collector(args: &ResetArgs, request: &ResetRequest) -> anyhow::
     serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("collector at {}: unexpected answer: {e}", args.collector))
 }
 
-fn time(ms: Option<i64>) -> String {
+pub(crate) fn time(ms: Option<i64>) -> String {
     ms.and_then(|ms| u64::try_from(ms).ok())
         .map(|ms| humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string())
         .unwrap_or_else(|| "-".into())

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod lag;
 pub mod probe;
 pub mod record;
+pub mod redrive;
 pub mod replay;
 pub mod scenario;
 pub mod serve;

@@ -31,6 +31,10 @@ pub struct DeadLetter {
     pub group: Option<String>,
     pub stage: Option<String>,
     pub error_class: Option<String>,
+    /// Where a redrive sent it back (`streamsight dlq redrive`): its second
+    /// attempt is judged there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redriven_to: Option<Message>,
 }
 
 /// Offsets drop accounting found missing for a group, and why.
@@ -55,6 +59,11 @@ pub enum Verdict {
         dlq_topic: String,
         dlq_offset: i64,
     },
+    /// Dead-lettered, then redriven to `topic`; its second attempt is not
+    /// (yet) seen processed.
+    Redriven { topic: String, partition: i32, offset: i64 },
+    /// Dead-lettered, redriven, and processed on its second attempt there.
+    ProcessedOnRedrive { topic: String, partition: i32, offset: i64 },
     /// The group's committed offset is not past it yet.
     NotYetConsumed { committed: i64, behind: i64 },
     /// The group's offsets jumped over it.
@@ -107,11 +116,45 @@ pub fn judge(
                 .filter(|s| s.messaging.as_ref().and_then(|m| m.operation) == Some(Operation::Process));
             let failed = processing.clone().find_map(|s| s.error.clone());
             let processed = processing.clone().any(|s| s.error.is_none());
-            let letter = dead.iter().find(|d| of_group(name, d.group.as_deref()));
+            // A letter not redriven is where the message is now (a redriven
+            // copy that failed again is dead-lettered again).
+            let letter = dead
+                .iter()
+                .filter(|d| of_group(name, d.group.as_deref()))
+                .min_by_key(|d| d.redriven_to.is_some());
             let gap = gaps
                 .iter()
                 .find(|x| x.group == name && (x.first..=x.last).contains(&message.offset));
-            let verdict = if let Some(d) = letter {
+            let verdict = if let Some(to) = letter.and_then(|d| d.redriven_to.as_ref()) {
+                let again: Vec<&Span> = spans
+                    .iter()
+                    .filter(|s| {
+                        s.messaging.as_ref().is_some_and(|m| {
+                            m.topic == to.topic
+                                && m.partition == Some(to.partition)
+                                && m.offset == Some(to.offset)
+                                && m.operation == Some(Operation::Process)
+                                && of_group(name, m.group.as_deref())
+                        })
+                    })
+                    .collect();
+                let (topic, partition, offset) = (to.topic.clone(), to.partition, to.offset);
+                if again.iter().any(|s| s.error.is_none()) {
+                    Verdict::ProcessedOnRedrive {
+                        topic,
+                        partition,
+                        offset,
+                    }
+                } else if let Some(error) = again.iter().find_map(|s| s.error.clone()) {
+                    Verdict::FailedProcessing { error }
+                } else {
+                    Verdict::Redriven {
+                        topic,
+                        partition,
+                        offset,
+                    }
+                }
+            } else if let Some(d) = letter {
                 Verdict::DeadLettered {
                     stage: d.stage.clone(),
                     dlq_topic: d.dlq_topic.clone(),
@@ -204,6 +247,7 @@ mod tests {
             group: Some("fraud".into()),
             stage: Some("validation".into()),
             error_class: Some("schema_violation".into()),
+            redriven_to: None,
         }];
         let gaps = [Gap {
             group: "audit".into(),
@@ -255,5 +299,51 @@ mod tests {
             &[],
         );
         assert!(two.iter().all(|g| g.verdict == Verdict::ConsumedNoProcessingSpan));
+    }
+
+    #[test]
+    fn a_redriven_letter_is_judged_by_its_second_attempt() {
+        let failed = process(Some("fraud"), Some("ValueError"));
+        let letter = |redriven_to: Option<Message>| DeadLetter {
+            dlq_topic: "orders.dlq".into(),
+            dlq_partition: 0,
+            dlq_offset: 3,
+            group: Some("fraud".into()),
+            stage: Some("processing".into()),
+            error_class: Some("ValueError".into()),
+            redriven_to,
+        };
+        let copy = Message {
+            offset: 90,
+            ..message()
+        };
+        let groups = [at("fraud", Some(42))];
+        let judge_with =
+            |spans: &[Span], dead: &[DeadLetter]| judge(&message(), spans, dead, &groups, &[])[0].verdict.clone();
+        let redriven = Verdict::Redriven {
+            topic: "orders".into(),
+            partition: 0,
+            offset: 90,
+        };
+        assert_eq!(
+            judge_with(std::slice::from_ref(&failed), &[letter(Some(copy.clone()))]),
+            redriven
+        );
+        let mut again = process(Some("fraud"), None);
+        again.messaging.as_mut().unwrap().offset = Some(90);
+        assert_eq!(
+            judge_with(&[failed.clone(), again.clone()], &[letter(Some(copy.clone()))]),
+            Verdict::ProcessedOnRedrive {
+                topic: "orders".into(),
+                partition: 0,
+                offset: 90,
+            }
+        );
+        // Failed again and dead-lettered again: the new letter is where it is.
+        let mut second = letter(None);
+        second.dlq_offset = 7;
+        again.error = Some("ValueError".into());
+        let v = judge_with(&[failed, again], &[letter(Some(copy)), second]);
+        assert!(matches!(v, Verdict::DeadLettered { dlq_offset: 7, .. }), "{v:?}");
     }
 }

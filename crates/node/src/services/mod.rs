@@ -282,6 +282,28 @@ pub struct AuditService {
 
 pub const AUDIT_KEPT: usize = 1_000;
 
+/// Dead-letter redrives' ledger (see [`streamsight_core::redrive`]): what
+/// the redrive (crates/act) consults before it sends and journeys show.
+#[derive(Debug, Default)]
+pub struct RedriveService {
+    ledger: Mutex<streamsight_core::redrive::Ledger>,
+}
+
+impl RedriveService {
+    pub fn apply(&self, records: &[Record]) {
+        let mut ledger = None;
+        for r in records {
+            if let Record::Redrive { at, event } = r {
+                ledger.get_or_insert_with(|| lock(&self.ledger)).apply(*at, event);
+            }
+        }
+    }
+
+    pub fn view(&self) -> View<'_, streamsight_core::redrive::Ledger> {
+        View(lock(&self.ledger))
+    }
+}
+
 impl AuditService {
     pub fn apply(&self, records: &[Record]) {
         let mut events = lock(&self.events);

@@ -1,0 +1,485 @@
+//! Dead-letter redrive (`streamsight dlq redrive`, `POST /api/v1/dlq/…/redrive`)
+//! against tansu: the dry run lists what would go where; executing sends each
+//! selected dead letter back with its key, value and headers, its provenance
+//! replaced by a `streamsight-redrive` header; and never twice — not after the
+//! collector aborts between the broker's acknowledgement and its log's record
+//! (a failpoint), not after the CLI and then the collector are killed -9
+//! midway. A journey shows the redriven message's second attempt.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use streamsight_testkit::http::{get_json, keyed_client};
+use streamsight_testkit::{Tansu, Watchdog, eventually, free_port};
+use streamsight_wire::dlq::{Conventions, Provenance, REDRIVE_HEADER, is_provenance, parse_redrive_header};
+
+/// Dead letters in `orders.dlq`: the first 50 failed validation, the rest processing.
+const LETTERS: i64 = 200;
+const INVALID: i64 = 50;
+
+fn trace_of(i: i64) -> String {
+    format!("{:032x}", i + 1)
+}
+
+/// Dead letter `i`, as the SDK writes one: the record's key, value and own
+/// headers, and provenance naming `orders[i % 2]@i`.
+async fn dead_letters(bootstrap: &str) {
+    support::fill_topic(bootstrap, "orders", 2, 0).await;
+    support::fill_topic(bootstrap, "orders-retry", 1, 0).await;
+    support::fill_topic(bootstrap, "orders.dlq", 1, 0).await;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    for i in 0..LETTERS {
+        let invalid = i < INVALID;
+        let provenance = Provenance {
+            source_topic: Some("orders".into()),
+            source_partition: Some((i % 2) as i32),
+            source_offset: Some(i),
+            consumer_group: Some("billing".into()),
+            stage: Some(if invalid { "validation" } else { "processing" }.into()),
+            error_class: Some(if invalid { "deserialization" } else { "ValueError" }.into()),
+            error_message: Some("card declined".into()),
+            trace_id: Some(trace_of(i)),
+            ..Provenance::default()
+        };
+        let traceparent = format!("00-{}-{:016x}-01", trace_of(i), i + 1);
+        let mut headers = rdkafka::message::OwnedHeaders::new()
+            .insert(rdkafka::message::Header {
+                key: "traceparent",
+                value: Some(traceparent.as_bytes()),
+            })
+            .insert(rdkafka::message::Header {
+                key: "app-header",
+                value: Some(b"kept".as_slice()),
+            });
+        let named = provenance.headers(Conventions {
+            spring: true,
+            connect: false,
+        });
+        for (k, v) in &named {
+            headers = headers.insert(rdkafka::message::Header {
+                key: k,
+                value: Some(v.as_slice()),
+            });
+        }
+        let (key, value) = (format!("order-{i}"), format!("{{\"order\":{i}}}"));
+        let record = FutureRecord::to("orders.dlq")
+            .key(&key)
+            .payload(&value)
+            .headers(headers);
+        producer.send(record, Duration::from_secs(5)).await.unwrap();
+    }
+}
+
+/// `streamsight serve` on `storage` with `toml`, and `env`: (guard, API URL, OTLP URL).
+fn serve(dir: &Path, toml: &str, storage: &str, env: &[(&str, &str)]) -> (support::Guard, String, String) {
+    let config = dir.join("serve.toml");
+    std::fs::write(&config, toml).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_streamsight"));
+    cmd.args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
+        .args(["--otlp-listen", "127.0.0.1:0", "--storage", storage, "--config"])
+        .arg(&config)
+        .env(
+            "STREAMSIGHT_LOG",
+            std::env::var("STREAMSIGHT_TEST_LOG").unwrap_or("warn".into()),
+        );
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (guard, line) = support::start(&mut cmd, "streamsight serving");
+    (guard, support::field(&line, "api"), support::field(&line, "otlp"))
+}
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// Every record of `topic` (all partitions) that carries a redrive header:
+/// (DLQ offset) -> (partition, offset, key, value, header names).
+type Copies = BTreeMap<i64, Vec<(i32, i64, String, String, Vec<String>)>>;
+
+fn redriven(bootstrap: &str, topics: &[(&str, i32)]) -> Copies {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "redrive-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    let mut open = 0;
+    for (t, n) in topics {
+        for p in 0..*n {
+            let (_, high) = consumer.fetch_watermarks(t, p, Duration::from_secs(10)).unwrap();
+            if high > 0 {
+                tpl.add_partition_offset(t, p, Offset::Beginning).unwrap();
+                open += 1;
+            }
+        }
+    }
+    let mut out = Copies::new();
+    if open == 0 {
+        return out;
+    }
+    consumer.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while open > 0 {
+        assert!(Instant::now() < deadline, "the destinations were not read to their end");
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => open -= 1,
+            Some(Ok(m)) => {
+                let headers = m.headers().unwrap();
+                let stamp = headers
+                    .iter()
+                    .find(|h| h.key == REDRIVE_HEADER)
+                    .unwrap_or_else(|| panic!("{}[{}]@{} has no redrive header", m.topic(), m.partition(), m.offset()));
+                let (_, dlq, _, offset) = parse_redrive_header(stamp.value.unwrap()).unwrap();
+                assert_eq!(dlq, "orders.dlq");
+                let names = headers.iter().map(|h| h.key.to_owned()).collect();
+                out.entry(offset).or_default().push((
+                    m.partition(),
+                    m.offset(),
+                    String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),
+                    String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+                    names,
+                ));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Polls a run's status until `done` holds, with a deadline.
+async fn until_run(api: &str, key: &str, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let client = keyed_client(key);
+    eventually(120, what, async || {
+        let (status, body) = streamsight_testkit::http::get(&client, &format!("{api}/api/v1/redrives/{run}")).await;
+        (status == 200 && done(&body)).then_some(body)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_second_attempt_is_shown() {
+    let _watchdog = Watchdog::arm("the redrive test against tansu", Duration::from_secs(600));
+    let dir = std::env::temp_dir().join(format!("streamsight-redrive-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // tansu's sqlite engine: its high watermarks are exact (memory:// answers
+    // the last batch's base + 1), and a redrive reads to them.
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let b = broker.bootstrap.clone();
+    dead_letters(&b).await;
+
+    let keys = dir.join("keys.json");
+    let keys_file = keys.to_str().unwrap();
+    let create = |scope: &str| {
+        let (ok, token, err) = support::run(&["keys", "create", "--scope", scope, "--keys-file", keys_file]);
+        assert!(ok, "{err}");
+        token.trim().to_owned()
+    };
+    let (read, admin) = (create("read"), create("admin"));
+    let toml = format!(
+        "[serve]\nkeys_file = {keys_file:?}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n\
+         [[serve.dlq]]\nname = \"tansu\"\nbootstrap = {b:?}\ntopics = [\"orders.dlq\"]\nrefresh = \"1s\"\n"
+    );
+    let storage = format!("sqlite://{}", dir.join("collector.db").display());
+    let redrive = |api: &str, key: &str, args: &[&str]| {
+        let mut all = vec![
+            "dlq",
+            "redrive",
+            "--collector",
+            api,
+            "--cluster",
+            "tansu",
+            "--dlq",
+            "orders.dlq",
+        ];
+        all.extend_from_slice(args);
+        support::run_keyed(&all, key)
+    };
+
+    // 1. The dry run: what would go where, nothing sent.
+    let (serve1, api, _) = serve(
+        &dir,
+        &toml,
+        &storage,
+        &[("STREAMSIGHT_FAILPOINT", "redrive-after-delivery:2")],
+    );
+    let (ok, out, err) = redrive(&api, &read, &["--reason", "ValueError", "--format", "json"]);
+    assert!(ok, "{err}");
+    let plan = &json(&out)["plan"];
+    assert_eq!(
+        (plan["scanned"].as_i64(), plan["selected"].as_i64()),
+        (Some(LETTERS), Some(LETTERS - INVALID))
+    );
+    assert_eq!(plan["to_send"], LETTERS - INVALID);
+    assert_eq!(plan["by_topic"]["orders"], LETTERS - INVALID);
+    let first = &plan["letters"][0];
+    assert_eq!(
+        (first["offset"].as_i64(), first["to_partition"].as_i64()),
+        (Some(INVALID), Some(0))
+    );
+    assert_eq!(
+        (first["status"].as_str(), first["error_class"].as_str()),
+        (Some("send"), Some("ValueError"))
+    );
+    let (ok, table, err) = redrive(&api, &read, &["--reason", "ValueError"]);
+    assert!(ok, "{err}");
+    assert!(
+        table.contains("150 to send (150 to orders)") && table.contains("dry run: nothing sent"),
+        "{table}"
+    );
+    assert!(
+        redriven(&b, &[("orders", 2), ("orders-retry", 1)]).is_empty(),
+        "a dry run sent something"
+    );
+    // Executing needs an admin key; the collector's own log and unknown
+    // clusters are refused, each saying why.
+    let (ok, _, err) = redrive(&api, &read, &["--reason", "ValueError", "--execute"]);
+    assert!(!ok && err.contains("403") && err.contains("admin"), "{err}");
+    let (ok, _, err) = support::run_keyed(
+        &[
+            "dlq",
+            "redrive",
+            "--collector",
+            &api,
+            "--cluster",
+            "nope",
+            "--dlq",
+            "orders.dlq",
+        ],
+        &read,
+    );
+    assert!(
+        !ok && err.contains("404") && err.contains("not a cluster this collector polls"),
+        "{err}"
+    );
+
+    // 2. The collector aborts once the second batch is acknowledged and
+    //    before its log says so: 100 recorded sent, 50 sent but in flight.
+    let (ok, _, err) = redrive(&api, &admin, &["--reason", "ValueError", "--rate", "100", "--execute"]);
+    assert!(!ok, "the CLI saw its collector go: {err}");
+    let mut serve1 = serve1;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while serve1.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the failpoint did not abort the collector");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(serve1);
+    assert_eq!(
+        redriven(&b, &[("orders", 2)]).len() as i64,
+        LETTERS - INVALID,
+        "all 150 reached orders before the abort"
+    );
+
+    // 3. Restarted: the dry run knows 100 sent and 50 in flight; a run
+    //    settles those from the destination and sends nothing again.
+    let (serve2, api, otlp) = serve(&dir, &toml, &storage, &[]);
+    let (ok, out, err) = redrive(&api, &read, &["--reason", "ValueError", "--format", "json"]);
+    assert!(ok, "{err}");
+    let plan = &json(&out)["plan"];
+    assert_eq!(
+        (
+            plan["already_sent"].as_i64(),
+            plan["in_flight"].as_i64(),
+            plan["to_send"].as_i64()
+        ),
+        (Some(100), Some(50), Some(0)),
+        "{plan}"
+    );
+    let (ok, out, err) = redrive(&api, &admin, &["--reason", "ValueError", "--execute"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("settled from an earlier run: 50 sent, 0 released") && out.contains("done"),
+        "{out}"
+    );
+    let (ok, out, err) = redrive(&api, &read, &["--reason", "ValueError", "--format", "json"]);
+    assert!(ok, "{err}");
+    assert_eq!(json(&out)["plan"]["already_sent"], LETTERS - INVALID);
+
+    // 4. Another selection to another topic, slowly: the CLI is killed -9
+    //    (the run goes on in the collector), then the collector is.
+    let mut cli = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args([
+            "dlq",
+            "redrive",
+            "--collector",
+            &api,
+            "--cluster",
+            "tansu",
+            "--dlq",
+            "orders.dlq",
+        ])
+        .args([
+            "--reason",
+            "deserialization",
+            "--to-topic",
+            "orders-retry",
+            "--rate",
+            "10",
+            "--execute",
+        ])
+        .env("STREAMSIGHT_API_KEY", &admin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(cli.stdout.take().unwrap()).lines();
+    let run = loop {
+        let line = lines.next().expect("the CLI ended before its run started").unwrap();
+        if let Some(rest) = line.strip_prefix("redrive ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    until_run(&api, &read, &run, "ten sent", |s| {
+        s["live"]["sent"].as_u64() >= Some(10)
+    })
+    .await;
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    until_run(&api, &read, &run, "the run going on without its CLI", |s| {
+        s["live"]["sent"].as_u64() >= Some(20)
+    })
+    .await;
+    let mut serve2 = serve2;
+    serve2.0.kill().unwrap();
+    serve2.0.wait().unwrap();
+    drop(serve2);
+    let (serve3, api, otlp3) = serve(&dir, &toml, &storage, &[]);
+    let _ = otlp;
+    let status = until_run(&api, &read, &run, "the killed run, from the log", |_| true).await;
+    assert_eq!(status["interrupted"], true, "{status}");
+    let (ok, out, err) = redrive(
+        &api,
+        &admin,
+        &[
+            "--reason",
+            "deserialization",
+            "--to-topic",
+            "orders-retry",
+            "--rate",
+            "1000",
+            "--execute",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("done"), "{out}");
+
+    // 5. Every dead letter arrived exactly once, as it was, its provenance
+    //    replaced by the redrive header.
+    let copies = redriven(&b, &[("orders", 2), ("orders-retry", 1)]);
+    assert_eq!(copies.len() as i64, LETTERS, "every dead letter was redriven");
+    for (offset, sent) in &copies {
+        assert_eq!(
+            sent.len(),
+            1,
+            "dead letter {offset} was sent {} times: {sent:?}",
+            sent.len()
+        );
+        let (partition, _, key, value, names) = &sent[0];
+        assert_eq!(
+            (key.as_str(), value.as_str()),
+            (
+                format!("order-{offset}").as_str(),
+                format!("{{\"order\":{offset}}}").as_str()
+            )
+        );
+        assert!(
+            names.iter().all(|n| !is_provenance(n)),
+            "provenance left on {offset}: {names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n == "traceparent") && names.iter().any(|n| n == "app-header"),
+            "{names:?}"
+        );
+        if *offset >= INVALID {
+            assert_eq!(i64::from(*partition), offset % 2, "back to its source partition");
+        }
+    }
+    let (ok, out, err) = redrive(&api, &read, &["--format", "json"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        (
+            json(&out)["plan"]["already_sent"].as_i64(),
+            json(&out)["plan"]["to_send"].as_i64()
+        ),
+        (Some(LETTERS), Some(0))
+    );
+
+    // 6. The journey of the last dead letter shows it redriven, then its
+    //    second attempt processed.
+    let last = LETTERS - 1;
+    let (p, o) = (copies[&last][0].0, copies[&last][0].1);
+    let client = keyed_client(&read);
+    let url = format!("{api}/api/v1/journeys/{}", trace_of(last));
+    let verdict = |j: &Value| {
+        j["verdicts"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["group"] == "billing"))
+            .and_then(|v| v["verdict"].as_str())
+            .map(str::to_owned)
+    };
+    let journey = eventually(60, "the redriven letter's journey", async || {
+        let (status, j) = streamsight_testkit::http::get(&client, &url).await;
+        (status == 200 && verdict(&j).as_deref() == Some("redriven")).then_some(j)
+    })
+    .await;
+    let step = journey["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "redriven")
+        .unwrap_or_else(|| panic!("no redrive step: {journey:#}"));
+    assert_eq!(
+        (step["to"]["topic"].as_str(), step["to"]["offset"].as_i64()),
+        (Some("orders"), Some(o))
+    );
+    let now = streamsight_testkit::now_ns();
+    let span = serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "billing"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": trace_of(last), "spanId": "00000000000000aa", "name": "orders process", "kind": 5,
+            "startTimeUnixNano": now.to_string(), "endTimeUnixNano": (now + 1_000_000).to_string(),
+            "attributes": [
+                {"key": "messaging.system", "value": {"stringValue": "kafka"}},
+                {"key": "messaging.destination.name", "value": {"stringValue": "orders"}},
+                {"key": "messaging.destination.partition.id", "value": {"stringValue": p.to_string()}},
+                {"key": "messaging.kafka.offset", "value": {"intValue": o.to_string()}},
+                {"key": "messaging.consumer.group.name", "value": {"stringValue": "billing"}},
+                {"key": "messaging.operation.type", "value": {"stringValue": "process"}},
+            ],
+        }]}],
+    }]});
+    // Sent as the consumer's OTel SDK would (an admin key may send too).
+    let posted = keyed_client(&admin)
+        .post(format!("{otlp3}/v1/traces"))
+        .json(&span)
+        .send()
+        .await
+        .unwrap();
+    assert!(posted.status().is_success(), "{}", posted.text().await.unwrap());
+    eventually(60, "the second attempt processed", async || {
+        let (_, j) = streamsight_testkit::http::get(&client, &url).await;
+        (verdict(&j).as_deref() == Some("processed_on_redrive")).then_some(())
+    })
+    .await;
+    let runs = get_json(&client, &format!("{api}/api/v1/redrives")).await;
+    assert!(runs["redrives"].as_array().unwrap().len() >= 3, "{runs}");
+    drop(serve3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
