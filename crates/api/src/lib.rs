@@ -264,6 +264,7 @@ async fn probes(State(shared): State<Arc<Shared>>) -> Response {
 /// Dead-letter queues: velocity, totals, reasons and recent records per DLQ topic.
 async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
     let template = &shared.config.trace_url;
+    let ledger = shared.redrives.view();
     let clusters: Vec<_> = shared
         .dlq
         .view()
@@ -271,7 +272,18 @@ async fn dlq(State(shared): State<Arc<Shared>>) -> Response {
         .map(|m| {
             let mut topics = json!(m.report());
             // Each recent record links to its journey, and to its trace where a
-            // trace UI is configured.
+            // trace UI is configured; a redriven one says where it went.
+            for t in topics.as_array_mut().into_iter().flatten() {
+                let dlq_topic = t["dlq_topic"].as_str().unwrap_or_default().to_owned();
+                for r in t["recent"].as_array_mut().into_iter().flatten() {
+                    let (p, o) = (r["partition"].as_i64(), r["offset"].as_i64());
+                    if let (Some(p), Some(o)) = (p.and_then(|p| i32::try_from(p).ok()), o)
+                        && let Some((_, to, at, run)) = ledger.sent(&m.config.name, &dlq_topic, p, o)
+                    {
+                        r["redriven"] = json!({ "to": to, "at_ms": at.0, "run": run });
+                    }
+                }
+            }
             for r in topics
                 .as_array_mut()
                 .into_iter()

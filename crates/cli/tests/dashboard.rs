@@ -878,3 +878,109 @@ async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_selected_on_the_dlq_page_and_redriven_after_a_dry_run() {
+    let dir = std::env::temp_dir().join(format!("streamsight-dashboard-redrive-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), "sqlite://tansu.db", &dir, &[]);
+    support::dead_letters(&broker.bootstrap, 20, 5).await;
+    let b = &broker.bootstrap;
+    let toml = format!(
+        "[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n\
+         [[serve.dlq]]\nname = \"tansu\"\nbootstrap = {b:?}\ntopics = [\"orders.dlq\"]\nrefresh = \"1s\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("dashboard-redrive", &toml, "memory://");
+    let http = reqwest::Client::new();
+    wait_for(&http, &format!("{api}/api/v1/dlq"), "the dead letters read", |v| {
+        v["clusters"][0]["topics"][0]["recent"]
+            .as_array()
+            .is_some_and(|r| r.len() == 20)
+    })
+    .await;
+
+    let browser = Browser::start(1400, 1100).await;
+    browser.open(&format!("{api}/dlq")).await;
+    browser
+        .wait_until(
+            "the recent records",
+            "return document.querySelectorAll('main input[type=checkbox]').length === 20",
+        )
+        .await;
+    // Three dead letters selected, then the dialog: no redrive before a dry run.
+    browser
+        .eval(
+            "for (const o of [10, 11, 12]) document.querySelector(`input[aria-label='Select the dead letter at offset ${o}']`).click(); \
+             document.querySelector('button[data-redrive]').click(); return true",
+        )
+        .await;
+    browser
+        .wait_until(
+            "the redrive dialog",
+            "return document.getElementById('redrive-dialog').open",
+        )
+        .await;
+    assert!(
+        browser
+            .text("#redrive-scope")
+            .await
+            .contains("3 selected dead letter(s) of orders.dlq"),
+        "{}",
+        browser.text("#redrive-scope").await
+    );
+    assert_eq!(
+        browser
+            .eval("return document.getElementById('redrive-confirm').disabled")
+            .await,
+        Value::Bool(true),
+        "no redrive before a dry run"
+    );
+    browser
+        .eval("document.getElementById('redrive-dry-run').click(); return true")
+        .await;
+    browser
+        .wait_until(
+            "the dry run's plan",
+            "return document.getElementById('redrive-plan').innerText.includes('3 to send (3 to orders)')",
+        )
+        .await;
+    browser.check_page("dlq-redrive-dry-run").await;
+    browser
+        .eval("document.getElementById('redrive-confirm').click(); return true")
+        .await;
+    browser
+        .wait_until(
+            "the redrive done",
+            "return document.getElementById('redrive-message').innerText.includes('sent 3 of 3') \
+             && document.getElementById('redrive-message').innerText.includes('Done')",
+        )
+        .await;
+    browser.check_page("dlq-redrive-done").await;
+    browser
+        .eval("document.getElementById('redrive-dialog').close(); return true")
+        .await;
+    // The page says where each went, after its next refresh.
+    browser
+        .wait_until(
+            "the redriven letters marked",
+            "return [...document.querySelectorAll('main tr')].filter((r) => r.innerText.includes('to orders[')).length === 3",
+        )
+        .await;
+    browser.check_page("dlq-redriven").await;
+    // The journey of one of them: its dead letter, then the redrive.
+    browser.open(&format!("{api}/journeys/{}", support::trace_of(10))).await;
+    browser
+        .wait_until(
+            "the redriven journey",
+            "return document.querySelector('main').innerText.includes('REDRIVEN')",
+        )
+        .await;
+    browser.check_page("journey-redriven").await;
+    let text = browser.text("main").await;
+    assert!(
+        text.contains("dead-lettered, then redriven to orders[0] @0") && text.contains("second attempt"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,7 +11,6 @@ mod support;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -21,68 +20,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use streamsight_testkit::http::{get_json, keyed_client};
 use streamsight_testkit::{Tansu, Watchdog, eventually, free_port};
-use streamsight_wire::dlq::{Conventions, Provenance, REDRIVE_HEADER, is_provenance, parse_redrive_header};
+use streamsight_wire::dlq::{REDRIVE_HEADER, is_provenance, parse_redrive_header};
 
 /// Dead letters in `orders.dlq`: the first 50 failed validation, the rest processing.
 const LETTERS: i64 = 200;
 const INVALID: i64 = 50;
 
-fn trace_of(i: i64) -> String {
-    format!("{:032x}", i + 1)
-}
-
-/// Dead letter `i`, as the SDK writes one: the record's key, value and own
-/// headers, and provenance naming `orders[i % 2]@i`.
-async fn dead_letters(bootstrap: &str) {
-    support::fill_topic(bootstrap, "orders", 2, 0).await;
-    support::fill_topic(bootstrap, "orders-retry", 1, 0).await;
-    support::fill_topic(bootstrap, "orders.dlq", 1, 0).await;
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "0")
-        .create()
-        .unwrap();
-    for i in 0..LETTERS {
-        let invalid = i < INVALID;
-        let provenance = Provenance {
-            source_topic: Some("orders".into()),
-            source_partition: Some((i % 2) as i32),
-            source_offset: Some(i),
-            consumer_group: Some("billing".into()),
-            stage: Some(if invalid { "validation" } else { "processing" }.into()),
-            error_class: Some(if invalid { "deserialization" } else { "ValueError" }.into()),
-            error_message: Some("card declined".into()),
-            trace_id: Some(trace_of(i)),
-            ..Provenance::default()
-        };
-        let traceparent = format!("00-{}-{:016x}-01", trace_of(i), i + 1);
-        let mut headers = rdkafka::message::OwnedHeaders::new()
-            .insert(rdkafka::message::Header {
-                key: "traceparent",
-                value: Some(traceparent.as_bytes()),
-            })
-            .insert(rdkafka::message::Header {
-                key: "app-header",
-                value: Some(b"kept".as_slice()),
-            });
-        let named = provenance.headers(Conventions {
-            spring: true,
-            connect: false,
-        });
-        for (k, v) in &named {
-            headers = headers.insert(rdkafka::message::Header {
-                key: k,
-                value: Some(v.as_slice()),
-            });
-        }
-        let (key, value) = (format!("order-{i}"), format!("{{\"order\":{i}}}"));
-        let record = FutureRecord::to("orders.dlq")
-            .key(&key)
-            .payload(&value)
-            .headers(headers);
-        producer.send(record, Duration::from_secs(5)).await.unwrap();
-    }
-}
+use support::{dead_letters, trace_of};
 
 /// `streamsight serve` on `storage` with `toml`, and `env`: (guard, API URL, OTLP URL).
 fn serve(dir: &Path, toml: &str, storage: &str, env: &[(&str, &str)]) -> (support::Guard, String, String) {
@@ -183,7 +127,7 @@ async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_se
     // the last batch's base + 1), and a redrive reads to them.
     let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
     let b = broker.bootstrap.clone();
-    dead_letters(&b).await;
+    dead_letters(&b, LETTERS, INVALID).await;
 
     let keys = dir.join("keys.json");
     let keys_file = keys.to_str().unwrap();

@@ -225,3 +225,63 @@ pub async fn fill_topic(bootstrap: &str, topic: &str, partitions: i32, per_parti
         }
     }
 }
+
+/// The trace id of dead letter `i` of [`dead_letters`].
+pub fn trace_of(i: i64) -> String {
+    format!("{:032x}", i + 1)
+}
+
+/// `letters` dead letters in `orders.dlq` (topics `orders` of 2 partitions,
+/// `orders-retry` and `orders.dlq` made first), as the SDK writes them: the
+/// record's key, value and own headers, and provenance naming
+/// `orders[i % 2]@i`; the first `invalid` failed validation, the rest processing.
+pub async fn dead_letters(bootstrap: &str, letters: i64, invalid: i64) {
+    fill_topic(bootstrap, "orders", 2, 0).await;
+    fill_topic(bootstrap, "orders-retry", 1, 0).await;
+    fill_topic(bootstrap, "orders.dlq", 1, 0).await;
+    let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    for i in 0..letters {
+        let bad = i < invalid;
+        let provenance = streamsight_wire::dlq::Provenance {
+            source_topic: Some("orders".into()),
+            source_partition: Some((i % 2) as i32),
+            source_offset: Some(i),
+            consumer_group: Some("billing".into()),
+            stage: Some(if bad { "validation" } else { "processing" }.into()),
+            error_class: Some(if bad { "deserialization" } else { "ValueError" }.into()),
+            error_message: Some("card declined".into()),
+            trace_id: Some(trace_of(i)),
+            ..streamsight_wire::dlq::Provenance::default()
+        };
+        let traceparent = format!("00-{}-{:016x}-01", trace_of(i), i + 1);
+        let mut headers = rdkafka::message::OwnedHeaders::new()
+            .insert(rdkafka::message::Header {
+                key: "traceparent",
+                value: Some(traceparent.as_bytes()),
+            })
+            .insert(rdkafka::message::Header {
+                key: "app-header",
+                value: Some(b"kept".as_slice()),
+            });
+        let named = provenance.headers(streamsight_wire::dlq::Conventions {
+            spring: true,
+            connect: false,
+        });
+        for (k, v) in &named {
+            headers = headers.insert(rdkafka::message::Header {
+                key: k,
+                value: Some(v.as_slice()),
+            });
+        }
+        let (key, value) = (format!("order-{i}"), format!("{{\"order\":{i}}}"));
+        let record = rdkafka::producer::FutureRecord::to("orders.dlq")
+            .key(&key)
+            .payload(&value)
+            .headers(headers);
+        producer.send(record, Duration::from_secs(5)).await.unwrap();
+    }
+}

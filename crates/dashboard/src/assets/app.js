@@ -501,14 +501,19 @@ const dlq = {
           h('p', {}, `${num(t.records) ?? 'unknown'} records, ${t.velocity === null ? 'velocity unknown' : `${t.velocity.toFixed(2)} per second`}, ${num(t.read)} read by the monitor.`),
           table('Reasons', [['Source topic'], ['Error'], ['Stage'], ['Convention'], ['Records', 'num']],
             t.reasons.map(([r, n]) => [r.source_topic, h('code', {}, r.error_class), r.stage, r.convention, num(n)]), 'No reasons read yet.'),
-          table('Recent records', [['Partition', 'num'], ['Offset', 'num'], ['When'], ['Provenance'], ['Preview']],
+          h('p', {}, h('button', { type: 'button', class: 'secondary', 'data-redrive': t.dlq_topic, onclick: () => redriveDialog(c.cluster, t.dlq_topic) }, `Redrive ${t.dlq_topic}…`)),
+          table('Recent records', [['Select'], ['Partition', 'num'], ['Offset', 'num'], ['When'], ['Provenance'], ['Redriven'], ['Preview']],
             t.recent.slice().reverse().map((r) => {
               const p = r.provenance || {};
-              return [r.partition, h('a', { href: recordHref(c.cluster, t.dlq_topic, r.partition, r.offset), 'aria-label': `Read the record at offset ${r.offset}` }, num(r.offset)), r.timestamp_ms ? new Date(r.timestamp_ms).toISOString().replace('T', ' ').slice(0, 19) : unknown(),
+              const id = [c.cluster, t.dlq_topic, r.partition, r.offset].join('\u0000');
+              const pick = h('input', { type: 'checkbox', 'aria-label': `Select the dead letter at offset ${r.offset}`, onchange: (e) => { if (e.target.checked) dlqSelected.add(id); else dlqSelected.delete(id); } });
+              pick.checked = dlqSelected.has(id);
+              const redriven = r.redriven ? `to ${r.redriven.to.topic}[${r.redriven.to.partition}]@${r.redriven.to.offset}` : h('span', { class: 'muted' }, 'no');
+              return [pick, r.partition, h('a', { href: recordHref(c.cluster, t.dlq_topic, r.partition, r.offset), 'aria-label': `Read the record at offset ${r.offset}` }, num(r.offset)), r.timestamp_ms ? new Date(r.timestamp_ms).toISOString().replace('T', ' ').slice(0, 19) : unknown(),
                 r.provenance ? [`${p.source_topic ?? '?'}[${p.source_partition ?? '?'}]@${p.source_offset ?? '?'}`, p.consumer_group ? ` by ${p.consumer_group}` : '',
                   p.error_class ? [' — ', h('code', {}, p.error_class)] : '', p.stage ? ` at ${p.stage}` : '', p.error_message ? `: ${p.error_message}` : '',
                   p.trace_id ? [' trace ', r.journey_url ? h('a', { href: r.journey_url }, p.trace_id) : h('code', {}, p.trace_id), r.trace_url ? [' (', h('a', { href: r.trace_url }, 'trace'), ')'] : ''] : ''] : h('span', { class: 'muted' }, 'no provenance headers'),
-                h('code', { class: 'preview' }, r.preview)];
+                redriven, h('code', { class: 'preview' }, r.preview)];
             }), 'No record read yet.')));
       }
     }
@@ -718,6 +723,134 @@ const resetDialog = (() => {
   };
 })();
 
+// Redrive dead letters: the selected ones of a DLQ topic (or all of it, or
+// those of a reason), a dry run first, then a run whose progress is followed.
+// Each dead letter is sent at most once: the collector's log says which went.
+const dlqSelected = new Set();
+const redriveDialog = (() => {
+  let dialog = null;
+  let f = null;
+  let planned = null;
+  let dlqTopic = null;
+  let letters = [];
+  const body = () => {
+    const selection = {};
+    if (letters.length) selection.letters = letters;
+    const reason = f.reason.value.trim();
+    if (reason) selection.reason = reason;
+    const to = f.toTopic.value.trim();
+    if (to) selection.to_topic = to;
+    const rate = Number(f.rate.value);
+    if (f.rate.value.trim() && rate > 0) selection.rate = rate;
+    return selection;
+  };
+  const changed = () => { planned = null; f.confirm.disabled = true; };
+  function build() {
+    const cluster = h('input', { id: 'redrive-cluster', type: 'text', size: 20, spellcheck: 'false', oninput: changed });
+    const reason = h('input', { id: 'redrive-reason', type: 'text', size: 24, spellcheck: 'false', oninput: changed });
+    const toTopic = h('input', { id: 'redrive-to-topic', type: 'text', size: 24, spellcheck: 'false', oninput: changed });
+    const rate = h('input', { id: 'redrive-rate', type: 'number', min: 1, max: 100000, value: 1000, oninput: changed });
+    const key = h('input', { id: 'redrive-key', type: 'password', autocomplete: 'off' });
+    const scope = h('p', { id: 'redrive-scope' });
+    const message = h('div', { id: 'redrive-message', role: 'status' });
+    const plan = h('div', { id: 'redrive-plan' });
+    const dry = h('button', { type: 'button', id: 'redrive-dry-run', onclick: dryRun }, 'Dry run');
+    const confirm = h('button', { type: 'submit', id: 'redrive-confirm', disabled: true }, 'Redrive');
+    const cancel = h('button', { type: 'button', class: 'secondary', onclick: () => dialog.close() }, 'Close');
+    const form = h('form', { method: 'dialog', onsubmit: execute },
+      h('h2', { id: 'redrive-title' }, 'Redrive dead letters'),
+      h('p', { class: 'muted' }, 'Each dead letter goes back to its source topic (or the topic named here) with its key, value and headers; its provenance headers are replaced by a streamsight-redrive header. A dry run shows what would go where; none is ever sent twice.'),
+      scope,
+      h('p', {}, h('label', { for: 'redrive-cluster' }, 'Cluster (as the collector polls it) '), cluster),
+      h('p', {}, h('label', { for: 'redrive-reason' }, 'Only this error class or stage (blank: any) '), reason),
+      h('p', {}, h('label', { for: 'redrive-to-topic' }, 'Send to (blank: each letter\'s source topic) '), toTopic),
+      h('p', {}, h('label', { for: 'redrive-rate' }, 'Records per second '), rate),
+      h('p', {}, h('label', { for: 'redrive-key' }, 'Admin key (only if this tab\'s key cannot redrive) '), key),
+      plan, message,
+      h('p', {}, dry, ' ', confirm, ' ', cancel));
+    f = { cluster, reason, toTopic, rate, key, scope, message, plan, confirm };
+    dialog = h('dialog', { id: 'redrive-dialog', 'aria-labelledby': 'redrive-title' }, form);
+    document.body.append(dialog);
+  }
+  const path = () => `/api/v1/dlq/${enc(f.cluster.value.trim())}/${enc(dlqTopic)}/redrive`;
+  function say(cls, text) {
+    f.message.className = cls;
+    f.message.textContent = text;
+  }
+  function showPlan(p) {
+    const where = Object.entries(p.by_topic).map(([t, n]) => `${num(n)} to ${t}`).join(', ') || 'nothing';
+    f.plan.replaceChildren(table(`Dry run: ${num(p.to_send)} to send (${where}), ${num(p.already_sent)} already sent, ${num(p.in_flight)} in flight, ${num(p.no_destination)} without a destination`,
+      [['Partition', 'num'], ['Offset', 'num'], ['Error'], ['Stage'], ['Goes to'], ['Status']],
+      p.letters.slice(0, 50).map((l) => [l.partition, num(l.offset), l.error_class ? h('code', {}, l.error_class) : unknown(), l.stage || '',
+        l.to_topic ? `${l.to_topic}${l.to_partition === null ? ' (by key)' : `[${l.to_partition}]`}` : h('span', { class: 'muted' }, 'no destination'),
+        l.sent_to ? `sent to ${l.sent_to.topic}[${l.sent_to.partition}]@${l.sent_to.offset}` : l.status.replace('_', ' ')]),
+      'No dead letter is selected.'));
+  }
+  async function dryRun() {
+    try {
+      const b = body();
+      const a = await send('POST', path(), { selection: b, dry_run: true }, f.key.value.trim());
+      showPlan(a.plan);
+      if (a.plan.to_send === 0 && a.plan.in_flight === 0) {
+        say('banner ok', 'Nothing to send: every selected dead letter was sent already, or has no destination.');
+        planned = null;
+      } else {
+        say('banner ok', 'Nothing sent yet. Redrive sends these.');
+        planned = JSON.stringify([f.cluster.value.trim(), b]);
+      }
+      f.confirm.disabled = planned === null;
+    } catch (err) {
+      say('banner bad', err.status === 401 || err.status === 403 ? 'This key cannot read the plan.' : `No plan: ${err.message}`);
+    }
+  }
+  async function follow(run) {
+    for (;;) {
+      const s = await api(`/api/v1/redrives/${enc(run)}`);
+      const l = s.live || {};
+      const text = `Redrive ${run}: sent ${num(l.sent || 0)} of ${l.selected === null || l.selected === undefined ? '?' : num(l.selected)}`
+        + `${l.already_sent ? `, ${num(l.already_sent)} sent before` : ''}${l.settled_sent ? `, ${num(l.settled_sent)} found sent by a run that stopped` : ''}`;
+      if (l.done || s.interrupted) {
+        say(l.error || s.interrupted ? 'banner bad' : 'banner ok', l.error ? `${text}. Stopped: ${l.error} (redrive again to resume: nothing is sent twice).` : `${text}. Done.`);
+        return;
+      }
+      say('banner', `${text}…`);
+      await new Promise((r) => { setTimeout(r, 500); });
+    }
+  }
+  async function execute(e) {
+    e.preventDefault();
+    const b = body();
+    if (planned !== JSON.stringify([f.cluster.value.trim(), b])) {
+      say('banner bad', 'The choices changed since the dry run: run it again first.');
+      return;
+    }
+    try {
+      const a = await send('POST', path(), { selection: b, dry_run: false }, f.key.value.trim());
+      planned = null;
+      f.confirm.disabled = true;
+      await follow(a.run);
+    } catch (err) {
+      say('banner bad', err.status === 401 || err.status === 403
+        ? 'Redriving needs an admin key (streamsight keys create --scope admin).'
+        : `Not redriven: ${err.message}`);
+    }
+  }
+  return (cluster, topic) => {
+    if (!dialog) build();
+    dlqTopic = topic;
+    letters = [...dlqSelected].map((k) => k.split('\u0000')).filter(([c, t]) => c === cluster && t === topic)
+      .map(([, , p, o]) => ({ partition: Number(p), offset: Number(o) }));
+    f.cluster.value = cluster;
+    f.scope.textContent = letters.length ? `${letters.length} selected dead letter(s) of ${topic}.` : `Every dead letter of ${topic} (select some on the page to narrow).`;
+    planned = null;
+    f.confirm.disabled = true;
+    f.plan.replaceChildren();
+    say('', '');
+    dialog.showModal();
+    f.reason.focus();
+  };
+})();
+
 async function endSilence(id) {
   try {
     await send('DELETE', `/api/v1/silences/${enc(id)}`);
@@ -773,6 +906,7 @@ const journeyPage = {
     const what = (s) => {
       if (s.kind === 'span') return [s.name, s.messaging ? [' ', h('code', {}, place(s.messaging))] : '', s.error ? [' ', badge('error'), ' ', s.error] : ''];
       if (s.kind === 'log') return [s.severity ? `${s.severity}: ` : '', s.body];
+      if (s.kind === 'redriven') return [badge('redriven'), ` from ${s.dlq_topic}@${s.dlq_offset} to `, h('code', {}, place(s.to)), ` (redrive ${s.run}): what follows there is its second attempt`];
       return [badge('dead_lettered'), ` to ${s.dlq_topic}@${s.dlq_offset} at stage ${s.stage || '?'} (${s.error_class || '?'})`, s.error_message ? `: ${s.error_message}` : ''];
     };
     const m = d.message;
@@ -781,6 +915,8 @@ const journeyPage = {
         case 'processed': return 'processed';
         case 'failed_processing': return `failed while processing: ${v.error}`;
         case 'dead_lettered': return `dead-lettered at stage ${v.stage || '?'} to ${v.dlq_topic}`;
+        case 'redriven': return `dead-lettered, then redriven to ${v.topic}[${v.partition}] @${num(v.offset)}: its second attempt is not seen processed yet`;
+        case 'processed_on_redrive': return `processed on its second attempt, after a redrive to ${v.topic}[${v.partition}] @${num(v.offset)}`;
         case 'not_yet_consumed': return `not yet consumed: committed ${num(v.committed)}, ${num(v.behind)} behind it`;
         case 'skipped': return 'skipped: the group\'s offsets jumped over it';
         case 'expired': return 'expired: retention deleted it before the group read it';
