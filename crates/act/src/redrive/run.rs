@@ -151,6 +151,10 @@ fn send_all(
         )
         .create()
         .map_err(broker)?;
+    // Asks where each destination partition ends before each batch.
+    let watermarks: BaseConsumer = reader_config(cluster, "streamsight-redrive")?
+        .create()
+        .map_err(broker)?;
     let started = Instant::now();
     let mut queued = 0u64;
     let mut batches = 0u64;
@@ -161,9 +165,7 @@ fn send_all(
         }
         // Where each destination partition ends now: a later run reads from
         // here if this one stops before it says what arrived.
-        let consumer: BaseConsumer = reader_config(cluster, "streamsight-redrive")?
-            .create()
-            .map_err(broker)?;
+        let consumer = &watermarks;
         let mut ends = Vec::new();
         let mut seen = BTreeSet::new();
         for o in batch.iter() {
