@@ -56,15 +56,22 @@ pub enum Shown {
         bytes: usize,
         text: String,
     },
-    /// Confluent's framing (magic byte 0, schema id): the schema's format
-    /// is the registry's to say; a JSON Schema payload is decoded as JSON.
+    /// Confluent's framing (magic byte 0, schema id): decoded as Avro when
+    /// `[serve.records] avro_schemas` names the id, as JSON when the payload
+    /// is JSON (the JSON Schema serializer), else a hex preview.
     Confluent {
         bytes: usize,
         schema_id: u32,
+        /// `avro` or `json`: how `json` was decoded.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        format: Option<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         json: Option<Value>,
         #[serde(skip_serializing_if = "Option::is_none")]
         hex_preview: Option<String>,
+        /// Why an Avro schema named for the id did not decode it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
     /// Not decoded (binary, or larger than `max_value_bytes`): its first
     /// `preview_bytes`, as text when they are text.
@@ -94,15 +101,31 @@ pub fn show(bytes: Option<&[u8]>, limits: &RecordsConfig) -> Shown {
     }
     if n >= 5 && b[0] == 0 {
         let schema_id = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
-        let json = json(&b[5..], limits);
-        let hex_preview = json
+        let (mut format, mut note) = (None, None);
+        let mut decoded = None;
+        if let Some(path) = limits.avro_schema(schema_id) {
+            match avro(path, &b[5..], limits) {
+                Ok(v) => {
+                    decoded = Some(v);
+                    format = Some("avro");
+                }
+                Err(why) => note = Some(format!("schema {schema_id} ({}): {why}", path.display())),
+            }
+        }
+        if decoded.is_none() {
+            decoded = json(&b[5..], limits);
+            format = decoded.as_ref().map(|_| "json");
+        }
+        let hex_preview = decoded
             .is_none()
             .then(|| hex(&b[5..b.len().min(5 + limits.preview_bytes)]));
         return Shown::Confluent {
             bytes: n,
             schema_id,
-            json,
+            format,
+            json: decoded,
             hex_preview,
+            note,
         };
     }
     if let Some(json) = json(b, limits) {
@@ -117,6 +140,41 @@ pub fn show(bytes: Option<&[u8]>, limits: &RecordsConfig) -> Shown {
     }
 }
 
+/// An Avro datum of the schema in `path`, as JSON with its masked fields;
+/// every byte must be the datum's (left-overs: written with another schema).
+fn avro(path: &std::path::Path, mut datum: &[u8], limits: &RecordsConfig) -> Result<Value, String> {
+    // A length read from hostile bytes never allocates more than a value
+    // could hold (the library's own bound is 512 MiB).
+    apache_avro::util::max_allocation_bytes(limits.max_value_bytes.max(4 << 20));
+    let text = std::fs::read_to_string(path).map_err(|e| format!("the schema file cannot be read: {e}"))?;
+    let schema = apache_avro::Schema::parse_str(&text).map_err(|e| format!("the schema does not parse: {e}"))?;
+    let reader = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let value = reader
+        .read_value(&mut datum)
+        .map_err(|e| format!("not a datum of the schema: {e}"))?;
+    if !datum.is_empty() {
+        return Err(format!(
+            "{} bytes left after the datum: written with another schema",
+            datum.len()
+        ));
+    }
+    let mut v = Value::try_from(value).map_err(|e| format!("not shown as JSON: {e}"))?;
+    mask(&mut v, limits);
+    Ok(v)
+}
+
+/// Masks `limits.redact` in `v`.
+fn mask(v: &mut Value, limits: &RecordsConfig) {
+    for path in &limits.redact {
+        let parts: Vec<&str> = path.split('.').filter(|p| !p.is_empty()).collect();
+        if !parts.is_empty() {
+            redact(v, &parts);
+        }
+    }
+}
+
 /// JSON with its masked fields, if `b` is a JSON object or array (a bare
 /// number or string is shown as text).
 fn json(b: &[u8], limits: &RecordsConfig) -> Option<Value> {
@@ -126,12 +184,7 @@ fn json(b: &[u8], limits: &RecordsConfig) -> Option<Value> {
     }
     // serde_json refuses nesting past 128 levels: a hostile value is not a stack overflow.
     let mut v: Value = serde_json::from_slice(b).ok()?;
-    for path in &limits.redact {
-        let parts: Vec<&str> = path.split('.').filter(|p| !p.is_empty()).collect();
-        if !parts.is_empty() {
-            redact(&mut v, &parts);
-        }
-    }
+    mask(&mut v, limits);
     Some(v)
 }
 
@@ -366,8 +419,10 @@ mod tests {
             Shown::Confluent {
                 bytes: framed.len(),
                 schema_id: 300,
+                format: Some("json"),
                 json: Some(json!({"k":1})),
-                hex_preview: None
+                hex_preview: None,
+                note: None,
             }
         );
         // Nesting past serde_json's limit is shown, never a stack overflow.
@@ -382,5 +437,65 @@ mod tests {
             ),
             Shown::Text { .. } | Shown::Preview { .. }
         ));
+    }
+
+    #[test]
+    fn avro_framed_with_a_named_schema_id_is_decoded_and_masked() {
+        const SCHEMA: &str = r#"{"type":"record","name":"Payment","fields":[
+            {"name":"id","type":"string"},{"name":"card","type":{"type":"record","name":"Card","fields":[{"name":"number","type":"string"}]}},
+            {"name":"amount","type":"long"}]}"#;
+        let dir = std::env::temp_dir().join(format!("streamsight-avro-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("payment.avsc");
+        std::fs::write(&path, SCHEMA).unwrap();
+        let schema = apache_avro::Schema::parse_str(SCHEMA).unwrap();
+        let card = apache_avro::types::Value::Record(vec![("number".into(), "4111".into())]);
+        let datum = apache_avro::types::Value::Record(vec![
+            ("id".into(), "p-1".into()),
+            ("card".into(), card),
+            ("amount".into(), apache_avro::types::Value::Long(42)),
+        ]);
+        let writer = apache_avro::writer::datum::GenericDatumWriter::builder(&schema)
+            .build()
+            .unwrap();
+        let mut framed = vec![0, 0, 0, 0, 7];
+        framed.extend(writer.write_value_to_vec(datum).unwrap());
+        let limits = RecordsConfig {
+            redact: vec!["card.number".into()],
+            avro_schemas: [("7".to_owned(), path.clone())].into(),
+            ..RecordsConfig::default()
+        };
+        let Shown::Confluent {
+            schema_id,
+            format,
+            json,
+            note,
+            ..
+        } = show(Some(&framed), &limits)
+        else {
+            panic!()
+        };
+        assert_eq!((schema_id, format, note), (7, Some("avro"), None));
+        assert_eq!(json, Some(json!({"id":"p-1","card":{"number":REDACTED},"amount":42})));
+        // Bytes left over: written with another schema, said, and shown as hex.
+        framed.extend_from_slice(&[1, 2, 3]);
+        let Shown::Confluent {
+            format,
+            note,
+            hex_preview,
+            ..
+        } = show(Some(&framed), &limits)
+        else {
+            panic!()
+        };
+        assert!(format.is_none() && hex_preview.is_some(), "{hex_preview:?}");
+        assert!(note.unwrap().contains("3 bytes left after the datum"));
+        // A hostile length (a string of 2^40 bytes) is refused, not allocated.
+        let hostile = [0, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        let Shown::Confluent { note, .. } = show(Some(&hostile), &limits) else {
+            panic!()
+        };
+        assert!(note.unwrap().contains("not a datum of the schema"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

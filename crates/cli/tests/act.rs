@@ -311,8 +311,10 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     };
     let (read, admin) = (create("read"), create("admin"));
     let payloads = create("payloads");
+    let avsc = dir.join("card.avsc");
+    std::fs::write(&avsc, CARD_AVRO).unwrap();
     let toml = format!(
-        "[serve]\nkeys_file = {keys_file:?}\n[serve.records]\nredact = [\"card.number\"]\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
+        "[serve]\nkeys_file = {keys_file:?}\n[serve.records]\nredact = [\"card.number\"]\navro_schemas = {{ \"7\" = {avsc:?} }}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
     );
     let (_serve, api) = support::serve_with_config("act", &toml);
     let cli = |key: &str, args: &[&str]| {
@@ -429,7 +431,20 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     assert_eq!(r["headers"][0][0], "trace-id", "{r}");
     assert_eq!(r["timestamp_type"], "create_time");
     let (ok, _, err) = record(&payloads, 99);
-    assert!(!ok && err.contains("404") && err.contains("holds 0 to 1"), "{err}");
+    assert!(!ok && err.contains("404") && err.contains("holds 0 to 2"), "{err}");
+    // Avro framed with a schema id the config names: decoded, then masked.
+    let (ok, out, err) = record(&payloads, 2);
+    assert!(ok, "{err}");
+    let v = &json(&out)["value"];
+    assert_eq!(
+        (v["encoding"].as_str(), v["schema_id"].as_i64(), v["format"].as_str()),
+        (Some("confluent"), Some(7), Some("avro")),
+        "{v}"
+    );
+    assert_eq!(
+        v["json"],
+        serde_json::json!({"card": {"number": "***redacted***", "holder": "A. Lovelace"}, "amount": 12})
+    );
     // The binary record: a bounded hex preview.
     let (ok, out, _) = record(&admin, 1);
     assert!(ok);
@@ -494,4 +509,30 @@ async fn produce_card(bootstrap: &str) {
     let binary: &[u8] = &[0xff, 0x00, 0x13, 0x37];
     let second = FutureRecord::<(), _>::to("cards").partition(0).payload(binary);
     producer.send(second, Duration::from_secs(5)).await.unwrap();
+    // Avro with the schema registry's framing, schema id 7 (CARD_AVRO).
+    let schema = apache_avro::Schema::parse_str(CARD_AVRO).unwrap();
+    let card = apache_avro::types::Value::Record(vec![
+        ("number".into(), "4111111111111111".into()),
+        ("holder".into(), "A. Lovelace".into()),
+    ]);
+    let datum = apache_avro::types::Value::Record(vec![
+        ("card".into(), card),
+        ("amount".into(), apache_avro::types::Value::Long(12)),
+    ]);
+    let mut framed = vec![0, 0, 0, 0, 7];
+    framed.extend(
+        apache_avro::writer::datum::GenericDatumWriter::builder(&schema)
+            .build()
+            .unwrap()
+            .write_value_to_vec(datum)
+            .unwrap(),
+    );
+    let third = FutureRecord::<(), _>::to("cards").partition(0).payload(&framed);
+    producer.send(third, Duration::from_secs(5)).await.unwrap();
 }
+
+/// The Avro schema of the third record of `cards`.
+const CARD_AVRO: &str = r#"{"type":"record","name":"Payment","fields":[
+    {"name":"card","type":{"type":"record","name":"Card","fields":[
+        {"name":"number","type":"string"},{"name":"holder","type":"string"}]}},
+    {"name":"amount","type":"long"}]}"#;

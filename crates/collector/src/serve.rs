@@ -53,6 +53,8 @@ pub enum ServeError {
     Alerts(String),
     #[error("[serve.limits]: {0}")]
     Limits(String),
+    #[error("[serve.records]: {0}")]
+    Records(String),
     #[error("cannot listen on unix socket {path}: {source}")]
     BindUnix { path: String, source: std::io::Error },
     #[error("sharded log: {0}")]
@@ -148,6 +150,7 @@ struct Bound {
 async fn bind(config: ServeConfig, engine: EngineConfig) -> Result<Bound, ServeError> {
     config.alerts.validate().map_err(ServeError::Alerts)?;
     config.limits.validate().map_err(ServeError::Limits)?;
+    config.records.check().map_err(ServeError::Records)?;
     let per_tenant = config.per_tenant().map_err(ServeError::Tenants)?;
     let mut stores = Vec::new();
     for (name, c) in &per_tenant {

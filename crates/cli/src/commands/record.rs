@@ -28,6 +28,11 @@ pub struct Args {
     /// `*.email`); repeatable. A collector applies its own `[serve.records]`.
     #[arg(long)]
     pub redact: Vec<String>,
+    /// With --bootstrap-server: an Avro schema for a schema-registry id
+    /// (`7=schemas/payment.avsc`); repeatable. A collector uses its own
+    /// `[serve.records] avro_schemas`.
+    #[arg(long = "avro-schema", value_parser = parse_avro_schema)]
+    pub avro_schemas: Vec<(String, std::path::PathBuf)>,
     /// The collector's API (STREAMSIGHT_API_KEY: a key of the `payloads`
     /// scope, or admin).
     #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
@@ -46,8 +51,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("--bootstrap-server {bootstrap}: {e}"))?;
             let limits = RecordsConfig {
                 redact: args.redact.clone(),
+                avro_schemas: args.avro_schemas.iter().cloned().collect(),
                 ..RecordsConfig::default()
             };
+            limits.check().map_err(|e| anyhow::anyhow!("--avro-schema: {e}"))?;
             let r: ReadRecord = record::read(&config, &args.topic, args.partition, args.offset, &limits)?;
             serde_json::to_value(r)?
         }
@@ -71,6 +78,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     output::emit(args.format, &found, |out, r| write_record(out, r))
 }
 
+fn parse_avro_schema(s: &str) -> Result<(String, std::path::PathBuf), String> {
+    match s.split_once('=') {
+        Some((id, path)) if id.trim().parse::<u32>().is_ok() && !path.is_empty() => {
+            Ok((id.trim().to_owned(), path.into()))
+        }
+        _ => Err(format!("{s:?}: give ID=PATH (7=schemas/payment.avsc)")),
+    }
+}
+
 fn shown(v: &serde_json::Value) -> String {
     let Ok(s) = serde_json::from_value::<ShownText>(v.clone()) else {
         return v.to_string();
@@ -91,13 +107,15 @@ impl<'de> serde::Deserialize<'de> for ShownText {
             Some("text") => v["text"].as_str().unwrap_or_default().to_owned(),
             Some("confluent") => match v.get("json") {
                 Some(j) => format!(
-                    "(schema id {}) {}",
+                    "(schema id {}, {}) {}",
                     v["schema_id"],
+                    v["format"].as_str().unwrap_or("json"),
                     serde_json::to_string_pretty(j).unwrap_or_default()
                 ),
                 None => format!(
-                    "(schema id {}, {bytes} bytes, not decoded) {}",
+                    "(schema id {}, {bytes} bytes, not decoded{}) {}",
                     v["schema_id"],
+                    v["note"].as_str().map(|n| format!(": {n}")).unwrap_or_default(),
                     v["hex_preview"].as_str().unwrap_or_default()
                 ),
             },

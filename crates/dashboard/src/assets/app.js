@@ -953,7 +953,7 @@ const recordPage = {
         case 'null': return h('span', { class: 'muted' }, 'null');
         case 'json': return h('pre', { class: 'preview' }, JSON.stringify(v.json, null, 2));
         case 'text': return h('pre', { class: 'preview' }, v.text);
-        case 'confluent': return [h('span', { class: 'muted' }, `schema id ${v.schema_id} `), v.json ? h('pre', { class: 'preview' }, JSON.stringify(v.json, null, 2)) : h('code', { class: 'preview' }, v.hex_preview)];
+        case 'confluent': return [h('span', { class: 'muted' }, `schema id ${v.schema_id}${v.format ? `, ${v.format}` : ''} `), v.note ? h('p', { class: 'muted' }, v.note) : '', v.json ? h('pre', { class: 'preview' }, JSON.stringify(v.json, null, 2)) : h('code', { class: 'preview' }, v.hex_preview)];
         default: return [h('span', { class: 'muted' }, `${num(v.bytes)} bytes${v.hex ? ', hex' : ''}${v.truncated ? ', first bytes only' : ''} `), h('code', { class: 'preview' }, v.preview)];
       }
     };

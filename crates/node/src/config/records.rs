@@ -3,6 +3,12 @@
 //! and which fields are masked.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Avro schema files named at most, and the largest one read.
+pub const MAX_SCHEMAS: usize = 1_000;
+pub const MAX_SCHEMA_BYTES: u64 = 1 << 20;
 
 /// `[serve.records]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -17,6 +23,46 @@ pub struct RecordsConfig {
     pub preview_bytes: usize,
     /// Record reads at once per tenant; more wait their turn.
     pub max_concurrent_reads: usize,
+    /// Avro schemas by schema-registry id (`{ "7" = "schemas/payment.avsc" }`),
+    /// as the SDK's validation takes them: a value framed with one of these
+    /// ids (magic byte 0, the id) is decoded to JSON, then masked.
+    pub avro_schemas: BTreeMap<String, PathBuf>,
+}
+
+impl RecordsConfig {
+    /// The Avro schema files: ids that are numbers, files that can be read
+    /// and are at most [`MAX_SCHEMA_BYTES`]. Whether they parse is said when
+    /// a record is read.
+    pub fn check(&self) -> Result<(), String> {
+        if self.avro_schemas.len() > MAX_SCHEMAS {
+            return Err(format!("avro_schemas names more than {MAX_SCHEMAS} schemas"));
+        }
+        for (id, path) in &self.avro_schemas {
+            if id.parse::<u32>().is_err() {
+                return Err(format!("avro_schemas: {id:?} is not a schema id (a number)"));
+            }
+            match std::fs::metadata(path) {
+                Ok(m) if m.len() <= MAX_SCHEMA_BYTES => {}
+                Ok(m) => {
+                    return Err(format!(
+                        "avro_schemas {id}: {} is {} bytes, more than {MAX_SCHEMA_BYTES}",
+                        path.display(),
+                        m.len()
+                    ));
+                }
+                Err(e) => return Err(format!("avro_schemas {id}: {}: {e}", path.display())),
+            }
+        }
+        Ok(())
+    }
+
+    /// The schema file of `id`, if one is named.
+    pub fn avro_schema(&self, id: u32) -> Option<&PathBuf> {
+        self.avro_schemas
+            .iter()
+            .find(|(k, _)| k.parse::<u32>().ok() == Some(id))
+            .map(|(_, p)| p)
+    }
 }
 
 impl Default for RecordsConfig {
@@ -26,6 +72,7 @@ impl Default for RecordsConfig {
             max_value_bytes: 256 * 1024,
             preview_bytes: 4 * 1024,
             max_concurrent_reads: 4,
+            avro_schemas: BTreeMap::new(),
         }
     }
 }
