@@ -1,12 +1,16 @@
 //! Dead-letter redrive's throughput (issue 31) against the broker's own
 //! produce rate for the same records, in one run, against tansu started here
-//! (its sqlite engine): 10,000 dead letters of 1 KiB with provenance headers.
+//! (its memory engine: its sqlite engine's fetches slow down as the database
+//! grows, which would measure tansu): 10,000 dead letters of 1 KiB with
+//! provenance headers, written one a batch (the memory engine's high watermark
+//! is a batch's base + 1, and a redrive reads to it).
 //!
 //! - `produce`: the records produced by an idempotent producer (acks=all),
 //!   all in flight at once: what the broker takes.
-//! - `redrive`: a whole run (the in-flight check, the plan's read of the DLQ,
-//!   the read again to send, each batch claimed in and recorded to the log,
-//!   here a node on `memory://`) at the highest rate it may be asked.
+//! - `dry_run`: the plan, one read of the DLQ: what the broker's fetches cost.
+//! - `redrive`: a whole run (the in-flight check, one read of the DLQ, each
+//!   batch claimed in and recorded to the log, here a node on `memory://`) at
+//!   the highest rate it may be asked.
 //!
 //! `cargo bench -p streamsight-act --bench redrive` (needs tansu:
 //! scripts/test installs it at .tools/tansu, or set STREAMSIGHT_TANSU).
@@ -77,9 +81,7 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("streamsight-bench-redrive-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(streamsight_testkit::free_port(), "sqlite://tansu.db", &dir, &[]);
+    let broker = Tansu::start();
     let b = broker.bootstrap.clone();
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &b)
@@ -96,7 +98,20 @@ fn bench(c: &mut Criterion) {
         for r in admin.create_topics(&topics, &opts).await.unwrap() {
             r.unwrap();
         }
-        produce(&producer, "orders.dlq").await;
+        let one_a_batch: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &b)
+            .set("linger.ms", "0")
+            .create()
+            .unwrap();
+        let value = vec![b'x'; VALUE_BYTES];
+        for i in 0..LETTERS {
+            let key = format!("order-{i}");
+            let record = FutureRecord::to("orders.dlq")
+                .key(&key)
+                .payload(&value)
+                .headers(headers(i));
+            one_a_batch.send(record, Duration::from_secs(60)).await.unwrap();
+        }
     });
     let cluster = ClusterConfig::new("tansu", &b);
     let selection = Selection {
@@ -107,13 +122,11 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(LETTERS as u64));
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(30));
-    group.bench_function("produce/10000", |bench| {
-        bench.iter_custom(|n| {
-            let mut total = 0.0;
-            for _ in 0..n {
-                total += runtime.block_on(produce(&producer, "baseline"));
-            }
-            Duration::from_secs_f64(total)
+    let planner = Shared::new(ServeConfig::ephemeral(), EngineConfig::default()).unwrap();
+    group.bench_function("dry_run/10000", |bench| {
+        bench.iter(|| {
+            let plan = redrive::plan(&planner, &cluster, "orders.dlq", &selection).unwrap();
+            assert_eq!(plan.to_send, LETTERS as u64);
         });
     });
     group.bench_function("redrive/10000", |bench| {
@@ -148,9 +161,17 @@ fn bench(c: &mut Criterion) {
             total
         });
     });
+    group.bench_function("produce/10000", |bench| {
+        bench.iter_custom(|n| {
+            let mut total = 0.0;
+            for _ in 0..n {
+                total += runtime.block_on(produce(&producer, "baseline"));
+            }
+            Duration::from_secs_f64(total)
+        });
+    });
     group.finish();
     drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 criterion_group!(benches, bench);

@@ -103,11 +103,19 @@ pub fn show(bytes: Option<&[u8]>, limits: &RecordsConfig) -> Shown {
         let schema_id = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
         let (mut format, mut note) = (None, None);
         let mut decoded = None;
-        if let Some(path) = limits.avro_schema(schema_id) {
-            match avro(path, &b[5..], limits) {
+        let named = limits
+            .avro_schema(schema_id)
+            .map(|p| (p, "avro"))
+            .or_else(|| limits.protobuf_schema(schema_id).map(|p| (p, "protobuf")));
+        if let Some((path, kind)) = named {
+            let result = match kind {
+                "avro" => avro(path, &b[5..], limits),
+                _ => protobuf(path, &b[5..], limits),
+            };
+            match result {
                 Ok(v) => {
                     decoded = Some(v);
-                    format = Some("avro");
+                    format = Some(kind);
                 }
                 Err(why) => note = Some(format!("schema {schema_id} ({}): {why}", path.display())),
             }
@@ -161,6 +169,60 @@ fn avro(path: &std::path::Path, mut datum: &[u8], limits: &RecordsConfig) -> Res
         ));
     }
     let mut v = Value::try_from(value).map_err(|e| format!("not shown as JSON: {e}"))?;
+    mask(&mut v, limits);
+    Ok(v)
+}
+
+/// Message indexes an id's framing may name, at most (nesting depth).
+const MAX_MESSAGE_INDEXES: u64 = 100;
+
+/// A Protobuf message of the `.proto` file in `path`, as JSON with its masked
+/// fields. Confluent's framing names the message by indexes after the schema
+/// id (zigzag varints: a count, then the index of a top-level message and of
+/// each nested one; a count of 0 is the file's first message).
+fn protobuf(path: &std::path::Path, payload: &[u8], limits: &RecordsConfig) -> Result<Value, String> {
+    let mut rest = payload;
+    let mut varint = || -> Result<i64, String> {
+        let mut n: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let (&byte, tail) = rest.split_first().ok_or("the message indexes end early")?;
+            rest = tail;
+            n |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                // Zigzag, as Confluent's serializer writes them.
+                return Ok((n >> 1) as i64 ^ -((n & 1) as i64));
+            }
+        }
+        Err("a message index is longer than 10 bytes".into())
+    };
+    let count = varint()?;
+    if !(0..=MAX_MESSAGE_INDEXES as i64).contains(&count) {
+        return Err(format!("{count} message indexes: not Confluent's framing"));
+    }
+    let indexes: Vec<i64> = if count == 0 {
+        vec![0]
+    } else {
+        (0..count).map(|_| varint()).collect::<Result<_, _>>()?
+    };
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let name = path.file_name().ok_or("the schema file has no name")?;
+    let files = protox::compile([name], [dir]).map_err(|e| format!("the schema does not compile: {e}"))?;
+    let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(files).map_err(|e| e.to_string())?;
+    let file = pool
+        .get_file_by_name(&name.to_string_lossy())
+        .ok_or("the schema file is not in what it compiled to")?;
+    let index = |i: i64| usize::try_from(i).map_err(|_| format!("message index {i}"));
+    let mut message = file
+        .messages()
+        .nth(index(indexes[0])?)
+        .ok_or_else(|| format!("the file has no message {}", indexes[0]))?;
+    for &i in &indexes[1..] {
+        let child = message.child_messages().nth(index(i)?);
+        message = child.ok_or_else(|| format!("{} has no nested message {i}", message.full_name()))?;
+    }
+    let full = message.full_name().to_owned();
+    let decoded = prost_reflect::DynamicMessage::decode(message, rest).map_err(|e| format!("not a {full}: {e}"))?;
+    let mut v = serde_json::to_value(&decoded).map_err(|e| format!("not shown as JSON: {e}"))?;
     mask(&mut v, limits);
     Ok(v)
 }
@@ -496,6 +558,49 @@ mod tests {
             panic!()
         };
         assert!(note.unwrap().contains("not a datum of the schema"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn protobuf_framed_with_a_named_schema_id_is_decoded_by_its_message_indexes() {
+        const PROTO: &str = "syntax = \"proto3\";\npackage shop;\n\
+            message Meta { string origin = 1; }\n\
+            message Payment { string id = 1; Card card = 2; int64 amount = 3;\n\
+              message Card { string number = 1; } }\n";
+        let dir = std::env::temp_dir().join(format!("streamsight-proto-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("payment.proto");
+        std::fs::write(&path, PROTO).unwrap();
+        let files = protox::compile(["payment.proto"], [&dir]).unwrap();
+        let pool = prost_reflect::DescriptorPool::from_file_descriptor_set(files).unwrap();
+        let payment = pool.get_message_by_name("shop.Payment").unwrap();
+        let mut de = serde_json::Deserializer::from_str(r#"{"id":"p-1","card":{"number":"4111"},"amount":"42"}"#);
+        let message = prost_reflect::DynamicMessage::deserialize(payment, &mut de).unwrap();
+        // Schema id 8; one message index (zigzag 1 = 2), the second message (zigzag 1 = 2).
+        let mut framed = vec![0, 0, 0, 0, 8, 2, 2];
+        framed.extend(prost::Message::encode_to_vec(&message));
+        let limits = RecordsConfig {
+            redact: vec!["card.number".into()],
+            protobuf_schemas: [("8".to_owned(), path.clone())].into(),
+            ..RecordsConfig::default()
+        };
+        let Shown::Confluent { format, json, note, .. } = show(Some(&framed), &limits) else {
+            panic!()
+        };
+        assert_eq!((format, note), (Some("protobuf"), None));
+        assert_eq!(json, Some(json!({"id":"p-1","card":{"number":REDACTED},"amount":"42"})));
+        // Indexes naming no message, and bytes that are not the message: said.
+        let mut wrong = vec![0, 0, 0, 0, 8, 2, 20];
+        wrong.extend(prost::Message::encode_to_vec(&message));
+        let Shown::Confluent { note, hex_preview, .. } = show(Some(&wrong), &limits) else {
+            panic!()
+        };
+        assert!(note.unwrap().contains("has no message 10") && hex_preview.is_some());
+        let garbage = [0, 0, 0, 0, 8, 0, 0xff, 0xff, 0xff];
+        let Shown::Confluent { note, .. } = show(Some(&garbage), &limits) else {
+            panic!()
+        };
+        assert!(note.unwrap().contains("not a shop.Meta"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -313,8 +313,10 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     let payloads = create("payloads");
     let avsc = dir.join("card.avsc");
     std::fs::write(&avsc, CARD_AVRO).unwrap();
+    let proto = dir.join("card.proto");
+    std::fs::write(&proto, CARD_PROTO).unwrap();
     let toml = format!(
-        "[serve]\nkeys_file = {keys_file:?}\n[serve.records]\nredact = [\"card.number\"]\navro_schemas = {{ \"7\" = {avsc:?} }}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
+        "[serve]\nkeys_file = {keys_file:?}\n[serve.records]\nredact = [\"card.number\"]\navro_schemas = {{ \"7\" = {avsc:?} }}\nprotobuf_schemas = {{ \"8\" = {proto:?} }}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
     );
     let (_serve, api) = support::serve_with_config("act", &toml);
     let cli = |key: &str, args: &[&str]| {
@@ -431,7 +433,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     assert_eq!(r["headers"][0][0], "trace-id", "{r}");
     assert_eq!(r["timestamp_type"], "create_time");
     let (ok, _, err) = record(&payloads, 99);
-    assert!(!ok && err.contains("404") && err.contains("holds 0 to 2"), "{err}");
+    assert!(!ok && err.contains("404") && err.contains("holds 0 to 3"), "{err}");
     // Avro framed with a schema id the config names: decoded, then masked.
     let (ok, out, err) = record(&payloads, 2);
     assert!(ok, "{err}");
@@ -529,7 +531,19 @@ async fn produce_card(bootstrap: &str) {
     );
     let third = FutureRecord::<(), _>::to("cards").partition(0).payload(&framed);
     producer.send(third, Duration::from_secs(5)).await.unwrap();
+    // Protobuf with the registry's framing, schema id 8, message index [1]
+    // (CARD_PROTO's Payment), its fields in Protobuf's wire format.
+    let mut framed = vec![0, 0, 0, 0, 8, 2, 2];
+    framed.extend_from_slice(b"\x0a\x03p-1");
+    framed.extend_from_slice(b"\x12\x12\x0a\x104111111111111111");
+    framed.extend_from_slice(b"\x18\x0c");
+    let fourth = FutureRecord::<(), _>::to("cards").partition(0).payload(&framed);
+    producer.send(fourth, Duration::from_secs(5)).await.unwrap();
 }
+
+/// The Protobuf schema of the fourth record of `cards`.
+const CARD_PROTO: &str = "syntax = \"proto3\";\npackage shop;\nmessage Meta { string origin = 1; }\n\
+    message Payment { string id = 1; Card card = 2; int64 amount = 3; message Card { string number = 1; } }\n";
 
 /// The Avro schema of the third record of `cards`.
 const CARD_AVRO: &str = r#"{"type":"record","name":"Payment","fields":[

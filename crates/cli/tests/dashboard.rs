@@ -866,6 +866,12 @@ async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
         text.contains("Record orders[1] @ 3") && text.contains("create time"),
         "{text}"
     );
+    // Read once, and said so: never "Live".
+    b.wait_until(
+        "the record page's freshness",
+        "return document.getElementById('freshness').innerText.startsWith('Read once')",
+    )
+    .await;
     wait_for(
         &http,
         &format!("{api}/api/v1/lag?group=billing"),

@@ -50,13 +50,12 @@ pub struct SentLetter {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RedriveEvent {
-    /// A run began: by which key, selecting how many letters.
+    /// A run began: by which key, with which selection.
     Started {
         run: String,
         #[serde(flatten)]
         of: DlqTopic,
         key: String,
-        selected: u64,
         /// The selection, as the operator gave it.
         selection: String,
     },
@@ -87,11 +86,13 @@ pub enum RedriveEvent {
         of: DlqTopic,
         letters: Vec<(i32, i64)>,
     },
-    /// A run ended: done, or stopped with the error.
+    /// A run ended: done, or stopped with the error; how many letters its
+    /// selection took.
     Finished {
         run: String,
         #[serde(flatten)]
         of: DlqTopic,
+        selected: u64,
         error: Option<String>,
     },
 }
@@ -150,7 +151,8 @@ pub struct RunSummary {
     pub key: String,
     pub selection: String,
     pub started_ms: Millis,
-    pub selected: u64,
+    /// Letters its selection took: known when it finished.
+    pub selected: Option<u64>,
     pub sent: u64,
     pub finished_ms: Option<Millis>,
     pub error: Option<String>,
@@ -180,7 +182,6 @@ impl Ledger {
                 run,
                 of,
                 key,
-                selected,
                 selection,
             } => {
                 if self.runs.len() == RUNS_KEPT {
@@ -192,7 +193,7 @@ impl Ledger {
                     key: key.clone(),
                     selection: selection.clone(),
                     started_ms: at,
-                    selected: *selected,
+                    selected: None,
                     sent: 0,
                     finished_ms: None,
                     error: None,
@@ -254,9 +255,12 @@ impl Ledger {
                     }
                 }
             }
-            RedriveEvent::Finished { run, error, .. } => {
+            RedriveEvent::Finished {
+                run, selected, error, ..
+            } => {
                 if let Some(r) = self.run_mut(run) {
                     r.finished_ms = Some(at);
+                    r.selected = Some(*selected);
                     r.error = error.clone();
                 }
             }
@@ -419,7 +423,6 @@ mod tests {
                 run: "a".into(),
                 of: dlq(),
                 key: "k".into(),
-                selected: 3,
                 selection: "all".into(),
             },
         );
@@ -432,11 +435,12 @@ mod tests {
             &RedriveEvent::Finished {
                 run: "a".into(),
                 of: dlq(),
+                selected: 3,
                 error: None,
             },
         );
         let r = l.run("a").unwrap();
-        assert_eq!((r.sent, r.finished_ms), (2, Some(Millis(5))));
+        assert_eq!((r.sent, r.selected, r.finished_ms), (2, Some(3), Some(Millis(5))));
     }
 
     proptest! {

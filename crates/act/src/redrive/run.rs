@@ -1,6 +1,6 @@
 //! A run: what it sends, how it reports to the log, and which are running.
 
-use super::{Plan, Selection, destination, partition_counts, plan};
+use super::{Selection, destination, partition_counts};
 use crate::ActError;
 use crate::record::reader_config;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -25,6 +25,8 @@ struct Outgoing {
     headers: Vec<(String, Option<Vec<u8>>)>,
     topic: String,
     to_partition: Option<i32>,
+    /// The destination's partition count.
+    partitions: i32,
 }
 
 /// One run: of which DLQ topic of which cluster, by which key, reporting to
@@ -64,8 +66,6 @@ impl Run<'_> {
 /// Where a run in this process stands, for `GET /api/v1/redrives/{run}`.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Status {
-    /// Letters its plan selected, once planned.
-    pub selected: Option<u64>,
     #[serde(flatten)]
     pub counts: Counts,
     pub done: bool,
@@ -75,6 +75,8 @@ pub struct Status {
 /// What a run counts as it goes.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Counts {
+    /// Letters the selection took, so far.
+    pub selected: u64,
     /// In-flight letters of crashed runs found sent, and released.
     pub settled_sent: u64,
     pub settled_released: u64,
@@ -90,22 +92,21 @@ pub fn execute(run: &Run<'_>, selection: &Selection, progress: &std::sync::Mutex
     let mut counts = Counts::default();
     super::settle::settle(run, &mut counts)?;
     lock(progress).counts = counts.clone();
-    // The plan, after settling: what is left to send.
-    let planned = plan(run.shared, run.cluster, &run.of.dlq, selection)?;
-    lock(progress).selected = Some(planned.selected);
     run.append(vec![RedriveEvent::Started {
         run: run.id.clone(),
         of: run.of.clone(),
         key: run.key.clone(),
-        selected: planned.selected,
         selection: serde_json::to_string(selection).unwrap_or_default(),
     }])?;
-    let result = send_all(run, selection, &planned, &mut counts, progress);
+    // One pass over the DLQ: what is selected is counted as it is sent.
+    let result = send_all(run, selection, &mut counts, progress);
     run.append(vec![RedriveEvent::Finished {
         run: run.id.clone(),
         of: run.of.clone(),
+        selected: counts.selected,
         error: result.as_ref().err().map(ToString::to_string),
     }])?;
+    lock(progress).counts = counts;
     result
 }
 
@@ -132,7 +133,6 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn send_all(
     run: &Run<'_>,
     selection: &Selection,
-    planned: &Plan,
     counts: &mut Counts,
     progress: &std::sync::Mutex<Status>,
 ) -> Result<(), ActError> {
@@ -140,7 +140,24 @@ fn send_all(
     let broker = |e: rdkafka::error::KafkaError| run.broker(e);
     let rate = selection.rate();
     let batch_size = (rate as usize).clamp(1, 500);
-    let counts_by_topic = partition_counts(cluster, &planned.by_topic.keys().cloned().collect())?;
+    // Each destination's partition count, asked once, the first time a
+    // letter goes there; never the collector's own log.
+    let mut counts_by_topic: HashMap<String, i32> = HashMap::new();
+    let mut count_of = |topic: &str| -> Result<i32, ActError> {
+        if let Some(n) = counts_by_topic.get(topic) {
+            return Ok(*n);
+        }
+        if run.shared.config.is_log_topic(topic) {
+            return Err(ActError::Refused(format!(
+                "{topic} is this collector's own log: nothing is redriven into it"
+            )));
+        }
+        let n = partition_counts(cluster, &BTreeSet::from([topic.to_owned()]))?
+            .remove(topic)
+            .unwrap_or(0);
+        counts_by_topic.insert(topic.to_owned(), n);
+        Ok(n)
+    };
     let producer: FutureProducer = crate::record::cluster_config(cluster)?
         .set("enable.idempotence", "true")
         .set("acks", "all")
@@ -171,7 +188,7 @@ fn send_all(
         for o in batch.iter() {
             let parts: Vec<i32> = match o.to_partition {
                 Some(p) => vec![p],
-                None => (0..counts_by_topic.get(&o.topic).copied().unwrap_or(0)).collect(),
+                None => (0..o.partitions).collect(),
             };
             for p in parts {
                 if seen.insert((o.topic.clone(), p)) {
@@ -271,6 +288,14 @@ fn send_all(
         if !selection.takes(m, provenance) {
             return Ok(true);
         }
+        counts.selected += 1;
+        if counts.selected > super::MAX_SELECTED {
+            error = Some(ActError::BadRequest(format!(
+                "more than {} dead letters selected: narrow the selection (--offsets, --from, --reason)",
+                super::MAX_SELECTED
+            )));
+            return Ok(false);
+        }
         if run
             .shared
             .redrives
@@ -285,7 +310,14 @@ fn send_all(
             counts.no_destination += 1;
             return Ok(true);
         };
-        if to_partition.is_some_and(|p| counts_by_topic.get(&topic).is_none_or(|n| p >= *n)) {
+        let partitions = match count_of(&topic) {
+            Ok(n) => n,
+            Err(e) => {
+                error = Some(e);
+                return Ok(false);
+            }
+        };
+        if to_partition.is_some_and(|p| p >= partitions) {
             to_partition = None;
         }
         let headers = m.headers().map_or_else(Vec::new, |h| {
@@ -302,6 +334,7 @@ fn send_all(
             headers,
             topic,
             to_partition,
+            partitions,
         });
         if batch.len() >= batch_size.min(MAX_BATCH) {
             if let Err(e) = flush(&mut batch, counts) {

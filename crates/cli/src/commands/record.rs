@@ -31,8 +31,12 @@ pub struct Args {
     /// With --bootstrap-server: an Avro schema for a schema-registry id
     /// (`7=schemas/payment.avsc`); repeatable. A collector uses its own
     /// `[serve.records] avro_schemas`.
-    #[arg(long = "avro-schema", value_parser = parse_avro_schema)]
+    #[arg(long = "avro-schema", value_parser = parse_schema)]
     pub avro_schemas: Vec<(String, std::path::PathBuf)>,
+    /// With --bootstrap-server: a Protobuf schema (`.proto`) for a
+    /// schema-registry id (`8=schemas/payment.proto`); repeatable.
+    #[arg(long = "protobuf-schema", value_parser = parse_schema)]
+    pub protobuf_schemas: Vec<(String, std::path::PathBuf)>,
     /// The collector's API (STREAMSIGHT_API_KEY: a key of the `payloads`
     /// scope, or admin).
     #[arg(long, env = "STREAMSIGHT_API_URL", default_value = "http://127.0.0.1:7411")]
@@ -52,9 +56,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let limits = RecordsConfig {
                 redact: args.redact.clone(),
                 avro_schemas: args.avro_schemas.iter().cloned().collect(),
+                protobuf_schemas: args.protobuf_schemas.iter().cloned().collect(),
                 ..RecordsConfig::default()
             };
-            limits.check().map_err(|e| anyhow::anyhow!("--avro-schema: {e}"))?;
+            limits
+                .check()
+                .map_err(|e| anyhow::anyhow!("--avro-schema, --protobuf-schema: {e}"))?;
             let r: ReadRecord = record::read(&config, &args.topic, args.partition, args.offset, &limits)?;
             serde_json::to_value(r)?
         }
@@ -78,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     output::emit(args.format, &found, |out, r| write_record(out, r))
 }
 
-fn parse_avro_schema(s: &str) -> Result<(String, std::path::PathBuf), String> {
+fn parse_schema(s: &str) -> Result<(String, std::path::PathBuf), String> {
     match s.split_once('=') {
         Some((id, path)) if id.trim().parse::<u32>().is_ok() && !path.is_empty() => {
             Ok((id.trim().to_owned(), path.into()))

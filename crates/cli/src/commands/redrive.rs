@@ -144,9 +144,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map_err(at)?;
         let live = &status["live"];
         let line = format!(
-            "sent {} of {} (already sent before: {}, no destination: {}, settled from an earlier run: {} sent, {} released)",
+            "sent {} of the {} the dry run would send (already sent before: {}, no destination: {}, settled from an earlier run: {} sent, {} released)",
             live["sent"].as_u64().unwrap_or(0),
-            live["selected"].as_u64().map_or_else(|| "?".into(), |n| n.to_string()),
+            plan.to_send + plan.in_flight,
             live["already_sent"].as_u64().unwrap_or(0),
             live["no_destination"].as_u64().unwrap_or(0),
             live["settled_sent"].as_u64().unwrap_or(0),

@@ -133,6 +133,8 @@ function showFreshness() {
   const stale = live.error || age === null || age * 1000 > 2 * live.refreshMs + 2000;
   freshness.className = stale && live.lastOk ? 'stale' : '';
   if (!live.lastOk) freshness.textContent = live.error ? `Cannot load: ${live.error}` : 'Loading…';
+  // A page read once (a record: each read is a Kafka client) is never live.
+  else if (live.once) { freshness.className = ''; freshness.textContent = `Read once, ${duration(age)} ago: reload to read again`; }
   else if (stale) freshness.textContent = `Stale: last update ${duration(age)} ago${live.error ? ` (${live.error})` : ''}`;
   else freshness.textContent = `Live · updated ${duration(age)} ago`;
 }
@@ -733,6 +735,7 @@ const redriveDialog = (() => {
   let planned = null;
   let dlqTopic = null;
   let letters = [];
+  let toSend = 0;
   const body = () => {
     const selection = {};
     if (letters.length) selection.letters = letters;
@@ -791,6 +794,7 @@ const redriveDialog = (() => {
       const b = body();
       const a = await send('POST', path(), { selection: b, dry_run: true }, f.key.value.trim());
       showPlan(a.plan);
+      toSend = a.plan.to_send + a.plan.in_flight;
       if (a.plan.to_send === 0 && a.plan.in_flight === 0) {
         say('banner ok', 'Nothing to send: every selected dead letter was sent already, or has no destination.');
         planned = null;
@@ -807,7 +811,7 @@ const redriveDialog = (() => {
     for (;;) {
       const s = await api(`/api/v1/redrives/${enc(run)}`);
       const l = s.live || {};
-      const text = `Redrive ${run}: sent ${num(l.sent || 0)} of ${l.selected === null || l.selected === undefined ? '?' : num(l.selected)}`
+      const text = `Redrive ${run}: sent ${num(l.sent || 0)} of ${num(toSend)}`
         + `${l.already_sent ? `, ${num(l.already_sent)} sent before` : ''}${l.settled_sent ? `, ${num(l.settled_sent)} found sent by a run that stopped` : ''}`;
       if (l.done || s.interrupted) {
         say(l.error || s.interrupted ? 'banner bad' : 'banner ok', l.error ? `${text}. Stopped: ${l.error} (redrive again to resume: nothing is sent twice).` : `${text}. Done.`);
@@ -995,6 +999,7 @@ function partial(d) {
 
 async function refresh(page, args) {
   clearTimeout(live.timer);
+  live.once = !!page.once;
   try {
     const data = await api(page.url(args));
     if (data.refresh_ms) live.refreshMs = data.refresh_ms;

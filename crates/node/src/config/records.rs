@@ -27,6 +27,10 @@ pub struct RecordsConfig {
     /// as the SDK's validation takes them: a value framed with one of these
     /// ids (magic byte 0, the id) is decoded to JSON, then masked.
     pub avro_schemas: BTreeMap<String, PathBuf>,
+    /// Protobuf schemas by schema-registry id (`{ "8" = "schemas/payment.proto" }`):
+    /// a value framed with one of these ids is decoded to JSON (the message
+    /// its framing's message indexes name), then masked.
+    pub protobuf_schemas: BTreeMap<String, PathBuf>,
 }
 
 impl RecordsConfig {
@@ -34,35 +38,58 @@ impl RecordsConfig {
     /// and are at most [`MAX_SCHEMA_BYTES`]. Whether they parse is said when
     /// a record is read.
     pub fn check(&self) -> Result<(), String> {
-        if self.avro_schemas.len() > MAX_SCHEMAS {
-            return Err(format!("avro_schemas names more than {MAX_SCHEMAS} schemas"));
-        }
-        for (id, path) in &self.avro_schemas {
-            if id.parse::<u32>().is_err() {
-                return Err(format!("avro_schemas: {id:?} is not a schema id (a number)"));
+        for (key, schemas) in [
+            ("avro_schemas", &self.avro_schemas),
+            ("protobuf_schemas", &self.protobuf_schemas),
+        ] {
+            if schemas.len() > MAX_SCHEMAS {
+                return Err(format!("{key} names more than {MAX_SCHEMAS} schemas"));
             }
-            match std::fs::metadata(path) {
-                Ok(m) if m.len() <= MAX_SCHEMA_BYTES => {}
-                Ok(m) => {
-                    return Err(format!(
-                        "avro_schemas {id}: {} is {} bytes, more than {MAX_SCHEMA_BYTES}",
-                        path.display(),
-                        m.len()
-                    ));
+            for (id, path) in schemas {
+                if id.parse::<u32>().is_err() {
+                    return Err(format!("{key}: {id:?} is not a schema id (a number)"));
                 }
-                Err(e) => return Err(format!("avro_schemas {id}: {}: {e}", path.display())),
+                match std::fs::metadata(path) {
+                    Ok(m) if m.len() <= MAX_SCHEMA_BYTES => {}
+                    Ok(m) => {
+                        return Err(format!(
+                            "{key} {id}: {} is {} bytes, more than {MAX_SCHEMA_BYTES}",
+                            path.display(),
+                            m.len()
+                        ));
+                    }
+                    Err(e) => return Err(format!("{key} {id}: {}: {e}", path.display())),
+                }
             }
+        }
+        if let Some(id) = self
+            .avro_schemas
+            .keys()
+            .find(|id| self.protobuf_schemas.contains_key(*id))
+        {
+            return Err(format!(
+                "schema id {id} is named both in avro_schemas and protobuf_schemas"
+            ));
         }
         Ok(())
     }
 
-    /// The schema file of `id`, if one is named.
+    /// The Avro schema file of `id`, if one is named.
     pub fn avro_schema(&self, id: u32) -> Option<&PathBuf> {
-        self.avro_schemas
-            .iter()
-            .find(|(k, _)| k.parse::<u32>().ok() == Some(id))
-            .map(|(_, p)| p)
+        find(&self.avro_schemas, id)
     }
+
+    /// The Protobuf schema file of `id`, if one is named.
+    pub fn protobuf_schema(&self, id: u32) -> Option<&PathBuf> {
+        find(&self.protobuf_schemas, id)
+    }
+}
+
+fn find(schemas: &BTreeMap<String, PathBuf>, id: u32) -> Option<&PathBuf> {
+    schemas
+        .iter()
+        .find(|(k, _)| k.parse::<u32>().ok() == Some(id))
+        .map(|(_, p)| p)
 }
 
 impl Default for RecordsConfig {
@@ -73,6 +100,7 @@ impl Default for RecordsConfig {
             preview_bytes: 4 * 1024,
             max_concurrent_reads: 4,
             avro_schemas: BTreeMap::new(),
+            protobuf_schemas: BTreeMap::new(),
         }
     }
 }
