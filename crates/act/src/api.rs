@@ -203,6 +203,9 @@ struct RedriveBody {
     dry_run: bool,
 }
 
+/// Redrive dry runs at once in this process.
+static PLANS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+
 /// A redrive's body: a thousand named letters fit.
 const MAX_REDRIVE_BODY: usize = 256 << 10;
 
@@ -237,6 +240,11 @@ async fn redrive(
         return ApiError::from(e).into_response();
     }
     if body.dry_run {
+        // Each dry run reads a DLQ: a few at a time, the rest wait their turn.
+        let plans = PLANS.get_or_init(|| tokio::sync::Semaphore::new(2));
+        let Ok(_turn) = plans.acquire().await else {
+            return ApiError::new(ErrorKind::Overloaded, "shutting down").into_response();
+        };
         let selection = body.selection;
         let shared = Arc::clone(&shared);
         let planned = tokio::task::spawn_blocking(move || redrive::plan(&shared, &config, &dlq, &selection)).await;

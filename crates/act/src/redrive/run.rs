@@ -16,6 +16,10 @@ use streamsight_node::{Shared, clock};
 use streamsight_poller::ClusterConfig;
 use streamsight_wire::dlq::{REDRIVE_HEADER, is_provenance, redrive_header};
 
+/// The most a batch holds of dead letters' bytes before it is sent: a
+/// batch of large letters is smaller, not larger in memory.
+const BATCH_BYTES: usize = 16 << 20;
+
 /// What a selected letter carries, read for sending.
 struct Outgoing {
     partition: i32,
@@ -27,6 +31,17 @@ struct Outgoing {
     to_partition: Option<i32>,
     /// The destination's partition count.
     partitions: i32,
+}
+
+impl Outgoing {
+    fn bytes(&self) -> usize {
+        let h: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum();
+        self.key.as_ref().map_or(0, Vec::len) + self.value.as_ref().map_or(0, Vec::len) + h
+    }
 }
 
 /// One run: of which DLQ topic of which cluster, by which key, reporting to
@@ -284,6 +299,7 @@ fn send_all(
         failed.map_or(Ok(()), Err)
     };
     let mut error = None;
+    let mut held = 0usize;
     super::scan::scan(cluster, &of.dlq, selection, |m, provenance| {
         if !selection.takes(m, provenance) {
             return Ok(true);
@@ -336,7 +352,9 @@ fn send_all(
             to_partition,
             partitions,
         });
-        if batch.len() >= batch_size.min(MAX_BATCH) {
+        held += batch.last().map_or(0, Outgoing::bytes);
+        if batch.len() >= batch_size.min(MAX_BATCH) || held >= BATCH_BYTES {
+            held = 0;
             if let Err(e) = flush(&mut batch, counts) {
                 error = Some(e);
                 return Ok(false);
