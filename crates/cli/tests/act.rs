@@ -304,11 +304,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     let keys = dir.join("keys.json");
     let _ = std::fs::remove_file(&keys);
     let keys_file = keys.to_str().unwrap();
-    let create = |scope: &str| {
-        let (ok, token, err) = support::run(&["keys", "create", "--scope", scope, "--keys-file", keys_file]);
-        assert!(ok, "{err}");
-        token.trim().to_owned()
-    };
+    let create = |scope: &str| support::create_key(keys_file, scope);
     let (read, admin) = (create("read"), create("admin"));
     let payloads = create("payloads");
     let avsc = dir.join("card.avsc");

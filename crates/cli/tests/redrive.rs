@@ -131,11 +131,7 @@ async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_se
 
     let keys = dir.join("keys.json");
     let keys_file = keys.to_str().unwrap();
-    let create = |scope: &str| {
-        let (ok, token, err) = support::run(&["keys", "create", "--scope", scope, "--keys-file", keys_file]);
-        assert!(ok, "{err}");
-        token.trim().to_owned()
-    };
+    let create = |scope: &str| support::create_key(keys_file, scope);
     let (read, admin) = (create("read"), create("admin"));
     let toml = format!(
         "[serve]\nkeys_file = {keys_file:?}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n\

@@ -97,17 +97,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let at = |e: String| anyhow::anyhow!("collector at {}: {e}", args.collector);
     let runtime = output::runtime()?;
-    let body = serde_json::json!({ "selection": selection, "dry_run": true });
-    let text = runtime
-        .block_on(collector_client::send(
-            reqwest::Method::POST,
-            &args.collector,
-            &path,
-            &[],
-            Some(&body),
-        ))
-        .map_err(at)?;
-    let answer: serde_json::Value = serde_json::from_str(&text).map_err(|e| at(format!("unexpected answer: {e}")))?;
+    // The same selection, as a dry run or not.
+    let post = |dry_run: bool| -> anyhow::Result<serde_json::Value> {
+        let body = serde_json::json!({ "selection": selection, "dry_run": dry_run });
+        let text = runtime
+            .block_on(collector_client::send(
+                reqwest::Method::POST,
+                &args.collector,
+                &path,
+                &[],
+                Some(&body),
+            ))
+            .map_err(at)?;
+        serde_json::from_str(&text).map_err(|e| at(format!("unexpected answer: {e}")))
+    };
+    let answer = post(true)?;
     let plan: Plan =
         serde_json::from_value(answer["plan"].clone()).map_err(|e| at(format!("unexpected answer: {e}")))?;
     if !args.execute {
@@ -119,17 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.format == Format::Table {
         write_plan(&mut std::io::stdout(), &plan)?;
     }
-    let body = serde_json::json!({ "selection": selection, "dry_run": false });
-    let text = runtime
-        .block_on(collector_client::send(
-            reqwest::Method::POST,
-            &args.collector,
-            &path,
-            &[],
-            Some(&body),
-        ))
-        .map_err(at)?;
-    let started: serde_json::Value = serde_json::from_str(&text).map_err(|e| at(format!("unexpected answer: {e}")))?;
+    let started = post(false)?;
     let run = started["run"].as_str().unwrap_or_default().to_owned();
     if args.format == Format::Table {
         println!("redrive {run} started; its progress follows (it goes on in the collector if this stops)");

@@ -98,6 +98,13 @@ pub fn run_keyed(args: &[&str], key: &str) -> (bool, String, String) {
     )
 }
 
+/// A key of `scope` made in `keys_file` by `streamsight keys create`: its token.
+pub fn create_key(keys_file: &str, scope: &str) -> String {
+    let (ok, token, err) = run(&["keys", "create", "--scope", scope, "--keys-file", keys_file]);
+    assert!(ok, "{err}");
+    token.trim().to_owned()
+}
+
 /// `streamsight serve` with `toml` as its config file, in memory, on free
 /// loopback ports: (guard, API URL).
 pub fn serve_with_config(name: &str, toml: &str) -> (Guard, String) {
