@@ -12,78 +12,10 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
-use std::io::{BufRead, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use streamsight_testkit::http::{get_json, keyed_client, wait_for_json};
 use streamsight_testkit::{Tansu, Watchdog};
-
-/// A confluent-kafka group member (`tests/python/group_member.py`).
-struct Member {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Member {
-    fn join(bootstrap: &str, topic: &str, group: &str, client_id: &str, count: usize) -> Member {
-        let mut child = Command::new(support::python())
-            .arg(support::script("group_member.py"))
-            .args([bootstrap, topic, group, client_id, &count.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let stdin = child.stdin.take();
-        Member { child, stdin, lines }
-    }
-
-    /// Lines up to and including the first that starts with `prefix`.
-    fn until(&self, prefix: &str) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        let mut seen = Vec::new();
-        loop {
-            match self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok(line) => {
-                    let done = line.starts_with(prefix);
-                    seen.push(line);
-                    if done {
-                        return seen;
-                    }
-                }
-                Err(e) => panic!("the member printed no {prefix:?} line ({e}); it printed {seen:?}"),
-            }
-        }
-    }
-
-    /// Leaves the group cleanly and waits for the process.
-    fn close(mut self) {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = writeln!(stdin, "close");
-        }
-        self.until("closed");
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::Member;
 
 fn reset(args: &[&str]) -> (bool, String, String) {
     let mut all = vec!["groups", "reset"];

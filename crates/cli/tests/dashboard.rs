@@ -118,7 +118,8 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
 
     b.open(&format!("{api}/groups/demo/fraud")).await;
     assert!(b.text("#producer-failing").await.contains("Producers are failing"));
-    b.wait_for_charts(2).await;
+    // Lag in messages, lag in time, and (a polled cluster) its members.
+    b.wait_for_charts(3).await;
     b.screenshot("group-fraud-charts").await;
 
     // The derived signals: one read model, the same values on the group page,
@@ -762,7 +763,8 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
     );
 
     b.open(&format!("{api}/groups/k4/ledger")).await;
-    b.wait_for_charts(2).await;
+    // Lag in messages, lag in time, and (a polled cluster) its members.
+    b.wait_for_charts(3).await;
     b.check_page("k4-group-blocked").await;
     let page = b.text("main").await;
     assert!(
@@ -989,4 +991,52 @@ async fn dead_letters_are_selected_on_the_dlq_page_and_redriven_after_a_dry_run(
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_page_shows_its_membership_from_the_polls() {
+    let broker = streamsight_testkit::Tansu::start();
+    let b = broker.bootstrap.clone();
+    support::fill_topic(&b, "orders", 1, 10).await;
+    let toml = format!("[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"500ms\"\n");
+    let (_serve, _intake, api) = support::serve_with("dashboard-membership", &toml, "memory://");
+    let http = reqwest::Client::new();
+    // A real confluent-kafka member joins, reads, and leaves.
+    let member = support::Member::join(&b, "orders", "billing", "billing-py-1", 10);
+    member.until("read 10");
+    let url = format!("{api}/api/v1/groups/tansu/billing");
+    wait_for(&http, &url, "the member seen by a poll", |v| {
+        v["rebalances"]["timeline"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|p| p["members"] == 1))
+    })
+    .await;
+    member.close();
+    // tansu 0.6.0 describes members without their client id or host.
+    wait_for(&http, &url, "the member's departure", |v| {
+        v["rebalances"]["departures"].as_array().is_some_and(|d| d.len() == 1)
+    })
+    .await;
+
+    let browser = Browser::start(1400, 1400).await;
+    browser.open(&format!("{api}/groups/tansu/billing")).await;
+    browser
+        .wait_until(
+            "the membership section",
+            "return (document.getElementById('membership') || {innerText: ''}).innerText.includes('Members that left in the last hour (1)')",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('membership').scrollIntoView(); return true")
+        .await;
+    browser.check_page("group-membership").await;
+    let text = browser.text("#membership").await;
+    assert!(
+        text.contains("Members (each poll)") && text.contains("Rebalances in the last hour"),
+        "{text}"
+    );
+    assert!(
+        text.contains("EMPTY"),
+        "the group's state after the member left: {text}"
+    );
 }

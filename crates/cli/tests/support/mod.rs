@@ -292,3 +292,71 @@ pub async fn dead_letters(bootstrap: &str, letters: i64, invalid: i64) {
         producer.send(record, Duration::from_secs(5)).await.unwrap();
     }
 }
+
+/// A confluent-kafka group member (`tests/python/group_member.py`): joins
+/// `group`, reads `count` records of `topic`, prints what it did, and leaves
+/// cleanly when told.
+pub struct Member {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Member {
+    pub fn join(bootstrap: &str, topic: &str, group: &str, client_id: &str, count: usize) -> Member {
+        let mut child = std::process::Command::new(python())
+            .arg(script("group_member.py"))
+            .args([bootstrap, topic, group, client_id, &count.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stdin = child.stdin.take();
+        Member { child, stdin, lines }
+    }
+
+    /// Lines up to and including the first that starts with `prefix`.
+    pub fn until(&self, prefix: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let mut seen = Vec::new();
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(e) => panic!("the member printed no {prefix:?} line ({e}); it printed {seen:?}"),
+            }
+        }
+    }
+
+    /// Leaves the group cleanly and waits for the process.
+    pub fn close(mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = std::io::Write::write_all(&mut stdin, b"close\n");
+        }
+        self.until("closed");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -244,7 +244,7 @@ function compact(v) {
   return `${+v.toFixed(2)}`;
 }
 
-function chart(title, history, value, label, failing, unit) {
+function chart(title, history, value, label, failing, unit, shadeLabel = 'producers failing', stepped = false) {
   const axisLabel = (v, incr) => {
     if (unit === 's' && v >= 120 && incr >= 60) return duration(v);
     return `${compact(v)}${unit === 's' ? ' s' : ''}`;
@@ -252,7 +252,7 @@ function chart(title, history, value, label, failing, unit) {
   const fig = h('figure', {}, h('figcaption', {}, title));
   const last = history.length ? value(history[history.length - 1]) : null;
   fig.append(h('p', { class: 'legend-note' }, `Latest: ${last === null ? 'unknown' : label(last)}. `,
-    failing.some(Boolean) ? [h('span', { class: 'shade-key', 'aria-hidden': 'true' }), ' producers failing'] : 'Gaps are unknown, not zero.'));
+    failing.some(Boolean) ? [h('span', { class: 'shade-key', 'aria-hidden': 'true' }), ` ${shadeLabel}`] : 'Gaps are unknown, not zero.'));
   const box = h('div', { role: 'img', 'aria-label': `${title}, ${history.length} samples, latest ${last === null ? 'unknown' : label(last)}` });
   fig.append(box);
   if (!window.uPlot || history.length === 0) {
@@ -277,7 +277,9 @@ function chart(title, history, value, label, failing, unit) {
     const width = Math.max(320, box.clientWidth || 500);
     const u = new window.uPlot({
       width, height: 220,
-      series: [{}, { label, stroke: '#0b57d0', width: 2, spanGaps: false, value: (_, v) => (v === null ? 'unknown' : label(v)) }],
+      series: [{}, { label, stroke: '#0b57d0', width: 2, spanGaps: false, value: (_, v) => (v === null ? 'unknown' : label(v)),
+        // A count that holds until the next poll (members) is drawn as steps.
+        paths: stepped && window.uPlot.paths ? window.uPlot.paths.stepped({ align: 1 }) : undefined }],
       axes: [{}, { size: 80, values: (_, ticks, __, ___, incr) => ticks.map((v) => axisLabel(v, incr)) }],
       hooks: { drawClear: [shade] },
       legend: { show: false },
@@ -299,6 +301,33 @@ function groupSignals(s, parts) {
     h('dt', {}, 'Retention deletes unread messages in'), h('dd', {}, margin),
     h('dt', {}, 'Catches up in'), h('dd', {}, catchUp),
     h('dt', {}, 'Partitions not committing'), h('dd', {}, s ? num(s.partitions_not_committing) : unknown()));
+}
+
+// Membership from the polls of the group's cluster: rebalances in the last
+// hour, time not Stable, the likely cause, members over time with the
+// rebalancing stretches shaded, each change of state, epoch or members, and
+// the members that left. Unknown where this node does not poll the cluster.
+function membership(r) {
+  const title = h('h2', {}, 'Membership');
+  if (!r) {
+    return h('section', { id: 'membership', 'aria-label': 'Membership' }, title,
+      h('p', { class: 'muted' }, 'Unknown here: membership comes from this collector polling the group\'s cluster ([[serve.clusters]]).'));
+  }
+  const settled = (state) => state === 'Stable' || state === 'Empty' || state === 'Dead';
+  const changes = r.timeline.filter((p, i, all) => i === 0 || p.state !== all[i - 1].state || p.epoch !== all[i - 1].epoch || p.members !== all[i - 1].members);
+  const when = (ms) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19);
+  return h('section', { id: 'membership', 'aria-label': 'Membership' }, title,
+    r.storm ? h('div', { class: 'banner bad', role: 'alert', id: 'rebalance-storm' }, h('strong', {}, 'Rebalance storm: '), `${r.last_hour} rebalances in the last hour. ${r.cause || ''}`) : null,
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Rebalances in the last hour'), h('dd', {}, num(r.last_hour)),
+      h('dt', {}, 'Not Stable in the last hour'), h('dd', {}, duration(r.not_stable_ms / 1000)),
+      h('dt', {}, 'Likely cause'), h('dd', {}, r.cause || h('span', { class: 'muted' }, 'no rebalance seen'))),
+    chart('Members (each poll)', r.timeline, (p) => p.members, (v) => `${num(v)} members`, r.timeline.map((p) => !settled(p.state)), '', 'rebalancing', true),
+    table(`State changes (${changes.length})`, [['When'], ['State'], ['Epoch', 'num'], ['Members', 'num']],
+      changes.slice().reverse().map((p) => [when(p.at_ms), p.state ? badge(p.state.toLowerCase()) : unknown(), p.epoch === null ? unknown() : num(p.epoch), num(p.members)]),
+      'Not polled yet.'),
+    table(`Members that left in the last hour (${r.departures.length})`, [['When'], ['Client'], ['Host']],
+      r.departures.slice().reverse().map((m) => [when(m.at_ms), m.client_id || unknown(), m.host || unknown()]), 'None left.'));
 }
 
 const group = {
@@ -343,6 +372,7 @@ const group = {
           p.consumer ? [p.consumer.client_id || p.consumer.member_id || '', p.consumer.host ? ` @ ${p.consumer.host}` : '', p.consumer.group_type && p.consumer.group_type !== 'classic' ? h('span', { class: 'muted' }, ` (${p.consumer.group_type} group)`) : ''] : h('span', { class: 'muted' }, 'not described'),
           ago(p.lag.last_commit_at_ms, d.now_ms),
         ])),
+      membership(d.rebalances),
     ];
   },
 };
