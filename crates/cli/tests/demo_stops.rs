@@ -1,6 +1,6 @@
 //! `streamsight demo` stops when told, in any phase: SIGTERM or Ctrl-C inside
 //! a producer incident (the broker rejecting every produce), and `--duration`
-//! ending inside one, each within 2 s, its temp dir removed.
+//! ending inside one, each within 3 s, its temp dir removed.
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
@@ -12,8 +12,10 @@ use streamsight_testkit::eventually;
 use streamsight_testkit::http::get_json;
 use support::{Guard, start};
 
-/// How long the demo may take to stop.
-const STOP_WITHIN: Duration = Duration::from_secs(2);
+/// How long the demo may take to stop. Measured on 2 cores: 0.7 to 2.4 s
+/// (its services get 1.2 s, the runtime 0.3 s, then the mock cluster and
+/// the clients are dropped); 2 s failed two fresh-clone runs in three.
+const STOP_WITHIN: Duration = Duration::from_secs(3);
 
 /// The demo inside an incident from its start, for `extra` more flags: its
 /// guard, API URL, and when it said it serves (where its `--duration` starts),
