@@ -6,11 +6,13 @@
 //! (the ledger, [`streamsight_core::redrive`]); a run that finds letters a
 //! crashed one claimed reads their destinations for that header first.
 
+mod context;
 pub mod run;
 mod scan;
 mod settle;
 
-pub use run::{Counts, Run, Running, Status};
+pub use context::{Counts, Run, Status};
+pub use run::Running;
 
 use crate::ActError;
 use crate::record::reader_config;

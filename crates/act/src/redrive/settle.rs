@@ -1,7 +1,7 @@
 //! Settling what a run that stopped left in flight.
 
 use super::MAX_VERIFIED;
-use super::run::{Counts, Run};
+use super::context::{Counts, Run};
 use crate::ActError;
 use crate::record::reader_config;
 use rdkafka::consumer::{BaseConsumer, Consumer};
