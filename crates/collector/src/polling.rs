@@ -19,12 +19,29 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
     let mut client = ClusterClient::new(config.clone());
     let mut tick = tokio::time::interval(config.poll_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Between polls, the lagging groups' offsets asked again (docs/poller.md).
+    let refreshing = !config.lagging_refresh.is_zero() && config.lagging_refresh < config.poll_interval;
+    let mut refresh = tokio::time::interval(if refreshing {
+        config.lagging_refresh
+    } else {
+        config.poll_interval
+    });
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut unknown = UnknownGroups::default();
     let mut round = 0u64;
     // Said once, and again after groups were listed in between.
     let mut said_unlisted = false;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            biased;
+            _ = tick.tick() => {}
+            _ = refresh.tick(), if refreshing => {
+                if leased && round > 0 {
+                    refresh_lagging(&shared, &writer, &mut client, &mut tracker).await;
+                }
+                continue;
+            }
+        }
         if let Some(leases) = &leases {
             let owns = leases.owns(&config.name);
             if owns && !leased {
@@ -93,6 +110,27 @@ pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: Cl
             .clusters
             .polled(&config.name, snap, elapsed.as_secs_f64() * 1000.0);
     }
+}
+
+/// One refresh of the partitions where groups lagged at the last look: what
+/// moved goes to the writer like a poll's.
+async fn refresh_lagging(shared: &Shared, writer: &Writer, client: &mut ClusterClient, tracker: &mut Tracker) {
+    let lagging = tracker.lagging(streamsight_poller::tracker::MAX_REFRESHED);
+    if lagging.is_empty() {
+        return;
+    }
+    let cluster = client.config().name.clone();
+    let snap = client.refresh(clock::now(), &lagging).await;
+    if !snap.errors.is_empty() {
+        tracing::debug!(cluster = %cluster, errors = ?snap.errors, "refresh partly failed");
+    }
+    let (durable, transient) = tracker.update(&snap).split(shared.config.log_is_shared());
+    if let Err(e) = writer.append_with_transient(durable, transient).await {
+        shared
+            .telemetry
+            .failed(Failure::PollNotStored, &format!("cluster {cluster}: {e}"));
+    }
+    shared.clusters.refreshed(&cluster, snap.requests);
 }
 
 /// Groups only instrumented clients named, that the broker answered nothing for:

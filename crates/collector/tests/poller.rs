@@ -218,6 +218,59 @@ async fn uninstrumented_groups_get_lag_over_both_apis() {
     assert_eq!(lag["rows"][0]["lag_messages"].as_i64(), Some(9), "{lag:#}");
 }
 
+/// Between polls an hour apart, the partitions where a group lags are asked
+/// again every 200 ms: its commits and the end offset move in the lag API
+/// without a poll, and the refreshes are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_group_is_refreshed_between_polls() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 1, 1).unwrap();
+    cluster.create_topic("audit", 1, 1).unwrap();
+    produce(&cluster, "orders", 10).await;
+    produce(&cluster, "audit", 5).await;
+    commit(&cluster, "billing", "orders", 2);
+    commit(&cluster, "caught-up", "audit", 5);
+
+    let mut polled = ClusterConfig::new("mock", &cluster.bootstrap_servers());
+    polled.poll_interval = Duration::from_secs(3600);
+    polled.lagging_refresh = Duration::from_millis(200);
+    polled.request_timeout = Duration::from_secs(1);
+    polled.groups = vec!["billing".into(), "caught-up".into()];
+    let config = ServeConfig {
+        clusters: vec![polled],
+        ..support::loopback("memory://")
+    };
+    let running = serve(config, EngineConfig::default()).await.unwrap();
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let lag = format!("{api}/api/v1/lag?group=billing");
+    wait_for(&client, &lag, |b| b["rows"][0]["lag_messages"] == 8).await;
+
+    commit(&cluster, "billing", "orders", 6);
+    let moved = wait_for(&client, &lag, |b| b["rows"][0]["lag_messages"] == 4).await;
+    assert_eq!(moved["rows"][0]["committed_offset"].as_i64(), Some(6), "{moved:#}");
+    produce(&cluster, "orders", 3).await;
+    produce(&cluster, "audit", 2).await;
+    let grown = wait_for(&client, &lag, |b| b["rows"][0]["end_offset"] == 13).await;
+    assert_eq!(grown["rows"][0]["lag_messages"].as_i64(), Some(7), "{grown:#}");
+
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+    let sample = |name: &str| streamsight_testkit::http::sample(&metrics, &format!("{name}{{cluster_name=\"mock\"}}"));
+    assert_eq!(
+        sample("streamsight_poller_polls_total"),
+        Some(1.0),
+        "one poll, the first"
+    );
+    assert!(
+        sample("streamsight_poller_refreshes_total").is_some_and(|n| n >= 2.0),
+        "{metrics}"
+    );
+    // The group at the end did not lag: its partition is not asked for
+    // between polls, and reads as the poll left it.
+    let (_, caught_up) = get(&client, &format!("{api}/api/v1/lag?group=caught-up")).await;
+    assert_eq!(caught_up["rows"][0]["end_offset"].as_i64(), Some(5), "{caught_up:#}");
+}
+
 /// An open transaction (on testkit's broker on kafka-protocol's encodings: no
 /// broker here holds the last stable offset) over every surface: the lag API's
 /// fields and reason, `/metrics`, and the default `transaction_open` alert.

@@ -25,6 +25,13 @@ pub struct ClusterConfig {
     pub tls: Option<crate::tls::TlsConfig>,
     #[serde(default = "default_poll_interval", with = "humantime_serde")]
     pub poll_interval: Duration,
+    /// Between polls, how often the partitions where a group lags are asked
+    /// again (their committed and end offsets, and the record time there), so
+    /// that lag seconds are this old rather than a poll interval old. At most
+    /// 2,000 group-partitions a refresh, taking turns. `0s` turns it off; at
+    /// or above `poll_interval` it does nothing.
+    #[serde(default = "default_lagging_refresh", with = "humantime_serde")]
+    pub lagging_refresh: Duration,
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
     pub request_timeout: Duration,
     /// Groups and topics gone from the cluster this long are forgotten.
@@ -109,6 +116,8 @@ pub enum ClusterConfigError {
     },
     #[error("cluster {cluster:?}: poll_interval must be at least 100ms")]
     PollTooFast { cluster: String },
+    #[error("cluster {cluster:?}: lagging_refresh must be 0s (off) or at least 100ms")]
+    RefreshTooFast { cluster: String },
     #[error("cluster name {0:?} is used twice")]
     Duplicate(String),
 }
@@ -118,6 +127,9 @@ fn default_client_id() -> String {
 }
 fn default_poll_interval() -> Duration {
     Duration::from_secs(10)
+}
+fn default_lagging_refresh() -> Duration {
+    Duration::from_secs(1)
 }
 fn default_request_timeout() -> Duration {
     Duration::from_secs(10)
@@ -141,6 +153,7 @@ impl ClusterConfig {
             sasl: None,
             tls: None,
             poll_interval: default_poll_interval(),
+            lagging_refresh: default_lagging_refresh(),
             request_timeout: default_request_timeout(),
             forget_after: default_forget_after(),
             groups: Vec::new(),
@@ -200,6 +213,9 @@ impl ClusterConfig {
         if self.poll_interval < Duration::from_millis(100) {
             return Err(ClusterConfigError::PollTooFast { cluster });
         }
+        if !self.lagging_refresh.is_zero() && self.lagging_refresh < Duration::from_millis(100) {
+            return Err(ClusterConfigError::RefreshTooFast { cluster });
+        }
         Ok(())
     }
 }
@@ -256,6 +272,11 @@ mod tests {
             stray.validate(),
             Err(ClusterConfigError::SecurityMismatch { .. })
         ));
+        let mut hasty = ClusterConfig::new("a", "h:1");
+        hasty.lagging_refresh = Duration::from_millis(10);
+        assert!(hasty.validate().unwrap_err().to_string().contains("lagging_refresh"));
+        hasty.lagging_refresh = Duration::ZERO;
+        assert!(hasty.validate().is_ok(), "0s is off");
         let twice = [ClusterConfig::new("a", "h:1"), ClusterConfig::new("a", "h:2")];
         assert_eq!(validate_all(&twice), Err(ClusterConfigError::Duplicate("a".into())));
     }

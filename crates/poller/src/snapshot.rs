@@ -17,6 +17,10 @@ pub struct Snapshot {
     pub cluster_id: Option<String>,
     /// Every broker listed its groups: a group not among them is gone.
     pub groups_listed: bool,
+    /// A refresh between polls of some partitions and groups only (the
+    /// lagging ones): what it lacks is not gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// Why groups were not listed, when they were not: what a user told
     /// "no groups" should read.
     #[serde(default)]

@@ -6,6 +6,13 @@
 //! what is known are transient: applied to the engine, never stored. When an end
 //! offset moves, its last sighting at the old value is stored with the new one,
 //! so a replayed history brackets produce times as tightly as the live one.
+//!
+//! Between polls, a refresh asks again only for the partitions where a group
+//! lags (its committed and end offsets, and the record time there): a group
+//! behind by X seconds otherwise reads X plus the age of the last poll. A
+//! refresh's end offsets are applied, not stored, unless a commit it saw on the
+//! partition is (so that a replay never has a commit above its end); the next
+//! poll stores the end if it moved since the last one stored.
 
 use crate::snapshot::Snapshot;
 use std::collections::{BTreeMap, HashMap};
@@ -43,6 +50,8 @@ struct PartitionSeen {
     /// When `end` was last confirmed, and whether that sighting is stored.
     end_at: Millis,
     end_at_stored: bool,
+    /// The end offset last stored: a refresh may have seen `end` without storing it.
+    durable_end: Option<i64>,
     log_start: Option<i64>,
     /// The last stable offset stored, and whether it was below the end then:
     /// a transaction opening where the offset already stood is a change too.
@@ -68,7 +77,17 @@ pub struct Tracker {
     forget_after_ms: i64,
     topics: BTreeMap<String, TopicSeen>,
     groups: BTreeMap<String, GroupSeen>,
+    /// Where the next refresh starts among the lagging groups, when they are
+    /// more than one refresh asks for: each gets its turn.
+    refresh_from: Option<String>,
 }
+
+/// Group-partitions one refresh asks for at most, whatever the estate: a
+/// refresh costs a few requests per leader and coordinator, not a poll.
+pub const MAX_REFRESHED: usize = 2_000;
+
+/// What a refresh asks for: per lagging group, its lagging partitions.
+pub type Lagging = BTreeMap<String, Vec<(String, i32)>>;
 
 impl Tracker {
     pub fn new(cluster: &str, forget_after: Duration) -> Self {
@@ -77,7 +96,60 @@ impl Tracker {
             forget_after_ms: streamsight_core::time::duration_ms(forget_after),
             topics: BTreeMap::new(),
             groups: BTreeMap::new(),
+            refresh_from: None,
         }
+    }
+
+    /// The groups whose committed offset was below the end at the last look,
+    /// and those partitions, at most `max` group-partitions (a group's are
+    /// never split); past `max` the next call goes on where this one stopped.
+    pub fn lagging(&mut self, max: usize) -> Lagging {
+        let behind = |g: &GroupSeen| -> Vec<(String, i32)> {
+            let mut parts: Vec<(String, i32)> = g
+                .offsets
+                .iter()
+                .filter(|&((topic, partition), &offset)| {
+                    self.topics
+                        .get(topic)
+                        .and_then(|t| t.partitions.get(partition))
+                        .and_then(|p| p.end)
+                        .is_some_and(|end| offset < end)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            parts.sort();
+            parts
+        };
+        let start = self.refresh_from.take();
+        let after = start.iter().flat_map(|from| self.groups.range::<String, _>(from..));
+        let before = self
+            .groups
+            .iter()
+            .take_while(|(name, _)| start.as_ref().is_some_and(|from| *name < from));
+        let mut out = Lagging::new();
+        let mut taken = 0;
+        let ordered: Box<dyn Iterator<Item = (&String, &GroupSeen)>> = if start.is_some() {
+            Box::new(after.chain(before))
+        } else {
+            Box::new(self.groups.iter())
+        };
+        let mut next = None;
+        for (name, g) in ordered {
+            let parts = behind(g);
+            if parts.is_empty() {
+                continue;
+            }
+            if taken + parts.len() > max && taken > 0 {
+                next = Some(name.clone());
+                break;
+            }
+            taken += parts.len();
+            let mut parts = parts;
+            parts.truncate(max);
+            out.insert(name.clone(), parts);
+        }
+        self.refresh_from = next;
+        out
     }
 
     /// Seeds what is already known (from the store, after a restart), so that
@@ -108,6 +180,16 @@ impl Tracker {
         let at = snap.at;
         let cluster = self.cluster.clone();
         let mut out = std::mem::take(u);
+        // A refresh's end offsets are stored only where a commit it saw moved.
+        let moved_commits: std::collections::HashSet<(&str, i32)> = if snap.partial {
+            snap.groups
+                .iter()
+                .flat_map(|g| g.offsets.iter().filter(|o| self.commit_moved(&g.name, o)))
+                .map(|o| (o.topic.as_str(), o.partition))
+                .collect()
+        } else {
+            Default::default()
+        };
         for t in &snap.topics {
             let seen = self.topics.entry(t.name.clone()).or_default();
             seen.missing_since = None;
@@ -154,19 +236,24 @@ impl Tracker {
                         },
                     )
                 };
-                if ps.end == Some(end) {
+                let store = !snap.partial || moved_commits.contains(&(t.name.as_str(), p.partition));
+                if !store || (ps.end == Some(end) && ps.durable_end == Some(end)) {
                     out.transient.push(end_record(end, at));
                     ps.end_at_stored = false;
                 } else {
+                    // The previous value's last sighting, unless stored; when a
+                    // refresh saw this value first, that sighting of it.
                     if let Some(old) = ps.end
                         && !ps.end_at_stored
+                        && (old != end || ps.durable_end != Some(old))
                     {
                         out.durable.push(end_record(old, ps.end_at));
                     }
                     out.durable.push(end_record(end, at));
-                    ps.end = Some(end);
                     ps.end_at_stored = true;
+                    ps.durable_end = Some(end);
                 }
+                ps.end = Some(end);
                 ps.end_at = at;
                 // After the end offset: the engine judges it against that end.
                 if let Some(stable) = p.stable {
@@ -187,13 +274,15 @@ impl Tracker {
                 }
             }
             // Partitions only grow in Kafka; one that vanished went with a recreation.
-            let listed: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
-            seen.partitions.retain(|p, _| listed.contains(p));
+            if !snap.partial {
+                let listed: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
+                seen.partitions.retain(|p, _| listed.contains(p));
+            }
         }
         let present: std::collections::BTreeSet<&str> = snap.topics.iter().map(|t| t.name.as_str()).collect();
         let mut forgotten = Vec::new();
         for (name, t) in &mut self.topics {
-            if present.contains(name.as_str()) {
+            if snap.partial || present.contains(name.as_str()) {
                 continue;
             }
             let since = *t.missing_since.get_or_insert(at);
@@ -236,6 +325,14 @@ impl Tracker {
         *u = out;
     }
 
+    /// Whether `o` is a commit of `group` not yet seen.
+    fn commit_moved(&self, group: &str, o: &crate::snapshot::CommittedOffset) -> bool {
+        self.groups
+            .get(group)
+            .and_then(|g| g.offsets.get(&(o.topic.clone(), o.partition)))
+            != Some(&o.offset)
+    }
+
     fn groups_update(&mut self, snap: &Snapshot, u: &mut Update) {
         let at = snap.at;
         let known_topic = |topic: &str, partition: i32| {
@@ -271,6 +368,9 @@ impl Tracker {
                     },
                 ));
             }
+        }
+        if snap.partial {
+            return;
         }
         let mut forgotten = Vec::new();
         for (name, seen) in &mut self.groups {
@@ -503,5 +603,101 @@ mod tests {
         let r = e.evaluate(e.find("c", "billing", "orders", 1).unwrap(), secs(20));
         assert_eq!(r.lag_messages, Some(5));
         assert!(e.drain_events().is_empty(), "no reset");
+    }
+
+    fn refresh(at: i64, end: i64, committed: i64) -> Snapshot {
+        let mut s = snapshot(at, 0, end, Some(committed));
+        s.partial = true;
+        s.topics[0].id = None;
+        s
+    }
+
+    #[test]
+    fn a_refresh_stores_an_end_only_beside_a_moved_commit_and_the_next_poll_stores_what_it_saw() {
+        let mut t = Tracker::new("c", Duration::from_secs(600));
+        let mut live = Engine::new(EngineConfig::default()).unwrap();
+        let mut replayed = Engine::new(EngineConfig::default()).unwrap();
+        let mut step = |t: &mut Tracker, s: Snapshot| {
+            let u = t.update(&s);
+            apply(&mut live, &u);
+            for r in &u.durable {
+                r.apply(&mut replayed);
+            }
+            u
+        };
+        step(&mut t, snapshot(10, 0, 100, Some(50)));
+        // The end moved, no commit did: applied, not stored.
+        let quiet = step(&mut t, refresh(11, 120, 50));
+        assert!(quiet.durable.is_empty(), "{quiet:?}");
+        assert_eq!(quiet.transient.len(), 1);
+        // A commit moved: it and its partition's end are stored.
+        let moved = step(&mut t, refresh(12, 130, 60));
+        assert_eq!(
+            moved.durable.len(),
+            3,
+            "the end's last sighting, the end, the commit: {moved:?}"
+        );
+        // A refresh saw 140 and stored nothing; the poll seeing 140 stores it.
+        step(&mut t, refresh(13, 140, 60));
+        let polled = step(&mut t, snapshot(20, 0, 140, Some(60)));
+        let stored: Vec<(Millis, i64)> = polled
+            .durable
+            .iter()
+            .filter_map(|r| match r {
+                Record::Observation {
+                    at,
+                    observation: streamsight_core::ObservationOf::EndOffset { offset, .. },
+                } => Some((*at, *offset)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stored, vec![(secs(13), 140), (secs(20), 140)]);
+        let again = step(&mut t, snapshot(30, 0, 140, Some(60)));
+        assert!(again.durable.is_empty(), "unchanged since stored: {again:?}");
+        // Neither engine saw an end go down, and both agree on the lag.
+        assert!(live.drain_events().is_empty());
+        assert!(replayed.drain_events().is_empty());
+        let gp = |e: &Engine| {
+            e.evaluate(e.find("c", "billing", "orders", 0).unwrap(), secs(30))
+                .lag_messages
+        };
+        assert_eq!((gp(&live), gp(&replayed)), (Some(80), Some(80)));
+    }
+
+    #[test]
+    fn a_refresh_forgets_nothing_it_did_not_ask_for() {
+        let mut t = Tracker::new("c", Duration::from_secs(1));
+        t.update(&snapshot(10, 0, 100, Some(50)));
+        let mut other = refresh(100, 100, 50);
+        other.topics.clear();
+        other.groups.clear();
+        let u = t.update(&other);
+        assert!(u.durable.is_empty() && u.transient.is_empty(), "{u:?}");
+        assert_eq!(t.lagging(10).len(), 1, "the group and topic are still known");
+    }
+
+    #[test]
+    fn lagging_groups_take_turns_within_the_bound() {
+        let mut t = Tracker::new("c", Duration::from_secs(600));
+        let mut s = snapshot(10, 0, 100, Some(100));
+        for (name, offset) in [("a", 10), ("b", 100), ("c", 20), ("d", 30)] {
+            let mut g = GroupSnapshot::new(name);
+            g.offsets.push(CommittedOffset {
+                topic: "orders".into(),
+                partition: 0,
+                offset,
+            });
+            s.groups.push(g);
+        }
+        t.update(&s);
+        let names = |l: Lagging| l.into_keys().collect::<Vec<_>>();
+        assert_eq!(names(t.lagging(10)), ["a", "c", "d"], "billing and b are at the end");
+        assert_eq!(names(t.lagging(2)), ["a", "c"]);
+        assert_eq!(
+            names(t.lagging(2)),
+            ["a", "d"],
+            "on from where it stopped (d), then round (a)"
+        );
+        assert_eq!(names(t.lagging(2)), ["c", "d"]);
     }
 }

@@ -345,6 +345,11 @@ fn render_poller(
         "counter",
         "Polls where no broker answered Metadata.",
     );
+    let mut refreshes = Family::new(
+        "streamsight_poller_refreshes_total",
+        "counter",
+        "Refreshes between polls of the partitions where a group lags.",
+    );
     let mut requests = Family::new(
         "streamsight_poller_requests_total",
         "counter",
@@ -369,6 +374,7 @@ fn render_poller(
         let labels = format!("cluster_name=\"{}\"", esc(name));
         polls.sample(&labels, v.polls);
         failed.sample(&labels, v.failed_polls);
+        refreshes.sample(&labels, v.refreshes);
         requests.sample(&labels, v.requests);
         if let Some(ms) = v.last_poll_ms {
             seconds.sample(&labels, ms / 1000.0);
@@ -382,7 +388,7 @@ fn render_poller(
             );
         }
     }
-    for family in [&polls, &failed, &requests, &seconds, &poll_time, &members] {
+    for family in [&polls, &failed, &refreshes, &requests, &seconds, &poll_time, &members] {
         family.write(out);
     }
 }

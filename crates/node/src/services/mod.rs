@@ -156,6 +156,8 @@ pub struct ClusterView {
     pub poll_interval_ms: i64,
     pub polls: u64,
     pub failed_polls: u64,
+    /// Refreshes of lagging groups between polls.
+    pub refreshes: u64,
     pub requests: u64,
     pub last_poll_ms: Option<f64>,
     /// The id its brokers last gave (kept while they cannot be reached).
@@ -217,6 +219,14 @@ impl PollingService {
             .iter()
             .flat_map(|(c, m)| m.groups().map(move |(g, r)| (c.clone(), g.to_owned(), r.at(now))))
             .collect()
+    }
+
+    /// A refresh of lagging groups between polls sent `requests`.
+    pub fn refreshed(&self, cluster: &str, requests: u64) {
+        let mut clusters = lock(&self.clusters);
+        let view = clusters.entry(cluster.to_owned()).or_default();
+        view.refreshes += 1;
+        view.requests += requests;
     }
 
     pub fn polled(&self, cluster: &str, snap: streamsight_poller::Snapshot, elapsed_ms: f64) {

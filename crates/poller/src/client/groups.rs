@@ -214,7 +214,7 @@ impl ClusterClient {
         }
     }
 
-    async fn fetch_offsets(
+    pub(super) async fn fetch_offsets(
         &mut self,
         by_coordinator: &BTreeMap<String, Vec<String>>,
         groups: &mut BTreeMap<String, GroupSnapshot>,

@@ -14,6 +14,7 @@ mod connection;
 mod consumer_groups;
 mod groups;
 mod record_times;
+mod refresh;
 pub use crate::sasl;
 pub use crate::tls;
 pub use admin::PartitionOffset;
@@ -100,6 +101,9 @@ pub struct ClusterClient {
     name_offset_topics: bool,
     /// Record batches whose times were read already.
     batches: record_times::BatchCache,
+    /// Each polled topic's partitions and their leaders, from the last
+    /// Metadata answer: what a refresh between polls asks by.
+    leaders: HashMap<String, Vec<(i32, i32)>>,
 }
 
 impl ClusterClient {
@@ -116,6 +120,7 @@ impl ClusterClient {
             requests: 0,
             name_offset_topics: false,
             batches: HashMap::new(),
+            leaders: HashMap::new(),
         }
     }
 
@@ -132,7 +137,7 @@ impl ClusterClient {
         match self.metadata(&mut snap).await {
             Ok(()) => {
                 snap.metadata_ok = true;
-                self.offsets(&mut snap).await;
+                self.offsets(&mut snap, true).await;
             }
             Err(e) => snap.errors.push(e.to_string()),
         }
@@ -290,12 +295,22 @@ impl ClusterClient {
             });
         }
         snap.topics.sort_by(|a, b| a.name.cmp(&b.name));
+        self.leaders = snap
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.partitions.iter().map(|p| (p.partition, p.leader)).collect(),
+                )
+            })
+            .collect();
         Ok(())
     }
 
-    /// Earliest, latest and last stable offsets of every partition, three
-    /// requests per leader.
-    async fn offsets(&mut self, snap: &mut Snapshot) {
+    /// Earliest, latest and (with `stable`) last stable offsets of every
+    /// partition in `snap`, a request each per leader.
+    async fn offsets(&mut self, snap: &mut Snapshot, stable: bool) {
         let mut by_leader: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
         for t in &snap.topics {
             for p in t.partitions.iter().filter(|p| p.leader >= 0) {
@@ -311,14 +326,13 @@ impl ClusterClient {
         let mut unknown_leaders = Vec::new();
         for (leader, topics) in &by_leader {
             match self.brokers.get(leader) {
-                Some(addr) => work.push((
-                    addr.clone(),
-                    vec![
-                        list_offsets(topics, EARLIEST),
-                        list_offsets(topics, LATEST),
-                        list_offsets(topics, LATEST).with_isolation_level(READ_COMMITTED),
-                    ],
-                )),
+                Some(addr) => {
+                    let mut asked = vec![list_offsets(topics, EARLIEST), list_offsets(topics, LATEST)];
+                    if stable {
+                        asked.push(list_offsets(topics, LATEST).with_isolation_level(READ_COMMITTED));
+                    }
+                    work.push((addr.clone(), asked))
+                }
                 None => unknown_leaders.push(*leader),
             }
         }
