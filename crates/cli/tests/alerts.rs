@@ -1,7 +1,9 @@
 //! Alerts through the real binary: a real Prometheus Alertmanager (Debian's
 //! `prometheus-alertmanager`) receives streamsight's alert and lists it in its
 //! own API; and a collector killed with SIGKILL while an alert fires comes back
-//! with it firing and does not notify it a second time.
+//! with it firing and does not notify it a second time. A real confluent-kafka
+//! member exceeding `max.poll.interval.ms` on tansu is a `rebalance_storm` with
+//! its cause.
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
 
@@ -267,4 +269,52 @@ async fn the_cli_makes_a_rule_that_fires_silences_it_and_removes_it() {
     })
     .await;
     let _ = std::fs::remove_file(&rule);
+}
+
+/// A confluent-kafka member whose handler outlasts `max.poll.interval.ms`,
+/// seven times: librdkafka leaves the group each time and joins it again with a
+/// new member id. The polls see it empty and fill again (tansu names no client
+/// id): six rebalances in the hour, the default `rebalance_storm` rule fires,
+/// and the cause says one member is cycling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_exceeding_max_poll_interval_is_a_rebalance_storm_with_its_cause() {
+    let broker = streamsight_testkit::Tansu::start();
+    let b = broker.bootstrap.clone();
+    support::fill_topic(&b, "orders", 1, 10).await;
+    let toml = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("alerts-max-poll", &toml, "memory://");
+    let member = support::Member::stalling(&b, "orders", "billing", "billing-slow", 7, 2_000);
+    let lines = member.until("done");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("stalled")).count(),
+        7,
+        "{lines:?}"
+    );
+    let http = reqwest::Client::new();
+    let group = format!("{api}/api/v1/groups/tansu/billing");
+    let detail = streamsight_testkit::http::wait_for_json(&http, &group, 60, "six rebalances", |v| {
+        v["rebalances"]["last_hour"].as_u64().is_some_and(|n| n >= 6)
+    })
+    .await;
+    let r = &detail["rebalances"];
+    assert_eq!(r["storm"], true, "{r:#}");
+    assert!(r["departures"].as_array().is_some_and(|d| d.len() >= 6), "{r:#}");
+    let cause = r["cause"].as_str().unwrap_or_default();
+    assert!(
+        cause.starts_with("one member cycling") && cause.contains("max.poll.interval.ms"),
+        "{cause}"
+    );
+    let alert = wait_for("the rebalance_storm alert", async || {
+        let (_, all) = streamsight_testkit::http::get(&http, &format!("{api}/api/v1/alerts")).await;
+        all["alerts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["rule"] == "rebalance_storm" && a["state"] == "firing")
+            .cloned()
+    })
+    .await;
+    assert_eq!(alert["labels"]["group"], "billing", "{alert:#}");
+    drop(member);
 }

@@ -47,6 +47,12 @@ pub struct GroupMembership {
     unstable: VecDeque<(i64, i64)>,
     #[serde(skip)]
     members: BTreeMap<String, (String, String)>,
+    /// The member ids of the last poll that saw any: a group that empties and
+    /// fills again with others (one member leaving after `max.poll.interval.ms`
+    /// and joining again with a new id) rebalanced, though no poll saw it
+    /// rebalancing.
+    #[serde(skip)]
+    seated: BTreeSet<String>,
     #[serde(skip)]
     last: Option<MembershipPoint>,
 }
@@ -95,12 +101,12 @@ impl GroupMembership {
         if let Some(last) = &self.last {
             let entered = rebalancing(point.state.as_deref()) && !rebalancing(last.state.as_deref());
             let epoch_moved = matches!((last.epoch, point.epoch), (Some(a), Some(b)) if b > a);
-            // A rebalance quicker than a poll: both Stable, other members.
+            // A rebalance quicker than a poll: both settled, other members
+            // than the last seated ones (an empty group filling again too).
             let swapped = !rebalancing(point.state.as_deref())
                 && !rebalancing(last.state.as_deref())
-                && !self.members.is_empty()
                 && !members.is_empty()
-                && self.members.keys().ne(members.keys());
+                && self.seated.iter().ne(members.keys());
             if entered || epoch_moved || swapped {
                 push(&mut self.rebalances, at.0);
             }
@@ -120,6 +126,9 @@ impl GroupMembership {
                 }
             }
         }
+        if !members.is_empty() {
+            self.seated = members.keys().cloned().collect();
+        }
         self.members = members;
         push(&mut self.timeline, point.clone());
         self.last = Some(point);
@@ -129,34 +138,46 @@ impl GroupMembership {
         let since = now.0.saturating_sub(WINDOW_MS);
         let last_hour = self.rebalances.iter().filter(|&&t| t > since).count();
         let departures: Vec<Departure> = self.departures.iter().filter(|d| d.at_ms > since).cloned().collect();
-        let cause = (last_hour > 0).then(|| cause(&departures, last_hour));
+        let timeline: Vec<MembershipPoint> = self.timeline.iter().filter(|p| p.at_ms > since).cloned().collect();
+        let most_members = timeline.iter().map(|p| p.members).max().unwrap_or(0);
+        let cause = (last_hour > 0).then(|| cause(&departures, last_hour, most_members));
         Rebalances {
             last_hour,
             not_stable_ms: self.unstable.iter().filter(|(t, _)| *t > since).map(|(_, d)| d).sum(),
             storm: last_hour >= STORM_PER_HOUR,
             cause,
             departures,
-            timeline: self.timeline.iter().filter(|p| p.at_ms > since).cloned().collect(),
+            timeline,
         }
     }
 }
 
 /// One member leaving again and again is that member (its poll loop exceeding
 /// `max.poll.interval.ms`, or a crash loop); many members leaving together is
-/// the group being restarted (a deploy).
-fn cause(departures: &[Departure], rebalances: usize) -> String {
+/// the group being restarted (a deploy). Where the broker names no client id
+/// (tansu), departures cannot be told apart, unless the group never had more
+/// than one member: then they are all that one.
+fn cause(departures: &[Departure], rebalances: usize, most_members: usize) -> String {
+    let cycling = " — its processing exceeding max.poll.interval.ms, or a crash loop";
+    let unnamed = departures.iter().all(|d| d.client_id.is_empty());
+    if unnamed && departures.len() >= 2 && most_members <= 1 {
+        return format!(
+            "one member cycling: the group's only member left {} times in the hour \
+             (the broker names no client id or host){cycling}",
+            departures.len()
+        );
+    }
     let mut by_client: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for d in departures {
+    for d in departures.iter().filter(|d| !d.client_id.is_empty()) {
         *by_client.entry((&d.client_id, &d.host)).or_default() += 1;
     }
     let times: BTreeSet<i64> = departures.iter().map(|d| d.at_ms).collect();
     let most = by_client.iter().max_by_key(|(_, n)| **n);
     match most {
-        Some((&(client, host), &n)) if n >= 2 && n * 2 > departures.len() => format!(
-            "one member cycling: {client} at {host} left {n} times in the hour — \
-             its processing exceeding max.poll.interval.ms, or a crash loop"
-        ),
-        _ if by_client.len() >= 2 && times.len() < departures.len() => format!(
+        Some((&(client, host), &n)) if n >= 2 && n * 2 > departures.len() => {
+            format!("one member cycling: {client} at {host} left {n} times in the hour{cycling}")
+        }
+        _ if (by_client.len() >= 2 || unnamed) && times.len() < departures.len() => format!(
             "{} members left at the same polls: the group was restarted (a deploy), {rebalances} rebalance(s)",
             departures.len()
         ),
@@ -279,5 +300,37 @@ mod tests {
         }
         let g = m.group("g").unwrap();
         assert!(g.rebalances.len() <= KEPT && g.departures.len() <= KEPT && g.timeline.len() <= KEPT);
+    }
+
+    #[test]
+    fn a_lone_member_leaving_and_rejoining_unnamed_is_counted_and_named() {
+        // As tansu answers: no client id or host; the group empties between.
+        let unnamed = |id: &str| MemberSnapshot {
+            client_id: String::new(),
+            host: String::new(),
+            ..member(id, "")
+        };
+        let mut m = Membership::default();
+        poll(&mut m, 0, "Stable", vec![unnamed("m-0")]);
+        for i in 1..=6 {
+            poll(&mut m, i * 10 - 5, "Empty", vec![]);
+            poll(&mut m, i * 10, "Stable", vec![unnamed(&format!("m-{i}"))]);
+        }
+        let r = m.group("g").unwrap().at(Millis(70_000));
+        assert_eq!((r.last_hour, r.departures.len()), (6, 6));
+        assert!(r.storm);
+        let cause = r.cause.unwrap();
+        assert!(
+            cause.starts_with("one member cycling: the group's only member left 6 times") && cause.contains("max.poll"),
+            "{cause}"
+        );
+        // Two unnamed members leaving at the same polls are a restart, not one cycling.
+        let mut m = Membership::default();
+        poll(&mut m, 0, "Stable", vec![unnamed("a-0"), unnamed("b-0")]);
+        poll(&mut m, 10, "Empty", vec![]);
+        poll(&mut m, 20, "Stable", vec![unnamed("a-1"), unnamed("b-1")]);
+        let r = m.group("g").unwrap().at(Millis(30_000));
+        assert_eq!(r.last_hour, 1);
+        assert!(r.cause.unwrap().contains("restarted (a deploy)"));
     }
 }

@@ -304,9 +304,33 @@ pub struct Member {
 
 impl Member {
     pub fn join(bootstrap: &str, topic: &str, group: &str, client_id: &str, count: usize) -> Member {
+        Self::spawn(
+            "group_member.py",
+            &[bootstrap, topic, group, client_id, &count.to_string()],
+        )
+    }
+
+    /// A member whose handler outlasts `max.poll.interval.ms` (`tests/python/slow_member.py`):
+    /// `stalls` times it reads a record and then stops polling for `stall_ms`,
+    /// so librdkafka leaves the group and joins it again; "done" after the last.
+    pub fn stalling(bootstrap: &str, topic: &str, group: &str, client_id: &str, stalls: u32, stall_ms: u32) -> Member {
+        Self::spawn(
+            "slow_member.py",
+            &[
+                bootstrap,
+                topic,
+                group,
+                client_id,
+                &stalls.to_string(),
+                &stall_ms.to_string(),
+            ],
+        )
+    }
+
+    fn spawn(name: &str, args: &[&str]) -> Member {
         let mut child = std::process::Command::new(python())
-            .arg(script("group_member.py"))
-            .args([bootstrap, topic, group, client_id, &count.to_string()])
+            .arg(script(name))
+            .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
