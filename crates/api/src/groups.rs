@@ -284,6 +284,17 @@ pub(crate) async fn group(
     let interval_ms = streamsight_node::clock::time_ms(shared.config.history_interval);
     // Where this node polls the group's cluster: its rebalances, from the polls.
     let rebalances = shared.clusters.rebalances(&cluster, &group, now);
+    // A share group has no consumer lag: its share-group lag, from the last poll.
+    let polled = shared.clusters.snapshot(&cluster);
+    let group_type = polled
+        .as_ref()
+        .and_then(|s| s.group(&group))
+        .and_then(|g| g.group_type.clone());
+    let share_lag: Vec<streamsight_poller::snapshot::ShareLag> = polled
+        .as_ref()
+        .map(|s| s.share_lag().into_iter().filter(|l| l.group == group).collect())
+        .unwrap_or_default();
+    let is_share = group_type.as_deref() == Some("share");
     // A query with `shards=` is answered here, never passed on: as it came.
     fanout::answer(shared, &path, range.shards, query, &headers, local, |rows, coverage| {
         let mut fold = GroupFold::default();
@@ -316,7 +327,7 @@ pub(crate) async fn group(
                 },
             }
         }
-        if partitions.is_empty() && coverage.as_ref().is_none_or(|c| c.missing.is_empty()) {
+        if partitions.is_empty() && !is_share && coverage.as_ref().is_none_or(|c| c.missing.is_empty()) {
             return ApiError::new(
                 ErrorKind::UnknownGroup,
                 format!("no group {group:?} in cluster {cluster:?}"),
@@ -342,6 +353,10 @@ pub(crate) async fn group(
                 "partitions_not_committing": g.partitions_not_committing,
             })),
             "rebalances": rebalances,
+            "group_type": group_type,
+            // Share-group lag (KIP-932): from each share-partition's start
+            // offset to the end, an upper bound of KIP-1226's; never consumer lag.
+            "share_partitions": is_share.then_some(&share_lag),
         });
         with_coverage(body, coverage)
     })

@@ -209,10 +209,21 @@ fn cluster_rows(shared: &Shared) -> Vec<(String, serde_json::Value)> {
         .iter()
         .map(|(name, v)| {
             let last = v.last.as_ref().map(|s| {
+                // Share groups' lag, summed per group: share-group lag, an upper bound.
+                let mut share: std::collections::HashMap<String, (usize, Option<i64>)> = Default::default();
+                for l in s.share_lag() {
+                    let e = share.entry(l.group).or_insert((0, Some(0)));
+                    e.0 += 1;
+                    e.1 = e.1.zip(l.lag).map(|(a, b)| a + b);
+                }
                 let groups: Vec<_> = s
                     .groups
                     .iter()
                     .map(|g| {
+                        let (share_partitions, share_lag) = share
+                            .get(&g.name)
+                            .copied()
+                            .map_or((None, None), |(n, lag)| (Some(n), lag));
                         json!({
                             "group": g.name,
                             "state": g.state,
@@ -221,6 +232,9 @@ fn cluster_rows(shared: &Shared) -> Vec<(String, serde_json::Value)> {
                             "protocol_type": g.protocol_type,
                             "members": g.members,
                             "committed_partitions": g.offsets.len(),
+                            "share_partitions": share_partitions,
+                            "share_lag": share_lag,
+                            "share_lag_upper_bound": g.is_share(),
                             "error": g.error,
                         })
                     })

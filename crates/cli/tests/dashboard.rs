@@ -662,6 +662,8 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
                 WireGroup {
                     state: "Stable".into(),
                     group_type: "share".into(),
+                    // Share-partition start offsets; -1: not read yet.
+                    offsets: offsets(&[(0, 110), (1, -1)]),
                     ..WireGroup::default()
                 },
             ),
@@ -732,7 +734,42 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
         Some(0.0)
     );
 
+    // The share group: share-group lag from its start offsets, labelled so,
+    // in the group API and /metrics; never a consumer lag row.
+    let share = get(&http, &format!("{api}/api/v1/groups/k4/work-queue")).await;
+    assert_eq!(share["group_type"], "share", "{share:#}");
+    assert_eq!(
+        share["share_partitions"],
+        serde_json::json!([
+            {"group": "work-queue", "topic": "payments", "partition": 0, "start_offset": 110, "end_offset": 140, "lag": 30, "upper_bound": true},
+            {"group": "work-queue", "topic": "payments", "partition": 1, "start_offset": null, "end_offset": 80, "lag": null, "upper_bound": true},
+        ]),
+        "{share:#}"
+    );
+    assert_eq!(share["partitions"], serde_json::json!([]), "no consumer lag: {share:#}");
+    assert_eq!(
+        streamsight_testkit::http::sample(
+            &metrics,
+            "streamsight_share_group_lag{cluster_name=\"k4\",group=\"work-queue\",topic=\"payments\",partition=\"0\"}"
+        ),
+        Some(30.0),
+        "{metrics}"
+    );
+    let rows = get(&http, &format!("{api}/api/v1/lag?group=work-queue")).await;
+    assert_eq!(rows["rows"], serde_json::json!([]), "{rows:#}");
+
     let b = Browser::start(1400, 1000).await;
+    b.open(&format!("{api}/groups/k4/work-queue")).await;
+    b.wait_until(
+        "the share group's page",
+        "return document.body.innerText.includes('Share-partitions (2)')",
+    )
+    .await;
+    b.check_page("k4-share-group").await;
+    let page = b.text("main").await;
+    assert!(page.contains("no consumer lag") && page.contains("≤ 30"), "{page}");
+    assert!(page.contains("not read yet"), "{page}");
+
     b.open(&format!("{api}/clusters")).await;
     b.wait_until(
         "the groups table",

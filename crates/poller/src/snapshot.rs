@@ -85,7 +85,28 @@ pub struct GroupSnapshot {
     pub listed: bool,
     pub members: Vec<MemberSnapshot>,
     pub offsets: Vec<CommittedOffset>,
+    /// A share group's share-partition start offsets (KIP-932's SPSO, from
+    /// DescribeShareGroupOffsets): where its in-flight window begins. Not
+    /// committed offsets: a share group commits none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub share_starts: Vec<CommittedOffset>,
     pub error: Option<String>,
+}
+
+/// A share group's lag on one share-partition: share-group lag (KIP-1226), not
+/// consumer lag — many members read a partition at once, out of order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShareLag {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    /// The share-partition start offset; `None` before the group read any.
+    pub start_offset: Option<i64>,
+    pub end_offset: Option<i64>,
+    /// Records from the start offset to the end; `None` when either is unknown.
+    pub lag: Option<i64>,
+    /// Records acknowledged past the start offset are counted too.
+    pub upper_bound: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -129,6 +150,41 @@ impl Snapshot {
         }
     }
 
+    /// Every share group's lag per share-partition, by this poll: the records
+    /// from its start offset to the end offset. KIP-1226 subtracts the records
+    /// already acknowledged past the start offset, which only its
+    /// DescribeShareGroupOffsets v1 tells (kafka-protocol 0.18 speaks v0): so
+    /// this is an upper bound, said so by [`ShareLag::upper_bound`].
+    pub fn share_lag(&self) -> Vec<ShareLag> {
+        let ends: std::collections::HashMap<(&str, i32), i64> = self
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .filter_map(move |p| Some(((t.name.as_str(), p.partition), p.end?)))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for g in self.groups.iter().filter(|g| g.is_share()) {
+            for s in &g.share_starts {
+                let end = ends.get(&(s.topic.as_str(), s.partition)).copied();
+                // -1: the share-partition is not initialised yet (nothing read).
+                let start = (s.offset >= 0).then_some(s.offset);
+                out.push(ShareLag {
+                    group: g.name.clone(),
+                    topic: s.topic.clone(),
+                    partition: s.partition,
+                    start_offset: start,
+                    end_offset: end,
+                    lag: start.zip(end).map(|(s, e)| (e - s).max(0)),
+                    upper_bound: true,
+                });
+            }
+        }
+        out
+    }
+
     pub fn partition_count(&self) -> usize {
         self.topics.iter().map(|t| t.partitions.len()).sum()
     }
@@ -163,8 +219,14 @@ impl GroupSnapshot {
             listed: false,
             members: Vec::new(),
             offsets: Vec::new(),
+            share_starts: Vec::new(),
             error: None,
         }
+    }
+
+    /// A share group, by ListGroups' type.
+    pub fn is_share(&self) -> bool {
+        self.group_type.as_deref() == Some("share")
     }
 
     /// The member a partition is assigned to.
@@ -180,6 +242,9 @@ impl GroupSnapshot {
     /// says of its state (classic DescribeGroups calls a Kafka 4 `consumer`
     /// group dead), or with members the broker does not call dead.
     pub fn exists(&self) -> bool {
-        self.listed || !self.offsets.is_empty() || (!self.members.is_empty() && self.state.as_deref() != Some("Dead"))
+        self.listed
+            || !self.offsets.is_empty()
+            || !self.share_starts.is_empty()
+            || (!self.members.is_empty() && self.state.as_deref() != Some("Dead"))
     }
 }

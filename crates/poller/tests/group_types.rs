@@ -1,6 +1,7 @@
 //! Every group type a Kafka 4 broker lists: classic groups through DescribeGroups,
 //! `consumer` groups (KIP-848, Kafka 4's default) through ConsumerGroupDescribe,
-//! share groups (KIP-932) listed with their type. Classic DescribeGroups answers a
+//! share groups (KIP-932) listed with their type and their share-group lag from
+//! DescribeShareGroupOffsets (API 90). Classic DescribeGroups answers a
 //! `consumer` group as unknown; such a group must never read as missing. No broker
 //! here lists group types (tansu answers API 69 only for classic groups; the mock
 //! has no ListGroups), so this runs against testkit's broker on kafka-protocol's
@@ -58,6 +59,8 @@ fn estate(without_consumer_group_describe: bool) -> WireCluster {
                 WireGroup {
                     state: "Stable".into(),
                     group_type: "share".into(),
+                    // Share-partition start offsets; -1: not read yet.
+                    offsets: offsets(&[(0, 60), (1, -1)]),
                     ..WireGroup::default()
                 },
             ),
@@ -121,6 +124,23 @@ async fn every_group_type_is_listed_described_and_never_missing() {
         (Some("share"), Some("Stable"), 0)
     );
     assert!(share.exists());
+    let lag: Vec<_> = snap
+        .share_lag()
+        .into_iter()
+        .map(|l| (l.group, l.partition, l.start_offset, l.end_offset, l.lag, l.upper_bound))
+        .collect();
+    assert_eq!(
+        lag,
+        vec![
+            ("work-queue".to_owned(), 0, Some(60), Some(100), Some(40), true),
+            ("work-queue".to_owned(), 1, None, Some(100), None, true),
+        ],
+        "share-group lag from the start offsets; unknown before the group read any"
+    );
+    assert!(
+        engine.find("k4", "work-queue", "payments", 0).is_none(),
+        "a share group's start offset is not a consumer commit"
+    );
 
     for (p, lag) in [(0, 10), (1, 5)] {
         let id = engine

@@ -5,7 +5,9 @@
 //! answers ApiVersions, Metadata, ListOffsets (`read_uncommitted` and
 //! `read_committed`), FindCoordinator, ListGroups (with group types),
 //! DescribeGroups (classic groups; a `consumer` group is unknown to it, as on
-//! Kafka 4), ConsumerGroupDescribe (API 69, KIP-848) and OffsetFetch, from a
+//! Kafka 4), ConsumerGroupDescribe (API 69, KIP-848), DescribeShareGroupOffsets
+//! (API 90 v0, KIP-932: a share group's `offsets` are its start offsets) and
+//! OffsetFetch (nothing for a share group), from a
 //! [`WireCluster`] a test changes between polls. Every frame is decoded and encoded by kafka-protocol,
 //! the crate the poller's own client uses, at the version the client picked from
 //! what this broker advertises.
@@ -44,7 +46,8 @@ pub struct WireGroup {
     pub state: String,
     /// `classic`, `consumer`, `share`: ListGroups v5's group type.
     pub group_type: String,
-    /// (topic, partition) → committed offset.
+    /// (topic, partition) → committed offset; a share group's share-partition
+    /// start offset.
     pub offsets: BTreeMap<(String, i32), i64>,
     /// The group epoch ConsumerGroupDescribe answers.
     pub epoch: i32,
@@ -99,7 +102,7 @@ impl WireBroker {
 }
 
 /// The versions advertised: each a range the poller's client speaks.
-const VERSIONS: [(ApiKey, i16, i16); 8] = [
+const VERSIONS: [(ApiKey, i16, i16); 9] = [
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::Metadata, 1, 9),
     (ApiKey::ListOffsets, 1, 7),
@@ -108,6 +111,7 @@ const VERSIONS: [(ApiKey, i16, i16); 8] = [
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::OffsetFetch, 2, 7),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
 ];
 
 async fn serve(mut socket: tokio::net::TcpStream, cluster: Arc<Mutex<WireCluster>>, port: u16) {
@@ -362,7 +366,11 @@ fn answer(mut frame: bytes::Bytes, cluster: &WireCluster, port: u16) -> Option<V
         ApiKey::OffsetFetch => {
             let request = OffsetFetchRequest::decode(&mut frame, version).ok()?;
             let mut by_topic: BTreeMap<&str, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
-            if let Some(group) = cluster.groups.get(request.group_id.0.as_str()) {
+            if let Some(group) = cluster
+                .groups
+                .get(request.group_id.0.as_str())
+                .filter(|g| g.group_type != "share")
+            {
                 for ((topic, partition), offset) in &group.offsets {
                     by_topic.entry(topic).or_default().push(
                         OffsetFetchResponsePartition::default()
@@ -382,6 +390,47 @@ fn answer(mut frame: bytes::Bytes, cluster: &WireCluster, port: u16) -> Option<V
                         })
                         .collect(),
                 )
+                .encode(&mut out, version)
+                .ok()?;
+        }
+        ApiKey::DescribeShareGroupOffsets => {
+            use kafka_protocol::messages::describe_share_group_offsets_response as dsgo;
+            let request = DescribeShareGroupOffsetsRequest::decode(&mut frame, version).ok()?;
+            let groups = request
+                .groups
+                .iter()
+                .map(|asked| {
+                    let answer =
+                        dsgo::DescribeShareGroupOffsetsResponseGroup::default().with_group_id(asked.group_id.clone());
+                    match cluster.groups.get(asked.group_id.0.as_str()) {
+                        Some(group) if group.group_type == "share" => {
+                            let mut by_topic: BTreeMap<&str, Vec<dsgo::DescribeShareGroupOffsetsResponsePartition>> =
+                                BTreeMap::new();
+                            for ((topic, partition), start) in &group.offsets {
+                                by_topic.entry(topic).or_default().push(
+                                    dsgo::DescribeShareGroupOffsetsResponsePartition::default()
+                                        .with_partition_index(*partition)
+                                        .with_start_offset(*start),
+                                );
+                            }
+                            answer.with_topics(
+                                by_topic
+                                    .into_iter()
+                                    .map(|(t, partitions)| {
+                                        dsgo::DescribeShareGroupOffsetsResponseTopic::default()
+                                            .with_topic_name(TopicName(name(t)))
+                                            .with_partitions(partitions)
+                                    })
+                                    .collect(),
+                            )
+                        }
+                        // GROUP_ID_NOT_FOUND, as Kafka answers for a group of another type.
+                        _ => answer.with_error_code(69),
+                    }
+                })
+                .collect();
+            DescribeShareGroupOffsetsResponse::default()
+                .with_groups(groups)
                 .encode(&mut out, version)
                 .ok()?;
         }

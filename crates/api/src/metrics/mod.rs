@@ -370,8 +370,26 @@ fn render_poller(
         "gauge",
         "Members of a group as its coordinator describes it, by group state.",
     );
+    let mut share_lag = Family::new(
+        "streamsight_share_group_lag",
+        "gauge",
+        "Share-group lag (KIP-932 share groups, not consumer lag): records from the share-partition start offset to the end offset, an upper bound of KIP-1226's lag.",
+    );
     for (name, v) in clusters {
         let labels = format!("cluster_name=\"{}\"", esc(name));
+        for l in v.last.iter().flat_map(|s| s.share_lag()) {
+            if let Some(lag) = l.lag {
+                share_lag.sample(
+                    &format!(
+                        "{labels},group=\"{}\",topic=\"{}\",partition=\"{}\"",
+                        esc(&l.group),
+                        esc(&l.topic),
+                        l.partition
+                    ),
+                    lag,
+                );
+            }
+        }
         polls.sample(&labels, v.polls);
         failed.sample(&labels, v.failed_polls);
         refreshes.sample(&labels, v.refreshes);
@@ -388,7 +406,9 @@ fn render_poller(
             );
         }
     }
-    for family in [&polls, &failed, &refreshes, &requests, &seconds, &poll_time, &members] {
+    for family in [
+        &polls, &failed, &refreshes, &requests, &seconds, &poll_time, &members, &share_lag,
+    ] {
         family.write(out);
     }
 }

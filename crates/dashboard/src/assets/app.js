@@ -330,6 +330,33 @@ function membership(r) {
       r.departures.slice().reverse().map((m) => [when(m.at_ms), m.client_id || unknown(), m.host || unknown()]), 'None left.'));
 }
 
+// A share group (KIP-932) has no consumer lag: many members read a partition
+// at once, out of order, and commit nothing. Its lag is share-group lag, from
+// each share-partition's start offset to the end, an upper bound of KIP-1226's.
+function shareGroup(d) {
+  const parts = d.share_partitions || [];
+  const total = parts.some((p) => p.lag === null) ? null : parts.reduce((a, p) => a + p.lag, 0);
+  return [
+    h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ` › ${d.cluster}`),
+    h('h1', {}, d.group, ' ', badge('share_group')),
+    h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Share group: '),
+      'its members read each partition together and out of order, and commit no offsets, so it has no consumer lag. ',
+      'Share-group lag counts the records from each share-partition\u2019s start offset to the end offset; records already acknowledged past the start are counted too, so the true figure (KIP-1226) is at most this.'),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Share-group lag (all partitions)'), h('dd', {}, total === null ? unknown() : `at most ${num(total)} messages`)),
+    table(`Share-partitions (${parts.length})`,
+      [['Topic'], ['Partition', 'num'], ['Start offset', 'num'], ['End offset', 'num'], ['Share-group lag (messages)', 'num']],
+      parts.map((p) => [
+        h('a', { href: topicHref(d.cluster, p.topic) }, p.topic),
+        p.partition,
+        p.start_offset === null ? h('span', { class: 'muted' }, 'not read yet') : num(p.start_offset),
+        p.end_offset === null ? unknown() : num(p.end_offset),
+        p.lag === null ? unknown() : `\u2264 ${num(p.lag)}`,
+      ]), 'No share-partition described yet.'),
+    membership(d.rebalances),
+  ];
+}
+
 const group = {
   title: ([c, g]) => `Group ${g}`,
   url: ([c, g]) => {
@@ -337,6 +364,7 @@ const group = {
     return `/api/v1/groups/${enc(c)}/${enc(g)}?from_ms=${Date.now() - range[1] * 1000}`;
   },
   render(d) {
+    if (d.group_type === 'share') return shareGroup(d);
     const parts = d.partitions;
     const rank = ['ok', 'stale', 'blocked', 'warn', 'rewind', 'stall', 'stop', 'data_loss'];
     const worst = parts.reduce((w, p) => (!w || rank.indexOf(p.lag.status) > rank.indexOf(w.lag.status) ? p : w), null);
@@ -587,8 +615,10 @@ const clusters = {
             s ? [h('dt', {}, 'Topics / partitions'), h('dd', {}, `${num(s.topics)} / ${num(s.partitions)}`)] : null),
           s && s.errors.length ? h('div', { class: 'banner bad' }, h('strong', {}, 'Errors in the last poll: '), s.errors.join('; ')) : null,
           s ? table('Brokers', [['Id', 'num'], ['Address'], ['Reachable']], s.brokers.map((b) => [b.id, h('code', {}, b.addr), b.reachable ? 'yes' : badge('down')])) : null,
-          s ? table('Groups as the brokers describe them', [['Group'], ['Type'], ['State'], ['Members', 'num'], ['Committed partitions', 'num'], ['Error']],
-            s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.group_type || h('span', { class: 'muted' }, 'not said'), g.state || '', num((g.members || []).length), num(g.committed_partitions), g.error || '']), 'No group listed.') : h('p', { class: 'muted' }, 'Not polled yet.'));
+          s ? table('Groups as the brokers describe them', [['Group'], ['Type'], ['State'], ['Members', 'num'], ['Committed partitions', 'num'], ['Share-group lag', 'num'], ['Error']],
+            s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.group_type || h('span', { class: 'muted' }, 'not said'), g.state || '', num((g.members || []).length), num(g.committed_partitions),
+              g.group_type !== 'share' ? h('span', { class: 'muted' }, 'not a share group') : g.share_lag === null ? unknown() : `\u2264 ${num(g.share_lag)}`,
+              g.error || '']), 'No group listed.') : h('p', { class: 'muted' }, 'Not polled yet.'));
       }) : h('p', { class: 'muted' }, 'No cluster is polled (configure [[serve.clusters]] or --cluster).')];
   },
 };

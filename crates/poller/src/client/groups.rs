@@ -1,7 +1,8 @@
 //! The groups' part of a poll: ListGroups per broker, FindCoordinator for
 //! their coordinators, then per coordinator ConsumerGroupDescribe for Kafka 4's
 //! `consumer` groups (`consumer_groups.rs`), DescribeGroups for the classic
-//! ones, and OffsetFetch for all but share groups.
+//! ones, DescribeShareGroupOffsets for share groups (`share_groups.rs`), and
+//! OffsetFetch for all but share groups.
 
 use super::*;
 
@@ -25,6 +26,7 @@ impl ClusterClient {
         }
         let classic = self.describe_consumer_groups(&by_coordinator, &mut groups, snap).await;
         self.describe_groups(&classic, &mut groups, snap).await;
+        self.describe_share_offsets(&by_coordinator, &mut groups, snap).await;
         // Share groups keep no committed offsets (KIP-932): OffsetFetch has nothing for them.
         let by_coordinator: BTreeMap<String, Vec<String>> = by_coordinator
             .into_iter()

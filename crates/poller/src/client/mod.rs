@@ -15,6 +15,7 @@ mod consumer_groups;
 mod groups;
 mod record_times;
 mod refresh;
+mod share_groups;
 pub use crate::sasl;
 pub use crate::tls;
 pub use admin::PartitionOffset;

@@ -1,0 +1,89 @@
+//! Share groups (KIP-932): DescribeShareGroupOffsets (API 90) gives each
+//! share-partition's start offset, from which the snapshot reads share-group
+//! lag ([`Snapshot::share_lag`]). v0 is what kafka-protocol 0.18 encodes; the
+//! lag KIP-1226 adds in v1 is not asked for.
+
+use super::*;
+use kafka_protocol::messages::DescribeShareGroupOffsetsRequest;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+
+impl ClusterClient {
+    /// The start offsets of every share group's partitions (all topics it
+    /// reads), per coordinator; a coordinator without API 90 leaves its groups
+    /// without them, said in the group's error.
+    pub(super) async fn describe_share_offsets(
+        &mut self,
+        by_coordinator: &BTreeMap<String, Vec<String>>,
+        groups: &mut BTreeMap<String, GroupSnapshot>,
+        snap: &mut Snapshot,
+    ) {
+        let mut work = Vec::new();
+        for (addr, names) in by_coordinator {
+            let share: Vec<String> = names
+                .iter()
+                .filter(|n| groups.get(*n).is_some_and(GroupSnapshot::is_share))
+                .cloned()
+                .collect();
+            if share.is_empty() {
+                continue;
+            }
+            if !self.speaks::<DescribeShareGroupOffsetsRequest>(addr).await {
+                for n in &share {
+                    if let Some(g) = groups.get_mut(n) {
+                        g.error = Some(format!(
+                            "broker {addr} cannot describe share group offsets (DescribeShareGroupOffsets): no share-group lag"
+                        ));
+                    }
+                }
+                continue;
+            }
+            let requests = share
+                .chunks(GROUPS_PER_REQUEST)
+                .map(|chunk| {
+                    DescribeShareGroupOffsetsRequest::default().with_groups(
+                        chunk
+                            .iter()
+                            .map(|g| {
+                                DescribeShareGroupOffsetsRequestGroup::default()
+                                    .with_group_id(GroupId(StrBytes::from_string(g.clone())))
+                                    .with_topics(None)
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            work.push((addr.clone(), requests));
+        }
+        for (_, result) in self.fan_out(work).await {
+            let answers = match result {
+                Ok(a) => a,
+                Err(e) => {
+                    snap.errors.push(e.to_string());
+                    continue;
+                }
+            };
+            for described in answers.into_iter().flat_map(|a| a.groups) {
+                let Some(g) = groups.get_mut(described.group_id.0.as_str()) else {
+                    continue;
+                };
+                if described.error_code != 0 {
+                    self.forget_coordinator_on(described.error_code, &g.name);
+                    g.error = Some(format!("DescribeShareGroupOffsets error code {}", described.error_code));
+                    continue;
+                }
+                for t in &described.topics {
+                    if !self.config.keeps_topic(&t.topic_name.0) {
+                        continue;
+                    }
+                    for p in t.partitions.iter().filter(|p| p.error_code == 0) {
+                        g.share_starts.push(CommittedOffset {
+                            topic: t.topic_name.0.to_string(),
+                            partition: p.partition_index,
+                            offset: p.start_offset,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
