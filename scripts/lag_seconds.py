@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Poller-only lag seconds against the truth, side by side with klag-exporter.
 
-A tansu broker (SQLite engine: its high watermarks are exact), a producer of
+A tansu broker (memory engine, one record a batch: its high watermark is then
+exact, and its SQLite engine fails the ListGroups klag-exporter sends), a producer of
 bursty traffic (stretches of 10 to 60 s, each idle, trickling at 1 record a
 second, steady at 30 a second or bursting at 200 a second, over PARTITIONS
-partitions), and a real confluent-kafka consumer in group `lagging` that reads
-at most 80 records a second and commits every second, so that it falls behind
-in bursts and catches up when the producer rests. Nobody is instrumented: every
+partitions), and a real confluent-kafka consumer in group `lagging` that
+processes each record 20 s after it was written, at most 80 a second (so it
+falls further behind in bursts and catches up when the producer rests), commits
+every second, and is stuck for a quarter of its stretches of 10 to 60 s (lag
+seconds then grow a second a second). Nobody is instrumented: every
 answer comes from polling the broker every 10 s.
 
 Polling it, side by side, all on the same broker:
@@ -54,6 +57,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPIC, GROUP = "events", "lagging"
 PARTITIONS = 2
 CONSUME_PER_S = 80
+# The group processes each record this long after it was written (a consumer
+# that is behind), and is stuck (reads and commits nothing) for a STALLED
+# share of its stretches of 10 to 60 s.
+BEHIND_S = 20
+STALLED = 0.25
 # (weight, records a second): idle, trickle, steady, burst.
 STRETCHES = [(0.3, 0), (0.2, 1), (0.3, 30), (0.2, 200)]
 
@@ -126,7 +134,9 @@ class Truth:
 
 def produce(bootstrap, truth, stop, seed):
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    # One record a batch: tansu's memory engine answers a high watermark of the
+    # last batch's base offset + 1.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": "all"})
 
     def report(err, msg):
         if err is None:
@@ -150,7 +160,8 @@ def produce(bootstrap, truth, stop, seed):
     producer.flush(30)
 
 
-def consume(bootstrap, truth, stop):
+def consume(bootstrap, truth, stop, seed):
+    rng = random.Random(seed + 1)
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
@@ -159,12 +170,24 @@ def consume(bootstrap, truth, stop):
     position = {}
     last_commit = time.monotonic()
     next_read = time.monotonic()
+    stretch_ends, stalled = 0.0, False
     while not stop.is_set():
+        if time.monotonic() >= stretch_ends:
+            stalled = rng.random() < STALLED
+            stretch_ends = time.monotonic() + rng.uniform(10, 60)
+        if stalled:
+            # Stuck on a record: no reading, no commit.
+            stop.wait(0.1)
+            continue
         wait = next_read - time.monotonic()
         if wait > 0:
             stop.wait(wait)
         msg = consumer.poll(0.2)
         if msg is not None and msg.error() is None:
+            # Processed BEHIND_S after it was written, at most CONSUME_PER_S a second.
+            due = msg.timestamp()[1] / 1000.0 + BEHIND_S - time.time()
+            if due > 0:
+                stop.wait(due)
             position[msg.partition()] = msg.offset() + 1
             next_read = max(next_read + 1.0 / CONSUME_PER_S, time.monotonic() - 1)
         if time.monotonic() - last_commit >= 1.0 and position:
@@ -299,7 +322,7 @@ def run(args, work, children, stop):
     url = f"tcp://127.0.0.1:{port}"
     children.append(subprocess.Popen(
         [args.tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", f"sqlite://{work}/tansu.db"], cwd=work,
+         "--storage-engine", "memory://tansu/"], cwd=work,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     wait_listening(port)
     bootstrap = f"127.0.0.1:{port}"
@@ -309,7 +332,7 @@ def run(args, work, children, stop):
 
     truth = Truth()
     threads = [threading.Thread(target=produce, args=(bootstrap, truth, stop, args.seed), daemon=True),
-               threading.Thread(target=consume, args=(bootstrap, truth, stop), daemon=True)]
+               threading.Thread(target=consume, args=(bootstrap, truth, stop, args.seed), daemon=True)]
     for t in threads:
         t.start()
     tools = {
@@ -322,6 +345,7 @@ def run(args, work, children, stop):
           flush=True)
     errors = {name: [] for name in tools}
     missing = {name: 0 for name in tools}
+    worst = {name: [] for name in tools}
     started = time.monotonic()
     ends = started + args.minutes * 60
     next_at = started
@@ -344,7 +368,10 @@ def run(args, work, children, stop):
                     missing[name] += 1
                 else:
                     errors[name].append(abs(said - true))
-    results = {name: summary(errors[name], missing[name]) for name in tools}
+                    worst[name].append((abs(said - true), round(time.monotonic() - started, 1), p, true, said))
+                    worst[name] = sorted(worst[name], reverse=True)[:10]
+    results = {name: {**summary(errors[name], missing[name]),
+                      "worst (error, s into the run, partition, truth, answer)": worst[name]} for name in tools}
     with open(args.out, "w") as f:
         json.dump({"args": vars(args), "results": results}, f, indent=2)
     print(f"{'tool':<28} {'answers':>8} {'missing':>8} {'mean error':>11} {'p99':>8} {'max':>8}")

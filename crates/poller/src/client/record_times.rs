@@ -44,7 +44,7 @@ impl ClusterClient {
             }
         }
         let mut wanted: BTreeSet<(String, i32, i64)> = BTreeSet::new();
-        for g in &snap.groups {
+        'groups: for g in &snap.groups {
             for o in &g.offsets {
                 let Some(&(_, start, end)) = partitions.get(&(o.topic.as_str(), o.partition)) else {
                     continue;
@@ -57,7 +57,7 @@ impl ClusterClient {
                     wanted.insert((o.topic.clone(), o.partition, o.offset));
                 }
                 if wanted.len() >= MAX_PER_CYCLE {
-                    break;
+                    break 'groups;
                 }
             }
         }
