@@ -155,7 +155,11 @@ fn poll_cycle(c: &mut Criterion) {
         }
         reading.push((took, snap.requests, allocated, snap.batches.len()));
     }
-    assert!(reading.len() >= 9, "20,000 offsets, 2,000 a cycle: {} cycles", reading.len());
+    assert!(
+        reading.len() >= 9,
+        "20,000 offsets, 2,000 a cycle: {} cycles",
+        reading.len()
+    );
     let n = reading.len() as f64;
     let mean = |f: &dyn Fn(&(Duration, u64, usize, usize)) -> f64| reading.iter().map(f).sum::<f64>() / n;
     println!(
