@@ -127,6 +127,14 @@ fn populate(rt: &tokio::runtime::Runtime, bootstrap: &str) {
     });
 }
 
+/// One poll cycle that read record times: what it cost.
+struct Cycle {
+    took: Duration,
+    requests: u64,
+    allocated: usize,
+    batches: usize,
+}
+
 fn poll_cycle(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -141,7 +149,7 @@ fn poll_cycle(c: &mut Criterion) {
     // record times at the lagging commits (2,000 a cycle) until every one is
     // cached; then the steady state.
     let first = rt.block_on(client.poll(Millis(0), &none));
-    let mut reading = Vec::new();
+    let mut reading: Vec<Cycle> = Vec::new();
     let mut at = 1_000;
     loop {
         let region = Region::new(GLOBAL);
@@ -153,7 +161,12 @@ fn poll_cycle(c: &mut Criterion) {
         if snap.batches.is_empty() {
             break;
         }
-        reading.push((took, snap.requests, allocated, snap.batches.len()));
+        reading.push(Cycle {
+            took,
+            requests: snap.requests,
+            allocated,
+            batches: snap.batches.len(),
+        });
     }
     assert!(
         reading.len() >= 9,
@@ -161,14 +174,14 @@ fn poll_cycle(c: &mut Criterion) {
         reading.len()
     );
     let n = reading.len() as f64;
-    let mean = |f: &dyn Fn(&(Duration, u64, usize, usize)) -> f64| reading.iter().map(f).sum::<f64>() / n;
+    let mean = |f: &dyn Fn(&Cycle) -> f64| reading.iter().map(f).sum::<f64>() / n;
     println!(
         "record-time cycles: {} of them, {:.0} batches read a cycle, {:.1} requests, {:.0} ms, {:.1} MB allocated (mean)",
         reading.len(),
-        mean(&|r| r.3 as f64),
-        mean(&|r| r.1 as f64),
-        mean(&|r| r.0.as_secs_f64() * 1000.0),
-        mean(&|r| r.2 as f64 / 1e6),
+        mean(&|r| r.batches as f64),
+        mean(&|r| r.requests as f64),
+        mean(&|r| r.took.as_secs_f64() * 1000.0),
+        mean(&|r| r.allocated as f64 / 1e6),
     );
     let region = Region::new(GLOBAL);
     let started = Instant::now();
