@@ -1,0 +1,423 @@
+//! The acknowledged-write checker (Jepsen's idea, bounded): clients post
+//! numbered points to random nodes while a nemesis `kill -9`s and restarts
+//! nodes (and, on a Kafka log, the broker) at random. When the nemesis stops
+//! and everything is back, every point answered 2xx must be in the final state
+//! exactly once, and no point at all more than once. A failing run prints the
+//! lost and doubled points.
+//!
+//! A point is one failed send, counted: point `i` is the failed-send count 1 of
+//! topic `chk-{i / 15}` with error `p{i % 15}`, so the final state holds a
+//! counter per point (`GET /api/v1/topics/chk/chk-K`, `failures.by_error`):
+//! 0 is a lost point, 2 a doubled one. Failed-send counts add up, so a replay
+//! or a snapshot that applies a record twice shows, where an offset would not.
+//!
+//! Two forms: one node on SQLite restarted at random, and three nodes sharding
+//! one `kafka://` log on tansu with nodes (and the broker, with
+//! `STREAMSIGHT_CHECKER_BROKER` set) killed at random. Each
+//! runs `STREAMSIGHT_CHECKER_SECONDS` (120 in the test suite; at most 600) of
+//! traffic and faults; the seed is printed and `STREAMSIGHT_CHECKER_SEED`
+//! replays the nemesis's choices.
+
+#![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
+
+mod support;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use streamsight_testkit::{Tansu, Watchdog, eventually, free_port, now_ms};
+use support::Guard;
+use support::dsm::{Payload, failed_sends};
+
+/// Points per topic: under the 16 error names a topic keeps before "other".
+const PER_TOPIC: u64 = 15;
+const CLUSTER: &str = "chk";
+const CLIENTS: usize = 4;
+
+fn seconds() -> u64 {
+    std::env::var("STREAMSIGHT_CHECKER_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120)
+        .clamp(10, 600)
+}
+
+/// xorshift64*: the nemesis's choices, replayable from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn seeded() -> Rng {
+        let seed = std::env::var("STREAMSIGHT_CHECKER_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| streamsight_testkit::now_ns() | 1);
+        eprintln!("checker: seed {seed} (STREAMSIGHT_CHECKER_SEED={seed} replays the nemesis's choices)");
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// In `lo..hi` milliseconds.
+    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.next() % (hi - lo))
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn topic_of(i: u64) -> String {
+    format!("chk-{}", i / PER_TOPIC)
+}
+
+fn error_of(i: u64) -> String {
+    format!("p{}", i % PER_TOPIC)
+}
+
+fn point(i: u64) -> Payload {
+    let mut f = failed_sends(&topic_of(i), 0, &error_of(i), 1, now_ms() / 60_000 * 60_000);
+    f.cluster = CLUSTER.into();
+    Payload {
+        env: "prod".into(),
+        service: format!("client-{}", i % CLIENTS as u64),
+        lang: "rust".into(),
+        failed_sends: vec![f],
+        ..Default::default()
+    }
+}
+
+/// What a client was told of a point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Told {
+    /// 2xx: it must be there, once.
+    Acknowledged,
+    /// An error status: it may be there (a failed append can still have
+    /// reached the log), but not twice.
+    Refused(u16),
+    /// No answer (a node killed mid-request): the same.
+    NoAnswer,
+}
+
+/// The nodes' addresses as they are now: `None` while a node is down.
+#[derive(Default)]
+struct Live {
+    intakes: Vec<Option<String>>,
+    apis: Vec<Option<String>>,
+}
+
+/// One node: its process while it runs.
+struct Node {
+    guard: Option<Guard>,
+}
+
+/// Clients posting numbered points to random live nodes until `stop`.
+fn clients(
+    live: Arc<Mutex<Live>>,
+    stop: Arc<AtomicBool>,
+    told: Arc<Mutex<BTreeMap<u64, Told>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let next = Arc::new(AtomicU64::new(0));
+    (0..CLIENTS)
+        .map(|c| {
+            let (live, stop, told, next) = (live.clone(), stop.clone(), told.clone(), next.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(10))
+                    .build()
+                    .unwrap();
+                let mut turn = c;
+                while !stop.load(Ordering::Relaxed) {
+                    let intake = {
+                        let live = live.lock().unwrap();
+                        let up: Vec<&String> = live.intakes.iter().flatten().collect();
+                        turn += 1;
+                        (!up.is_empty()).then(|| up[turn % up.len()].clone())
+                    };
+                    let Some(intake) = intake else {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    };
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let body = streamsight_wire::dsm::payload::encode(&point(i));
+                    let answer = client
+                        .post(format!("{intake}/v0.1/pipeline_stats"))
+                        .header("Content-Type", "application/msgpack")
+                        .header("Content-Encoding", "gzip")
+                        .body(body)
+                        .send()
+                        .await;
+                    let outcome = match answer {
+                        Ok(r) if r.status().is_success() => Told::Acknowledged,
+                        Ok(r) => Told::Refused(r.status().as_u16()),
+                        Err(_) => Told::NoAnswer,
+                    };
+                    told.lock().unwrap().insert(i, outcome);
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+            })
+        })
+        .collect()
+}
+
+/// Each point's count in the final state, read through `api`: one request
+/// per topic, forwarded to the node holding its shard.
+async fn final_counts(client: &reqwest::Client, api: &str, points: u64) -> BTreeMap<u64, u64> {
+    let mut counts = BTreeMap::new();
+    for k in 0..points.div_ceil(PER_TOPIC) {
+        let url = format!("{api}/api/v1/topics/{CLUSTER}/chk-{k}");
+        let topic = eventually(60, &format!("{url} to answer"), async || {
+            let (status, v) = streamsight_testkit::http::get(client, &url).await;
+            match status {
+                200 => Some(v),
+                404 => Some(Value::Null),
+                _ => None,
+            }
+        })
+        .await;
+        for (error, n) in topic["failures"]["by_error"].as_object().into_iter().flatten() {
+            let Some(e) = error.strip_prefix('p').and_then(|e| e.parse::<u64>().ok()) else {
+                panic!("chk-{k} holds an error no client sent: {error} ({n})");
+            };
+            counts.insert(k * PER_TOPIC + e, n.as_u64().unwrap());
+        }
+    }
+    counts
+}
+
+/// Every acknowledged point once, no point twice: panics naming the lost and
+/// doubled points.
+fn check(form: &str, told: &BTreeMap<u64, Told>, counts: &BTreeMap<u64, u64>, faults: &[String]) {
+    let acknowledged = told.values().filter(|t| **t == Told::Acknowledged).count();
+    let refused = told.values().filter(|t| matches!(t, Told::Refused(_))).count();
+    let unanswered = told.values().filter(|t| **t == Told::NoAnswer).count();
+    let lost: Vec<u64> = told
+        .iter()
+        .filter(|(i, t)| **t == Told::Acknowledged && counts.get(i).copied().unwrap_or(0) == 0)
+        .map(|(i, _)| *i)
+        .collect();
+    let doubled: Vec<(u64, u64)> = counts.iter().filter(|(_, n)| **n > 1).map(|(i, n)| (*i, *n)).collect();
+    let stray: Vec<u64> = counts.keys().filter(|i| !told.contains_key(i)).copied().collect();
+    let kept_unacknowledged = told
+        .iter()
+        .filter(|(i, t)| **t != Told::Acknowledged && counts.contains_key(i))
+        .count();
+    eprintln!(
+        "checker ({form}): {} points, {acknowledged} acknowledged, {refused} refused, {unanswered} unanswered \
+         ({kept_unacknowledged} of those two in the final state); faults: {}; lost {}, doubled {}",
+        told.len(),
+        faults.len(),
+        lost.len(),
+        doubled.len()
+    );
+    let refusals: BTreeMap<u16, usize> = told.values().fold(BTreeMap::new(), |mut m, t| {
+        if let Told::Refused(s) = t {
+            *m.entry(*s).or_default() += 1;
+        }
+        m
+    });
+    eprintln!("checker ({form}): refusals by status {refusals:?}; faults in order: {faults:?}");
+    assert!(
+        acknowledged > 0,
+        "no point was acknowledged: the checker checked nothing"
+    );
+    assert!(
+        lost.is_empty() && doubled.is_empty() && stray.is_empty(),
+        "checker ({form}): acknowledged points lost: {} {:?}{}; points counted more than once (point, count): {} \
+         {:?}{}; points nobody sent: {stray:?}",
+        lost.len(),
+        &lost[..lost.len().min(50)],
+        if lost.len() > 50 { " …" } else { "" },
+        doubled.len(),
+        &doubled[..doubled.len().min(50)],
+        if doubled.len() > 50 { " …" } else { "" },
+    );
+}
+
+fn start_node(storage: &str, live: &Mutex<Live>, n: usize) -> Node {
+    let (guard, intake, api) = support::serve(storage);
+    let mut live = live.lock().unwrap();
+    live.intakes[n] = Some(intake);
+    live.apis[n] = Some(api);
+    Node { guard: Some(guard) }
+}
+
+fn kill_node(node: &mut Node, live: &Mutex<Live>, n: usize) {
+    {
+        let mut live = live.lock().unwrap();
+        live.intakes[n] = None;
+        live.apis[n] = None;
+    }
+    if let Some(mut guard) = node.guard.take() {
+        let _ = guard.0.kill(); // SIGKILL: no shutdown path runs
+        let _ = guard.0.wait();
+    }
+}
+
+async fn ready(client: &reqwest::Client, api: &str) {
+    let url = format!("{api}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (status, body) = streamsight_testkit::http::get(client, &url).await;
+        if status == 200 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{url} not ready within 90 s: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_on_sqlite_killed_at_random_keeps_every_acknowledged_point_once() {
+    let secs = seconds();
+    let _watchdog = Watchdog::arm("the SQLite checker", Duration::from_secs(secs + 300));
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-checker-sqlite-{}-{}",
+        std::process::id(),
+        now_ms()
+    ));
+    let storage = format!("sqlite://{}/streamsight.db", dir.display());
+    let live = Arc::new(Mutex::new(Live {
+        intakes: vec![None],
+        apis: vec![None],
+    }));
+    let mut node = start_node(&storage, &live, 0);
+    let (stop, told) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(BTreeMap::new())));
+    let posting = clients(live.clone(), stop.clone(), told.clone());
+
+    // The nemesis: up for 2-8 s, killed, down for 0.2-3 s, restarted.
+    let mut rng = Rng::seeded();
+    let mut faults = Vec::new();
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        tokio::time::sleep(rng.millis(2_000, 8_000)).await;
+        kill_node(&mut node, &live, 0);
+        faults.push("kill -9 node".to_owned());
+        tokio::time::sleep(rng.millis(200, 3_000)).await;
+        let storage = storage.clone();
+        let l = live.clone();
+        node = tokio::task::spawn_blocking(move || start_node(&storage, &l, 0))
+            .await
+            .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for p in posting {
+        p.await.unwrap();
+    }
+
+    // The final state is what a restart reads back.
+    kill_node(&mut node, &live, 0);
+    let _node = start_node(&storage, &live, 0);
+    let api = live.lock().unwrap().apis[0].clone().unwrap();
+    let client = reqwest::Client::new();
+    ready(&client, &api).await;
+    let told = told.lock().unwrap().clone();
+    let counts = final_counts(&client, &api, told.len() as u64).await;
+    check("one node, SQLite", &told, &counts, &faults);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_sharding_a_kafka_log_killed_at_random_keep_every_acknowledged_point_once() {
+    const NODES: usize = 3;
+    let secs = seconds();
+    let _watchdog = Watchdog::arm("the sharded checker", Duration::from_secs(secs + 400));
+    let dir = std::env::temp_dir().join(format!("streamsight-checker-kafka-{}-{}", std::process::id(), now_ms()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let mut broker = Some(Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]));
+    let log =
+        format!("kafka://127.0.0.1:{port}/checker-log?partitions=6&timeout_ms=5000&mode=sharded&snapshot_ms=5000");
+    let live = Arc::new(Mutex::new(Live {
+        intakes: vec![None; NODES],
+        apis: vec![None; NODES],
+    }));
+    let mut nodes: Vec<Node> = (0..NODES).map(|n| start_node(&log, &live, n)).collect();
+    let (stop, told) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(BTreeMap::new())));
+    let posting = clients(live.clone(), stop.clone(), told.clone());
+
+    // The nemesis, one fault at a time: a node (or, with
+    // STREAMSIGHT_CHECKER_BROKER set, the broker) killed for 0.5-6 s, then
+    // restarted (the broker on its port and data), 3-10 s apart (a killed
+    // node's shards move within its 6 s session). The broker is not killed in
+    // the test suite's form: a broker restart during a rebalance can leave
+    // every shard unheld (RELIABILITY.md, "Faults").
+    let mut rng = Rng::seeded();
+    let kill_broker = std::env::var_os("STREAMSIGHT_CHECKER_BROKER").is_some();
+    let mut faults = Vec::new();
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        tokio::time::sleep(rng.millis(3_000, 10_000)).await;
+        let victim = rng.below(NODES + usize::from(kill_broker));
+        if victim == NODES {
+            if let Some(mut b) = broker.take() {
+                b.kill();
+            }
+            faults.push("kill -9 broker".to_owned());
+            eprintln!("checker: kill -9 broker");
+            tokio::time::sleep(rng.millis(500, 6_000)).await;
+            let dir = dir.clone();
+            broker = Some(
+                tokio::task::spawn_blocking(move || Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]))
+                    .await
+                    .unwrap(),
+            );
+        } else {
+            kill_node(&mut nodes[victim], &live, victim);
+            faults.push(format!("kill -9 node {victim}"));
+            eprintln!("checker: kill -9 node {victim}");
+            tokio::time::sleep(rng.millis(500, 6_000)).await;
+            let (log, l) = (log.clone(), live.clone());
+            nodes[victim] = tokio::task::spawn_blocking(move || start_node(&log, &l, victim))
+                .await
+                .unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for p in posting {
+        p.await.unwrap();
+    }
+
+    // Everything back: every node ready and answering for every shard.
+    let client = reqwest::Client::new();
+    let apis: Vec<String> = live.lock().unwrap().apis.iter().flatten().cloned().collect();
+    for api in &apis {
+        ready(&client, api).await;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (status, lag) = streamsight_testkit::http::get(&client, &format!("{api}/api/v1/lag")).await;
+            if status == 200 && lag["shards"]["missing"].as_array().is_some_and(Vec::is_empty) {
+                break;
+            }
+            if Instant::now() > deadline {
+                let nodes = streamsight_testkit::http::get_json(&client, &format!("{api}/api/v1/nodes")).await;
+                panic!(
+                    "{api} does not reach every shard within 120 s of the last fault ({faults:?}): {status} {}; its directory: {nodes:#}",
+                    lag["shards"]
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let told = told.lock().unwrap().clone();
+    let counts = final_counts(&client, &apis[0], told.len() as u64).await;
+    check("three nodes, sharded kafka:// log", &told, &counts, &faults);
+    // Every node answers alike.
+    for api in &apis[1..] {
+        let other = final_counts(&client, api, told.len() as u64).await;
+        assert_eq!(counts, other, "{api} answered another final state than {}", apis[0]);
+    }
+    drop(nodes);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
