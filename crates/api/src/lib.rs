@@ -70,6 +70,18 @@ async fn nodes(State(shared): State<Arc<Shared>>) -> Response {
     .into_response()
 }
 
+/// The last append failed and nothing since shows the log takes appends: on
+/// a sharded log, an announcement this node made after the failure and read
+/// back does (it was appended to the log and read from it).
+fn storage_failing(shared: &Shared) -> bool {
+    let failed_at = shared.storage_failed_at_ms.load(Ordering::Acquire);
+    let echoed_since = shared
+        .directory
+        .get()
+        .is_some_and(|d| d.echoed_sent_at_ms() > failed_at);
+    shared.storage_failing.load(Ordering::Acquire) && !echoed_since
+}
+
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     if !shared.ready.load(Ordering::Acquire) {
         ApiError::new(ErrorKind::NotReady, "replaying stored data").into_response()
@@ -78,7 +90,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
                 "this node's announcements have not come back from the log for {} s: it cannot reach the log, and the other nodes no longer ask it",
                 age.as_secs()
             )).into_response()
-    } else if shared.storage_failing.load(Ordering::Acquire) {
+    } else if storage_failing(&shared) {
         ApiError::new(
             ErrorKind::StorageUnavailable,
             "the last append to storage failed: intake answers 503 until one succeeds",

@@ -571,9 +571,11 @@ async fn a_sharded_node_that_cannot_reach_the_log_says_so_without_being_asked_to
     );
     assert_eq!(complete_rows(&client, &node, 1).await, [("orders".to_owned(), 601)]);
 
-    // No intake at all: readiness still finds out (the node's own
-    // announcements stop coming back), and says why.
+    // An append under way when the broker dies fails (503). Then no intake
+    // at all: readiness still finds out (the node's own announcements stop
+    // coming back), and says why.
     broker.kill();
+    assert_eq!(post(&client, &node, payload(now_ns(), 2_000, 1_900)).await, 503);
     let why = eventually(30, "readiness to say the log is out of reach", async || {
         let (code, why) = get(&client, &node, "/readyz").await;
         (code == 503 && why["error"] == "log_unreachable").then_some(why)
@@ -587,7 +589,8 @@ async fn a_sharded_node_that_cannot_reach_the_log_says_so_without_being_asked_to
     );
     assert_eq!(post(&client, &node, payload(now_ns(), 2_000, 1_900)).await, 503);
 
-    // Back: ready again, and intake accepted.
+    // Back: ready again with no intake since the failed appends (a node a
+    // load balancer took out of rotation gets none), and intake accepted.
     let _broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
     eventually(60, "readiness to return", async || {
         (get(&client, &node, "/readyz").await.0 == 200).then_some(())

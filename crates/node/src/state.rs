@@ -39,6 +39,11 @@ pub struct Shared {
     /// The last append to storage failed: intake answers 503 until one
     /// succeeds, and `/readyz` says so (a log in Kafka out of reach, a full disk).
     pub storage_failing: AtomicBool,
+    /// When the last failed append failed (unix ms): on a sharded log, an
+    /// announcement of this node read back after it shows the log takes
+    /// appends again even when no intake came since (a node out of its load
+    /// balancer's rotation gets none, so it would wait for one for ever).
+    pub storage_failed_at_ms: std::sync::atomic::AtomicI64,
     /// On a sharded log: which shards this node holds, who holds the others
     /// and where they answer (see `docs/scale-out.md`).
     pub directory: std::sync::OnceLock<Arc<streamsight_store::directory::Directory>>,
@@ -98,6 +103,7 @@ impl Shared {
             decode_memory: crate::memory::DecodeMemory::new(config.limits.decode_memory_bytes),
             ready: AtomicBool::new(false),
             storage_failing: AtomicBool::new(false),
+            storage_failed_at_ms: std::sync::atomic::AtomicI64::new(0),
             directory: std::sync::OnceLock::new(),
             snapshots: std::sync::OnceLock::new(),
             writer: std::sync::Mutex::new(None),

@@ -322,6 +322,11 @@ fn write_loop(
         }
         if !waiting.is_empty() {
             let result = store.append(&batch).map_err(|e| AppendError::Storage(e.to_string()));
+            if result.is_err() {
+                shared
+                    .storage_failed_at_ms
+                    .store(crate::clock::now().0, Ordering::Release);
+            }
             shared.storage_failing.store(result.is_err(), Ordering::Release);
             let max_bytes = shared.config.max_storage_bytes;
             if max_bytes > 0 {

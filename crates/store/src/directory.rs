@@ -88,6 +88,8 @@ struct Inner {
     /// When this node's own announcement last came back from the log (at
     /// first, when it joined): the log is out of reach when that gets old.
     echoed_ms: std::sync::atomic::AtomicI64,
+    /// The newest `at_ms` of this node's own announcements read back.
+    echoed_sent_ms: std::sync::atomic::AtomicI64,
 }
 
 fn now_ms() -> i64 {
@@ -133,6 +135,7 @@ impl Directory {
             peers: Mutex::new(BTreeMap::new()),
             changed: AtomicBool::new(true),
             echoed_ms: std::sync::atomic::AtomicI64::new(now_ms()),
+            echoed_sent_ms: std::sync::atomic::AtomicI64::new(0),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -152,6 +155,13 @@ impl Directory {
     /// How long this node's announcements have not come back from the log,
     /// once that is longer than a peer waits before taking a node for gone:
     /// then this node cannot reach the log, and the others no longer ask it.
+    /// When the newest announcement of this node that came back from the
+    /// log was made (unix ms, by this node's clock): the log took an append
+    /// made then, and served it to a read.
+    pub fn echoed_sent_at_ms(&self) -> i64 {
+        self.inner.echoed_sent_ms.load(Ordering::Acquire)
+    }
+
     pub fn unreachable_for(&self) -> Option<Duration> {
         let age = now_ms().saturating_sub(self.inner.echoed_ms.load(Ordering::Acquire));
         (age > STALE_AFTER_MS).then(|| Duration::from_millis(age as u64))
@@ -259,6 +269,7 @@ fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &Bas
                         {
                             if node == inner.node {
                                 inner.echoed_ms.fetch_max(now_ms(), Ordering::AcqRel);
+                                inner.echoed_sent_ms.fetch_max(a.at_ms, Ordering::AcqRel);
                             }
                             lock(&inner.peers).insert(node, a);
                         }
