@@ -59,6 +59,14 @@ struct Held {
     from: i64,
     /// The offset after the last message handed over.
     handed: i64,
+    /// The offset after the last message queued to be handed over: one
+    /// fetched below it was applied already. librdkafka was seen (issue 28's
+    /// checker, a node paused past its session) to fetch a held shard again
+    /// from an earlier offset with no rebalance callback between; applying
+    /// those messages again counted them twice.
+    queued: i64,
+    /// Messages below `queued` are being dropped (said once a run).
+    refetched: bool,
     /// `handed` when its last snapshot was offered.
     saved: i64,
     /// The snapshot slot to write next: not the one its manifest names.
@@ -240,6 +248,8 @@ impl ShardFollow {
                             caught_up: false,
                             from: 0,
                             handed: low,
+                            queued: low,
+                            refetched: false,
                             saved: low,
                             slot: 0,
                             restoring: true,
@@ -287,12 +297,34 @@ impl ShardFollow {
                 }
             }
             held.handed = held.handed.max(held.from);
+            held.queued = held.handed;
             held.saved = held.handed;
             held.caught_up = held.end <= held.handed;
             if held.caught_up {
                 self.pending.push_back((Followed::CaughtUp(p as u32), None));
             }
         }
+    }
+
+    /// Whether the message at `offset` of held shard `p` was not queued
+    /// before (then it is now); one fetched again is dropped, and said once
+    /// a run.
+    fn first_time(held: &mut Held, p: i32, offset: i64) -> bool {
+        if offset < held.queued {
+            if !held.refetched {
+                tracing::warn!(
+                    shard = p,
+                    offset,
+                    next = held.queued,
+                    "messages of a held shard fetched again: dropped up to the next one, they were applied"
+                );
+            }
+            held.refetched = true;
+            return false;
+        }
+        held.refetched = false;
+        held.queued = offset + 1;
+        true
     }
 
     /// The next event, with the shard position it hands over.
@@ -355,6 +387,7 @@ impl Follow for ShardFollow {
                     held.refetch = true;
                 } else if let Some(held) = self.held.get_mut(&p)
                     && offset >= held.from
+                    && Self::first_time(held, p, offset)
                 {
                     if !held.caught_up {
                         self.counts
@@ -410,7 +443,23 @@ impl Follow for ShardFollow {
 
 #[cfg(test)]
 mod tests {
-    use super::Held;
+    use super::{Held, ShardFollow};
+
+    #[test]
+    fn a_message_fetched_again_is_not_handed_over_twice() {
+        let mut h = held(i64::MAX, 10);
+        assert!(ShardFollow::first_time(&mut h, 1, 10));
+        assert!(ShardFollow::first_time(&mut h, 1, 11));
+        // The consumer fetched the shard again from an earlier offset.
+        for offset in [5, 6, 10, 11] {
+            assert!(!ShardFollow::first_time(&mut h, 1, offset), "{offset}");
+        }
+        assert!(h.refetched);
+        // Then on past where it was.
+        assert!(ShardFollow::first_time(&mut h, 1, 12));
+        assert!(!h.refetched);
+        assert_eq!(h.queued, 13);
+    }
 
     fn held(end: i64, handed: i64) -> Held {
         Held {
@@ -418,6 +467,8 @@ mod tests {
             caught_up: false,
             from: 0,
             handed,
+            queued: handed,
+            refetched: false,
             saved: handed,
             slot: 0,
             restoring: false,

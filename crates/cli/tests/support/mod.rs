@@ -56,8 +56,14 @@ pub fn field(line: &str, key: &str) -> String {
 
 /// `streamsight serve` on free loopback ports: (guard, intake URL, API URL).
 pub fn serve(storage: &str) -> (Guard, String, String) {
+    serve_env(storage, &[])
+}
+
+/// The same, with `env` set for the process.
+pub fn serve_env(storage: &str, env: &[(&str, &str)]) -> (Guard, String, String) {
     let (guard, line) = start(
         Command::new(env!("CARGO_BIN_EXE_streamsight"))
+            .envs(env.iter().copied())
             .args([
                 "serve",
                 "--intake-listen",
