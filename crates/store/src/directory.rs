@@ -152,9 +152,6 @@ impl Directory {
         })
     }
 
-    /// How long this node's announcements have not come back from the log,
-    /// once that is longer than a peer waits before taking a node for gone:
-    /// then this node cannot reach the log, and the others no longer ask it.
     /// When the newest announcement of this node that came back from the
     /// log was made (unix ms, by this node's clock): the log took an append
     /// made then, and served it to a read.
@@ -162,6 +159,9 @@ impl Directory {
         self.inner.echoed_sent_ms.load(Ordering::Acquire)
     }
 
+    /// How long this node's announcements have not come back from the log,
+    /// once that is longer than a peer waits before taking a node for gone:
+    /// then this node cannot reach the log, and the others no longer ask it.
     pub fn unreachable_for(&self) -> Option<Duration> {
         let age = now_ms().saturating_sub(self.inner.echoed_ms.load(Ordering::Acquire));
         (age > STALE_AFTER_MS).then(|| Duration::from_millis(age as u64))
