@@ -39,12 +39,22 @@ const PER_TOPIC: u64 = 15;
 const CLUSTER: &str = "chk";
 const CLIENTS: usize = 4;
 
+/// The whole number in variable `name`, if it is set: a value that is not
+/// one fails the run naming it, rather than running with the default.
+fn number(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    let parsed = value.parse();
+    assert!(parsed.is_ok(), "{name} must be a whole number, not {value:?}");
+    parsed.ok()
+}
+
 fn seconds() -> u64 {
-    std::env::var("STREAMSIGHT_CHECKER_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(120)
-        .clamp(10, 600)
+    let secs = number("STREAMSIGHT_CHECKER_SECONDS").unwrap_or(120);
+    assert!(
+        (10..=600).contains(&secs),
+        "STREAMSIGHT_CHECKER_SECONDS must be 10 to 600 (the checker is bounded to 10 minutes), not {secs}"
+    );
+    secs
 }
 
 /// xorshift64*: the nemesis's choices, replayable from the printed seed.
@@ -52,12 +62,10 @@ struct Rng(u64);
 
 impl Rng {
     fn seeded() -> Rng {
-        let seed = std::env::var("STREAMSIGHT_CHECKER_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| streamsight_testkit::now_ns() | 1);
+        let seed = number("STREAMSIGHT_CHECKER_SEED").unwrap_or_else(streamsight_testkit::now_ns);
         eprintln!("checker: seed {seed} (STREAMSIGHT_CHECKER_SEED={seed} replays the nemesis's choices)");
-        Rng(seed)
+        // xorshift never leaves 0.
+        Rng(seed | 1)
     }
 
     fn next(&mut self) -> u64 {
