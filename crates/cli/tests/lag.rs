@@ -63,8 +63,14 @@ fn lag_from_the_cluster_and_from_a_collector_polling_it() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (ok, out, err) = lag(&["--collector", &api, "--cluster", "mock", "--format", "json"]);
-        assert!(ok, "{err}");
-        let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+        // Before the first poll lands the collector holds nothing for the
+        // cluster and `lag` says so as an error: not yet, not a failure.
+        let rows: serde_json::Value = if ok {
+            serde_json::from_str(&out).unwrap()
+        } else {
+            assert!(err.contains("holds no lag"), "{err}");
+            serde_json::Value::Array(vec![])
+        };
         if rows.as_array().unwrap().len() == 2 && rows[0]["group"] == "billing" {
             assert_eq!(rows[0]["lag_messages"].as_i64(), Some(3));
             break;
