@@ -173,7 +173,10 @@ impl Store for KafkaStore {
         let result = self.append_once(records);
         if result.is_err() {
             // An idempotent producer whose messages timed out may be left fenced
-            // or waiting on a broker that is gone: the next append starts afresh.
+            // or waiting on a broker that is gone, and librdkafka bumps its
+            // epoch on its own, which a broker that never handed that epoch
+            // out may refuse for good (tansu 0.6.0 panics and stops serving:
+            // RELIABILITY.md, "Faults"): the next append starts afresh.
             if let Ok(fresh) = producer(&self.url) {
                 self.producer = fresh;
             }

@@ -357,14 +357,7 @@ impl std::fmt::Debug for SnapshotWriter {
 impl SnapshotWriter {
     pub fn start(url: &KafkaUrl, counts: Arc<SnapshotCounts>) -> Result<Self, StoreError> {
         let delivered = Arc::new(Delivered::default());
-        let producer: BaseProducer<WriterContext> = url
-            .client()
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("message.timeout.ms", url.timeout.as_millis().to_string())
-            .set("message.max.bytes", (2 * CHUNK_BYTES).to_string())
-            .create_with_context(WriterContext(delivered.clone()))
-            .map_err(kafka)?;
+        let mut producer = snapshot_producer(url, &delivered)?;
         let (jobs, rx) = mpsc::sync_channel::<Job>(1);
         let url = url.clone();
         let thread = std::thread::Builder::new()
@@ -382,6 +375,17 @@ impl SnapshotWriter {
                         Err(e) => {
                             count(&counts.write_failures, 1);
                             tracing::warn!(shard = job.shard, error = %e, "snapshot not written");
+                            // Afresh, as the log's appends do after a failure
+                            // (KafkaStore::append): after a timeout librdkafka
+                            // bumps an idempotent producer's epoch on its own,
+                            // and a broker that never handed that epoch out may
+                            // refuse it for good (tansu 0.6.0 panics on it and
+                            // stops serving: RELIABILITY.md, "Faults"). A fresh
+                            // producer also leaves the late reports of the
+                            // failed write behind.
+                            if let Ok(fresh) = snapshot_producer(&url, &delivered) {
+                                producer = fresh;
+                            }
                         }
                     }
                 }
@@ -413,6 +417,18 @@ impl Drop for SnapshotWriter {
             let _ = thread.join();
         }
     }
+}
+
+/// An idempotent producer with `acks=all` whose messages fail after the
+/// URL's timeout.
+fn snapshot_producer(url: &KafkaUrl, delivered: &Arc<Delivered>) -> Result<BaseProducer<WriterContext>, StoreError> {
+    url.client()
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("message.timeout.ms", url.timeout.as_millis().to_string())
+        .set("message.max.bytes", (2 * CHUNK_BYTES).to_string())
+        .create_with_context(WriterContext(delivered.clone()))
+        .map_err(kafka)
 }
 
 /// Sends `messages` (key, payload) to `topic`'s partition `shard` and waits

@@ -130,15 +130,29 @@ impl Tansu {
     }
 
     /// A broker on `port` with `storage` (a tansu storage URL), run in `dir`.
+    /// With `STREAMSIGHT_TANSU_LOG` set to a directory, the broker's output
+    /// is appended to `tansu-PORT.log` there (its `RUST_LOG` as the
+    /// environment gives it): what a broker did when a test blames it.
     pub fn start_on(port: u16, storage: &str, dir: &Path, extra: &[&str]) -> Tansu {
         let url = format!("tcp://127.0.0.1:{port}");
+        let output = || -> Stdio {
+            let Some(logs) = std::env::var_os("STREAMSIGHT_TANSU_LOG") else {
+                return Stdio::null();
+            };
+            let path = Path::new(&logs).join(format!("tansu-{port}.log"));
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_or_else(|e| panic!("cannot open {}: {e}", path.display()), Stdio::from)
+        };
         let child = Command::new(tansu_binary())
             .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
             .args(["--storage-engine", storage])
             .args(extra)
             .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(output())
+            .stderr(output())
             .spawn()
             .unwrap();
         let bootstrap = format!("127.0.0.1:{port}");
