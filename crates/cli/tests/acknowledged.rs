@@ -16,9 +16,9 @@
 //! is down, readiness saying so, recovery without restarting a node.
 //!
 //! Two random forms: one node on SQLite restarted at random, and three nodes sharding
-//! one `kafka://` log on tansu with nodes killed (and paused, with
-//! `STREAMSIGHT_CHECKER_PAUSE` set, and the broker killed, with
-//! `STREAMSIGHT_CHECKER_BROKER` set) at random; with
+//! one `kafka://` log on tansu with nodes and the broker killed (not the
+//! broker with `STREAMSIGHT_CHECKER_BROKER=0`; nodes paused too with
+//! `STREAMSIGHT_CHECKER_PAUSE` set) at random; with
 //! `STREAMSIGHT_CHECKER_SKEW` set, one node's clock runs 3 s ahead of the
 //! others' (libfaketime). Each
 //! runs `STREAMSIGHT_CHECKER_SECONDS` (120 in the test suite; at most 600) of
@@ -532,17 +532,15 @@ async fn three_nodes_sharding_a_kafka_log_killed_at_random_keep_every_acknowledg
     let (stop, told) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(BTreeMap::new())));
     let (posting, _) = clients(live.clone(), stop.clone(), told.clone());
 
-    // The nemesis, one fault at a time, 3-10 s apart: a node killed for
-    // 0.5-6 s and restarted; with STREAMSIGHT_CHECKER_PAUSE set, a node also
-    // paused (SIGSTOP) for 5-30 s and resumed (its shards move once its 6 s
-    // session is over); with STREAMSIGHT_CHECKER_BROKER set, the broker killed
-    // too and started again on its port and data (until it answers: see
-    // start_serving_broker). Pauses and broker kills are not in the suite's
-    // form: both found faults not fixed yet (RELIABILITY.md, "Faults"). The broker is not killed in
-    // the test suite's form: a broker restart during a rebalance can leave
-    // every shard unheld (RELIABILITY.md, "Faults").
+    // The nemesis, one fault at a time, 3-10 s apart: a node or the broker
+    // killed for 0.5-6 s and started again (the broker on its port and data,
+    // until it answers: see start_serving_broker); with
+    // STREAMSIGHT_CHECKER_BROKER=0 only nodes. With STREAMSIGHT_CHECKER_PAUSE
+    // set, a node is also paused (SIGSTOP) for 5-30 s and resumed (its shards
+    // move once its 6 s session is over): not in the suite's form, whose
+    // doubling is fixed only as far as a few runs show (RELIABILITY.md, "Faults").
     let mut rng = Rng::seeded();
-    let kill_broker = std::env::var_os("STREAMSIGHT_CHECKER_BROKER").is_some();
+    let kill_broker = std::env::var("STREAMSIGHT_CHECKER_BROKER").map_or(true, |v| v != "0");
     let pause = std::env::var_os("STREAMSIGHT_CHECKER_PAUSE").is_some();
     let mut faults = Vec::new();
     let until = Instant::now() + Duration::from_secs(secs);
