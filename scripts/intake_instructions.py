@@ -16,6 +16,7 @@ again; the build lands in each checkout's own target/release.
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -39,7 +40,10 @@ fn main() {
 
 
 def example(tree):
-    bench = open(os.path.join(tree, "crates/collector/benches/intake.rs")).read()
+    path = os.path.join(tree, "crates/collector/benches/intake.rs")
+    if not os.path.exists(path):
+        sys.exit(f"{tree} is not a streamsight checkout: {path} is missing")
+    bench = open(path).read()
     helpers = bench[: bench.index("fn intake_bench(")]
     helpers = helpers.replace(
         "mod support;", '#[path = "../benches/support/mod.rs"]\n#[allow(dead_code)]\nmod support;'
@@ -62,6 +66,8 @@ def main():
     trees = sys.argv[1:]
     if not trees:
         sys.exit(__doc__)
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is missing: install Debian's valgrind")
     figures = {}
     for i, tree in enumerate(trees):
         path = os.path.join(tree, "crates/collector/examples/intake_instructions.rs")

@@ -52,13 +52,21 @@ fn number(name: &str) -> Option<u64> {
     parsed.ok()
 }
 
-fn seconds() -> u64 {
-    let secs = number("STREAMSIGHT_CHECKER_SECONDS").unwrap_or(120);
+/// Seconds in variable `name` (`default` when unset), within `range`: the
+/// checker is bounded to 10 minutes.
+fn seconds_in(name: &str, default: u64, range: std::ops::RangeInclusive<u64>) -> u64 {
+    let secs = number(name).unwrap_or(default);
     assert!(
-        (10..=600).contains(&secs),
-        "STREAMSIGHT_CHECKER_SECONDS must be 10 to 600 (the checker is bounded to 10 minutes), not {secs}"
+        range.contains(&secs),
+        "{name} must be {} to {}, not {secs}",
+        range.start(),
+        range.end()
     );
     secs
+}
+
+fn seconds() -> u64 {
+    seconds_in("STREAMSIGHT_CHECKER_SECONDS", 120, 10..=600)
 }
 
 /// xorshift64*: the nemesis's choices, replayable from the printed seed.
@@ -596,12 +604,7 @@ async fn three_nodes_sharding_a_kafka_log_killed_at_random_keep_every_acknowledg
 /// How long the outage form keeps the broker down: `STREAMSIGHT_OUTAGE_SECONDS`
 /// (60 in the test suite, as the issue asks; 20 to 600).
 fn outage_seconds() -> u64 {
-    let secs = number("STREAMSIGHT_OUTAGE_SECONDS").unwrap_or(60);
-    assert!(
-        (20..=600).contains(&secs),
-        "STREAMSIGHT_OUTAGE_SECONDS must be 20 to 600, not {secs}"
-    );
-    secs
+    seconds_in("STREAMSIGHT_OUTAGE_SECONDS", 60, 20..=600)
 }
 
 /// The `kafka://` log's broker down a whole minute under intake: while it is

@@ -110,6 +110,23 @@ impl KafkaUrl {
         format!("{}-shards", self.topic)
     }
 
+    /// The configuration of a producer writing the log (records or
+    /// snapshots): idempotent, `acks=all`, each message failing after the
+    /// URL's timeout rather than librdkafka's five minutes. Whoever holds one
+    /// makes it afresh after a failed write: librdkafka bumps an idempotent
+    /// producer's epoch on its own after a timeout, which a broker that never
+    /// handed that epoch out may refuse for good (tansu 0.6.0 panics on it
+    /// and stops serving: RELIABILITY.md, "Faults").
+    pub(crate) fn log_producer(&self, max_message_bytes: usize) -> ClientConfig {
+        let mut config = self.client();
+        config
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.timeout.ms", self.timeout.as_millis().to_string())
+            .set("message.max.bytes", max_message_bytes.to_string());
+        config
+    }
+
     /// A librdkafka configuration reaching the log's brokers with the URL's
     /// properties.
     pub fn client(&self) -> ClientConfig {

@@ -85,15 +85,10 @@ impl std::fmt::Debug for KafkaStore {
     }
 }
 
-/// An idempotent producer with `acks=all`, whose messages fail after the URL's
-/// timeout rather than librdkafka's five minutes.
+/// The log's producer ([`KafkaUrl::log_producer`]), sending at once.
 fn producer(url: &KafkaUrl) -> Result<ThreadedProducer<Acks>, StoreError> {
-    url.client()
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
+    url.log_producer(2 * MAX_MESSAGE_BYTES)
         .set("linger.ms", "0")
-        .set("message.timeout.ms", url.timeout.as_millis().to_string())
-        .set("message.max.bytes", (2 * MAX_MESSAGE_BYTES).to_string())
         .create_with_context(Acks::default())
         .map_err(kafka)
 }
@@ -172,11 +167,10 @@ impl Store for KafkaStore {
         }
         let result = self.append_once(records);
         if result.is_err() {
-            // An idempotent producer whose messages timed out may be left fenced
-            // or waiting on a broker that is gone, and librdkafka bumps its
-            // epoch on its own, which a broker that never handed that epoch
-            // out may refuse for good (tansu 0.6.0 panics and stops serving:
-            // RELIABILITY.md, "Faults"): the next append starts afresh.
+            // An idempotent producer whose messages timed out may be left fenced,
+            // waiting on a broker that is gone, or with an epoch the broker
+            // never handed out (KafkaUrl::log_producer): the next append
+            // starts afresh.
             if let Ok(fresh) = producer(&self.url) {
                 self.producer = fresh;
             }

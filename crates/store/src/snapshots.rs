@@ -376,11 +376,7 @@ impl SnapshotWriter {
                             count(&counts.write_failures, 1);
                             tracing::warn!(shard = job.shard, error = %e, "snapshot not written");
                             // Afresh, as the log's appends do after a failure
-                            // (KafkaStore::append): after a timeout librdkafka
-                            // bumps an idempotent producer's epoch on its own,
-                            // and a broker that never handed that epoch out may
-                            // refuse it for good (tansu 0.6.0 panics on it and
-                            // stops serving: RELIABILITY.md, "Faults"). A fresh
+                            // (KafkaUrl::log_producer says why); a fresh
                             // producer also leaves the late reports of the
                             // failed write behind.
                             if let Ok(fresh) = snapshot_producer(&url, &delivered) {
@@ -419,14 +415,9 @@ impl Drop for SnapshotWriter {
     }
 }
 
-/// An idempotent producer with `acks=all` whose messages fail after the
-/// URL's timeout.
+/// The log's producer ([`KafkaUrl::log_producer`]) for snapshot chunks.
 fn snapshot_producer(url: &KafkaUrl, delivered: &Arc<Delivered>) -> Result<BaseProducer<WriterContext>, StoreError> {
-    url.client()
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("message.timeout.ms", url.timeout.as_millis().to_string())
-        .set("message.max.bytes", (2 * CHUNK_BYTES).to_string())
+    url.log_producer(2 * CHUNK_BYTES)
         .create_with_context(WriterContext(delivered.clone()))
         .map_err(kafka)
 }
