@@ -426,7 +426,8 @@ impl Book {
     }
 
     /// Each value judged against its own series' baseline: the anomaly score while
-    /// anomalous, else 0; unknown stays unknown.
+    /// anomalous (and beyond the rule's threshold, if it has one), else 0;
+    /// unknown stays unknown.
     fn anomalies(
         &mut self,
         rule: &Rule,
@@ -459,7 +460,7 @@ impl Book {
                 };
                 *seen = now;
                 let verdict = d.observe(now, v, sensitivity);
-                let score = if verdict.anomalous {
+                let score = if verdict.anomalous && rule.anomaly_passes_threshold(v) {
                     f64::from(verdict.score)
                 } else {
                     0.0
@@ -485,4 +486,47 @@ pub fn of(shared: &Shared) -> &AlertService {
     shared
         .feature::<AlertService>()
         .expect("the collector installs the alerts feature on every node")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default `lag_growth` rule, judged every 10 s like the housekeeping tick.
+    fn scores(values: &[f64]) -> Vec<f64> {
+        let rule = rules::default_rules()
+            .into_iter()
+            .find(|r| r.name == "lag_growth")
+            .expect("a default lag_growth rule");
+        let direction = rule.anomaly.expect("an anomaly rule");
+        let AlertService { book, .. } = AlertService::new(&rules::AlertsConfig::default());
+        let mut book = book.into_inner().expect("a fresh lock");
+        let labels = streamsight_node::signals::labels(&[("cluster", "c"), ("group", "g")]);
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let at = Millis(1_000_000 + i as i64 * 10_000);
+                let out = book.anomalies(&rule, direction, vec![(labels.clone(), Some(*v))], at);
+                out[0].1.expect("a known value stays known")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lag_growth_does_not_page_for_a_healthy_groups_jitter_and_does_for_real_growth() {
+        // A group committing every 10 s: mostly 4 s of lag, at times 5, and
+        // now and then 10 s (a commit late). Against its tight baseline (1 s
+        // spread) three 10 s readings are six spreads high; the soak saw ~20
+        // such firings an hour before the floor.
+        let steady = |i: i32| if i % 5 == 0 { 5.0 } else { 4.0 };
+        let mut healthy: Vec<f64> = (0..40).map(steady).collect();
+        healthy.extend([10.0, 10.0, 10.0]);
+        assert!(scores(&healthy).iter().all(|s| *s == 0.0), "{:?}", scores(&healthy));
+        // The same group falling behind for real: past the floor, it fires.
+        let mut growing: Vec<f64> = (0..40).map(steady).collect();
+        growing.extend([90.0, 150.0, 210.0]);
+        let s = scores(&growing);
+        assert!(*s.last().unwrap() > 0.0, "{s:?}");
+    }
 }

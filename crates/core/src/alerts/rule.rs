@@ -122,6 +122,8 @@ pub struct Rule {
     pub statuses: Vec<Status>,
     /// Instead of a threshold: fire when the value is anomalous against its own
     /// baseline (`drop`: far below, `rise`: far above); see docs/alerts.md.
+    /// With `above` (for `rise`) or `below` (for `drop`), the value must also be
+    /// beyond that threshold.
     #[serde(default)]
     pub anomaly: Option<Direction>,
     /// For `group_lag_messages` and `topic_lag_messages`: `sum` (default) or `max`.
@@ -163,6 +165,19 @@ impl Rule {
             (_, Some(b)) => Condition::Below(b),
             (Some(a), None) => Condition::Above(a),
             (None, None) => Condition::Above(0.0),
+        }
+    }
+
+    /// Whether a value an anomaly rule found anomalous also passes the rule's
+    /// threshold in the watched direction (`above` for `rise`, `below` for
+    /// `drop`), when it has one. The detector learns every value; the threshold
+    /// only keeps small values from paging: a group at 4 s of lag whose lag
+    /// jitters by a second is "anomalous" against a tight baseline, and not news.
+    pub fn anomaly_passes_threshold(&self, value: f64) -> bool {
+        match self.anomaly {
+            Some(Direction::Rise) => self.above.is_none_or(|a| value > a),
+            Some(Direction::Drop) => self.below.is_none_or(|b| value < b),
+            None => true,
         }
     }
 
@@ -295,5 +310,24 @@ mod tests {
         assert_eq!(with(&|r| r.no_data_after = Duration::ZERO), Err(RuleError::Duration));
         assert_eq!(with(&|r| r.statuses = vec![Status::Stall]), Err(RuleError::Statuses));
         assert_eq!(with(&|r| r.aggregate = Some(Aggregate::Sum)), Err(RuleError::Aggregate));
+    }
+
+    #[test]
+    fn an_anomaly_rule_honours_the_threshold_of_its_direction() {
+        let mut rise = Rule::new("lag_growth", Signal::GroupLagSeconds, 0, "");
+        rise.anomaly = Some(Direction::Rise);
+        rise.above = Some(60.0);
+        assert!(!rise.anomaly_passes_threshold(5.0));
+        assert!(!rise.anomaly_passes_threshold(60.0));
+        assert!(rise.anomaly_passes_threshold(61.0));
+        rise.above = None;
+        assert!(rise.anomaly_passes_threshold(5.0));
+        // A drop rule ignores `above` (Rule::new's 0 would otherwise hide a drop to 0).
+        let mut drop = Rule::new("produce_rate_drop", Signal::ProduceRate, 0, "");
+        drop.anomaly = Some(Direction::Drop);
+        assert!(drop.anomaly_passes_threshold(0.0));
+        drop.below = Some(10.0);
+        assert!(drop.anomaly_passes_threshold(9.0));
+        assert!(!drop.anomaly_passes_threshold(10.0));
     }
 }
