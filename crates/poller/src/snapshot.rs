@@ -189,8 +189,21 @@ impl Snapshot {
         self.topics.iter().map(|t| t.partitions.len()).sum()
     }
 
+    /// A group by name, by binary search: `groups` are sorted by name (the poll
+    /// and the refresh make them so, [`Snapshot::sort_groups`] mends a snapshot
+    /// built otherwise). Asked for every group-partition of a lag answer or a
+    /// scrape, so never a scan: at 100,000 groups a scan per row was 5·10¹⁰
+    /// comparisons.
     pub fn group(&self, name: &str) -> Option<&GroupSnapshot> {
-        self.groups.iter().find(|g| g.name == name)
+        let i = self.groups.binary_search_by(|g| g.name.as_str().cmp(name)).ok()?;
+        self.groups.get(i)
+    }
+
+    /// Sorts `groups` by name where they are not (what [`Snapshot::group`] needs).
+    pub fn sort_groups(&mut self) {
+        if !self.groups.is_sorted_by(|a, b| a.name <= b.name) {
+            self.groups.sort_by(|a, b| a.name.cmp(&b.name));
+        }
     }
 
     /// The member of `group` that owns the partition, for a lag row: `None` when
@@ -246,5 +259,22 @@ impl GroupSnapshot {
             || !self.offsets.is_empty()
             || !self.share_starts.is_empty()
             || (!self.members.is_empty() && self.state.as_deref() != Some("Dead"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_found_by_name_once_sorted() {
+        let mut snap = Snapshot::new("c", Millis(0));
+        snap.groups = ["b", "c", "a"].iter().map(|n| GroupSnapshot::new(n)).collect();
+        snap.sort_groups();
+        for name in ["a", "b", "c"] {
+            assert_eq!(snap.group(name).map(|g| g.name.as_str()), Some(name));
+        }
+        assert!(snap.group("d").is_none());
+        assert!(snap.group("").is_none());
     }
 }

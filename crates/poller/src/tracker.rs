@@ -67,8 +67,32 @@ struct TopicSeen {
 
 #[derive(Clone, Debug, Default)]
 struct GroupSeen {
-    offsets: HashMap<(String, i32), i64>,
+    /// Committed offsets by topic, then partition: looked up by `&str`, so a
+    /// poll of a million group-partitions allocates no key to compare.
+    offsets: HashMap<String, HashMap<i32, i64>>,
     missing_since: Option<Millis>,
+}
+
+impl GroupSeen {
+    fn offset(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.offsets.get(topic)?.get(&partition).copied()
+    }
+
+    /// Records `offset`; true when it is new or moved.
+    fn commit(&mut self, topic: &str, partition: i32, offset: i64) -> bool {
+        if self.offset(topic, partition) == Some(offset) {
+            return false;
+        }
+        match self.offsets.get_mut(topic) {
+            Some(parts) => parts.insert(partition, offset),
+            None => self
+                .offsets
+                .entry(topic.to_owned())
+                .or_default()
+                .insert(partition, offset),
+        };
+        true
+    }
 }
 
 #[derive(Debug)]
@@ -108,14 +132,15 @@ impl Tracker {
             let mut parts: Vec<(String, i32)> = g
                 .offsets
                 .iter()
-                .filter(|&((topic, partition), &offset)| {
+                .flat_map(|(topic, parts)| parts.iter().map(move |(p, o)| (topic, *p, *o)))
+                .filter(|&(topic, partition, offset)| {
                     self.topics
                         .get(topic)
-                        .and_then(|t| t.partitions.get(partition))
+                        .and_then(|t| t.partitions.get(&partition))
                         .and_then(|p| p.end)
                         .is_some_and(|end| offset < end)
                 })
-                .map(|(k, _)| k.clone())
+                .map(|(topic, partition, _)| (topic.clone(), partition))
                 .collect();
             parts.sort();
             parts
@@ -155,8 +180,10 @@ impl Tracker {
     /// Seeds what is already known (from the store, after a restart), so that
     /// an unchanged commit is not recorded again as a fresh one.
     pub fn remember_commit(&mut self, group: &str, topic: &str, partition: i32, offset: i64) {
-        let g = self.groups.entry(group.to_owned()).or_default();
-        g.offsets.insert((topic.to_owned(), partition), offset);
+        self.groups
+            .entry(group.to_owned())
+            .or_default()
+            .commit(topic, partition, offset);
     }
 
     pub fn update(&mut self, snap: &Snapshot) -> Update {
@@ -327,22 +354,18 @@ impl Tracker {
 
     /// Whether `o` is a commit of `group` not yet seen.
     fn commit_moved(&self, group: &str, o: &crate::snapshot::CommittedOffset) -> bool {
-        self.groups
-            .get(group)
-            .and_then(|g| g.offsets.get(&(o.topic.clone(), o.partition)))
-            != Some(&o.offset)
+        self.groups.get(group).and_then(|g| g.offset(&o.topic, o.partition)) != Some(o.offset)
     }
 
     fn groups_update(&mut self, snap: &Snapshot, u: &mut Update) {
         let at = snap.at;
-        let known_topic = |topic: &str, partition: i32| {
-            // Without metadata every commit is taken; with it, only those on live partitions.
-            !snap.metadata_ok
-                || snap
-                    .topics
-                    .iter()
-                    .any(|t| t.name == topic && t.partitions.iter().any(|p| p.partition == partition))
-        };
+        // Without metadata every commit is taken; with it, only those on live partitions.
+        let live: std::collections::HashSet<(&str, i32)> = snap
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.name.as_str(), p.partition)))
+            .collect();
+        let known_topic = |topic: &str, partition: i32| !snap.metadata_ok || live.contains(&(topic, partition));
         for g in &snap.groups {
             if g.error.is_some() && !g.exists() {
                 // The coordinator could not be asked: neither present nor gone.
@@ -354,11 +377,9 @@ impl Tracker {
             let seen = self.groups.entry(g.name.clone()).or_default();
             seen.missing_since = None;
             for o in g.offsets.iter().filter(|o| known_topic(&o.topic, o.partition)) {
-                let key = (o.topic.clone(), o.partition);
-                if seen.offsets.get(&key) == Some(&o.offset) {
+                if !seen.commit(&o.topic, o.partition, o.offset) {
                     continue;
                 }
-                seen.offsets.insert(key, o.offset);
                 u.durable.push(record(
                     at,
                     Observation::Committed {

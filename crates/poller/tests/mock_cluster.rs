@@ -297,3 +297,31 @@ async fn allow_and_deny_globs_bound_the_groups_and_topics_polled() {
     assert!(poller.engine.find("mock", "billing", "orders-audit", 0).is_none());
     assert!(poller.engine.find("mock", "billing", "payments", 0).is_some());
 }
+
+/// More requests to one broker than one connection carries at once: the poll
+/// spreads them over several connections, and every answer still goes to the
+/// group it was asked for (the mock answers FindCoordinator and OffsetFetch
+/// one group a request, so 150 groups are 150 of each).
+#[tokio::test]
+async fn a_long_pipeline_spread_over_connections_keeps_each_answer_with_its_group() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 1, 1).unwrap();
+    produce(&cluster, "orders", 0, 200).await;
+    let names: Vec<String> = (0..150).map(|g| format!("group-{g:03}")).collect();
+    for (g, name) in names.iter().enumerate() {
+        commit(&cluster, name, "orders", 0, g as i64);
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut p = Poller::new(&cluster, &refs);
+    for round in 0..2 {
+        let snap = p.poll(secs(100 + round * 10)).await;
+        assert!(snap.requests >= 150, "one group a request: {} requests", snap.requests);
+        for (g, name) in names.iter().enumerate() {
+            let group = snap
+                .group(name)
+                .unwrap_or_else(|| panic!("{name} polled: {:?}", snap.errors));
+            assert_eq!(group.offsets.len(), 1, "{name}: {:?}", group.error);
+            assert_eq!(group.offsets[0].offset, g as i64, "{name} got another group's answer");
+        }
+    }
+}

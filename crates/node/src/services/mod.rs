@@ -229,7 +229,9 @@ impl PollingService {
         view.requests += requests;
     }
 
-    pub fn polled(&self, cluster: &str, snap: streamsight_poller::Snapshot, elapsed_ms: f64) {
+    pub fn polled(&self, cluster: &str, mut snap: streamsight_poller::Snapshot, elapsed_ms: f64) {
+        // Lag rows and scrapes look groups up by name in it.
+        snap.sort_groups();
         lock(&self.membership)
             .entry(cluster.to_owned())
             .or_default()

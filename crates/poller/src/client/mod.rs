@@ -45,6 +45,10 @@ const MAX_BROKERS: usize = 1_024;
 const MAX_CLUSTER_ID_BYTES: usize = 256;
 use tokio_rustls::rustls::ClientConfig;
 
+/// Connections to one broker a long pipeline is spread over at most, and the
+/// requests that make a lane worth its connection.
+const LANES: usize = 4;
+const REQUESTS_PER_LANE: usize = 50;
 /// Groups per batched OffsetFetch or DescribeGroups request.
 const GROUPS_PER_REQUEST: usize = 100;
 const LATEST: i64 = -1;
@@ -76,6 +80,9 @@ pub enum KafkaError {
     Tls { broker: String, reason: String },
 }
 
+/// A broker's answers to its requests, in their order, or why there are none.
+type Answers<R> = (String, Result<Vec<<R as Request>::Response>, KafkaError>);
+
 /// Kafka error codes the poller acts on.
 mod code {
     pub(super) const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
@@ -91,6 +98,8 @@ pub struct ClusterClient {
     /// Broker id to `host:port`, from the last Metadata answer.
     brokers: BTreeMap<i32, String>,
     connections: HashMap<String, Connection>,
+    /// A broker's further connections, for the lanes of a long pipeline.
+    spare: HashMap<String, Vec<Connection>>,
     /// Group to coordinator broker id; dropped when the broker says otherwise.
     coordinators: HashMap<String, i32>,
     /// Requests sent since the client was made, ApiVersions handshakes included.
@@ -117,6 +126,7 @@ impl ClusterClient {
             config,
             brokers: BTreeMap::new(),
             connections: HashMap::new(),
+            spare: HashMap::new(),
             coordinators: HashMap::new(),
             requests: 0,
             name_offset_topics: false,
@@ -179,6 +189,7 @@ impl ClusterClient {
     /// Drops a connection that failed: the next request reconnects.
     fn drop_connection(&mut self, addr: &str) {
         self.connections.remove(addr);
+        self.spare.remove(addr);
     }
 
     /// Sends one request to the first broker that answers: known brokers first,
@@ -208,34 +219,66 @@ impl ClusterClient {
         })
     }
 
-    /// Sends each broker its requests, all brokers at once, each pipelined.
+    /// Sends each broker its requests, all brokers at once, each pipelined; a
+    /// broker with many requests gets them over up to [`LANES`] connections at
+    /// once (a broker answers one connection's requests in turn: at 100,000
+    /// groups one lane left a 2-core broker's other core idle). Answers come
+    /// back in the order of the requests.
     async fn fan_out<R: Request>(
         &mut self,
         work: Vec<(String, Vec<R>)>,
-    ) -> Vec<(String, Result<Vec<R::Response>, KafkaError>)> {
+    ) -> Vec<Answers<R>> {
         let (config, tls) = (&self.config, self.tls.as_ref());
-        let jobs = work.into_iter().map(|(addr, requests)| {
-            let existing = self.connections.remove(&addr);
-            self.requests += requests.len() as u64 + u64::from(existing.is_none());
-            async move {
-                let mut conn = match existing {
-                    Some(c) => c,
-                    None => match Connection::connect(&addr, config, tls).await {
-                        Ok(c) => c,
-                        Err(e) => return (addr, None, Err(e)),
-                    },
+        let mut jobs = Vec::new();
+        for (broker, (addr, requests)) in work.into_iter().enumerate() {
+            let lanes = requests.len().div_ceil(REQUESTS_PER_LANE).clamp(1, LANES);
+            let per_lane = requests.len().div_ceil(lanes).max(1);
+            let mut requests = requests;
+            let mut lane = 0;
+            while lane == 0 || !requests.is_empty() {
+                let rest = requests.split_off(per_lane.min(requests.len()));
+                let mine = std::mem::replace(&mut requests, rest);
+                let existing = if lane == 0 {
+                    self.connections.remove(&addr)
+                } else {
+                    self.spare.get_mut(&addr).and_then(Vec::pop)
                 };
-                let result = conn.send_all(&requests).await;
-                (addr, Some(conn), result)
+                self.requests += mine.len() as u64 + u64::from(existing.is_none());
+                let addr = addr.clone();
+                jobs.push(async move {
+                    let mut conn = match existing {
+                        Some(c) => c,
+                        None => match Connection::connect(&addr, config, tls).await {
+                            Ok(c) => c,
+                            Err(e) => return (broker, lane, addr, None, Err(e)),
+                        },
+                    };
+                    let result = conn.send_all(&mine).await;
+                    (broker, lane, addr, Some(conn), result)
+                });
+                lane += 1;
             }
-        });
-        let mut out = Vec::new();
-        for (addr, conn, result) in join_all(jobs).await {
+        }
+        let mut out: Vec<Answers<R>> = Vec::new();
+        for (broker, lane, addr, conn, result) in join_all(jobs).await {
             // A connection that failed mid-pipeline is out of step: reconnect next time.
             if let Some(conn) = conn.filter(|_| result.is_ok()) {
-                self.connections.insert(addr.clone(), conn);
+                if lane == 0 {
+                    self.connections.insert(addr.clone(), conn);
+                } else {
+                    self.spare.entry(addr.clone()).or_default().push(conn);
+                }
             }
-            out.push((addr, result));
+            // join_all keeps the order the jobs were made in: a broker's lanes in turn.
+            if out.len() == broker {
+                out.push((addr, result));
+            } else if let Some((_, so_far)) = out.get_mut(broker) {
+                match (so_far.as_mut(), result) {
+                    (Ok(answers), Ok(more)) => answers.extend(more),
+                    (Ok(_), Err(e)) => *so_far = Err(e),
+                    (Err(_), _) => {}
+                }
+            }
         }
         out
     }
@@ -270,6 +313,7 @@ impl ClusterClient {
         let known: std::collections::HashSet<&String> =
             self.brokers.values().chain(self.config.bootstrap.iter()).collect();
         self.connections.retain(|addr, _| known.contains(addr));
+        self.spare.retain(|addr, _| known.contains(addr));
         for t in response.topics {
             let Some(name) = t.name else { continue };
             if t.is_internal && !self.config.include_internal_topics || !self.config.keeps_topic(&name.0) {
