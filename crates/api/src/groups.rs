@@ -19,12 +19,20 @@ use streamsight_node::Shared;
 use streamsight_node::clock;
 
 fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter, shards: Option<&BTreeSet<u32>>) -> Vec<LagRow> {
+    lag_rows_where(shared, now, shards, |n| filter.keeps(n.cluster, n.group, n.topic))
+}
+
+/// The rows of the group-partitions `keep` names: only those are evaluated.
+fn lag_rows_where(
+    shared: &Shared,
+    now: Millis,
+    shards: Option<&BTreeSet<u32>>,
+    keep: impl Fn(&streamsight_core::GroupPartitionNames<'_>) -> bool,
+) -> Vec<LagRow> {
     let snapshots = shared.clusters.snapshots();
     let engine = shared.lag.engine();
     engine
-        .reports(now, |n| {
-            filter.keeps(n.cluster, n.group, n.topic) && fanout::in_shards(shared, shards, n.topic)
-        })
+        .reports(now, |n| keep(n) && fanout::in_shards(shared, shards, n.topic))
         .into_iter()
         .map(|(n, report)| LagRow {
             consumer: snapshots
@@ -117,22 +125,151 @@ fn fold_groups(rows: Vec<LagRow>) -> Vec<GroupRow> {
         .collect()
 }
 
-/// Every group, by cluster and name. On a sharded log a group's partitions
-/// may be in several shards: their rows are gathered, then folded here.
-pub(crate) async fn groups(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+/// Groups on one page of `/api/v1/groups` at most, and when no `limit` is given.
+pub(crate) const MAX_GROUPS_PAGE: usize = 10_000;
+
+/// `/api/v1/groups`' query: a cluster, and a page of groups in (cluster,
+/// group) order after a cursor (the `next` of the page before).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GroupsQuery {
+    cluster: Option<String>,
+    limit: Option<usize>,
+    after_cluster: Option<String>,
+    after_group: Option<String>,
+}
+
+/// A page's place: groups after `after`, at most `limit` of them.
+#[derive(Clone, Debug)]
+struct Page {
+    cluster: Option<String>,
+    after: Option<(String, String)>,
+    limit: usize,
+}
+
+impl Page {
+    fn from_query(q: GroupsQuery) -> Result<Self, ApiError> {
+        let limit = q.limit.unwrap_or(MAX_GROUPS_PAGE);
+        if !(1..=MAX_GROUPS_PAGE).contains(&limit) {
+            return Err(ApiError::new(
+                ErrorKind::BadQuery,
+                format!("limit is 1 to {MAX_GROUPS_PAGE}"),
+            ));
+        }
+        let after = match (q.after_cluster, q.after_group) {
+            (Some(c), Some(g)) => Some((c, g)),
+            (None, None) => None,
+            _ => {
+                return Err(ApiError::new(
+                    ErrorKind::BadQuery,
+                    "after_cluster and after_group go together (the `next` of the page before)",
+                ));
+            }
+        };
+        Ok(Self {
+            cluster: q.cluster,
+            after,
+            limit,
+        })
+    }
+
+    fn keeps(&self, cluster: &str, group: &str) -> bool {
+        self.cluster.as_deref().is_none_or(|c| c == cluster)
+            && self
+                .after
+                .as_ref()
+                .is_none_or(|(c, g)| (cluster, group) > (c.as_str(), g.as_str()))
+    }
+}
+
+/// This node's rows of one page of groups, when it holds every group whole
+/// (the log is not sharded): the groups' names are sorted first, and only the
+/// page's group-partitions evaluated. With 100,000 groups a page costs its own
+/// groups, not the estate. The count is of every group the query keeps.
+fn page_rows(shared: &Shared, now: Millis, page: &Page) -> (Vec<LagRow>, usize, bool) {
+    let snapshots = shared.clusters.snapshots();
+    let engine = shared.lag.engine();
+    let mut names: Vec<(&str, &str, streamsight_core::GroupId)> = engine
+        .groups()
+        .filter(|&id| !engine.group_members(id).is_empty())
+        .map(|id| {
+            let (cluster, group) = engine.group_name(id);
+            (cluster, group, id)
+        })
+        .filter(|(cluster, _, _)| page.cluster.as_deref().is_none_or(|c| c == *cluster))
+        .collect();
+    names.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let total = names.len();
+    let from = names.partition_point(|(c, g, _)| !page.keeps(c, g));
+    let chosen = &names[from..(from + page.limit).min(names.len())];
+    let more = from + chosen.len() < names.len();
+    let rows = chosen
+        .iter()
+        .flat_map(|&(_, _, id)| engine.group_members(id).iter().copied())
+        .map(|gp| {
+            let n = engine.names(gp);
+            LagRow {
+                consumer: snapshots
+                    .get(n.cluster)
+                    .and_then(|s| s.consumer(n.group, n.topic, n.partition)),
+                ..n.row(engine.evaluate(gp, now))
+            }
+        })
+        .collect();
+    (rows, total, more)
+}
+
+/// Groups, by cluster and name, a page at a time (`limit`, at most
+/// [`MAX_GROUPS_PAGE`]; `next` names where the next page starts). On a
+/// sharded log a group's partitions may be in several shards: their rows are
+/// gathered, then folded here.
+pub(crate) async fn groups(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    ApiQuery(query): ApiQuery<GroupsQuery>,
+) -> Response {
+    let page = match Page::from_query(query) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
     let now = clock::now();
+    if !shared.sharded() {
+        let (rows, total, more) = page_rows(&shared, now, &page);
+        return groups_page(fold_groups(rows), total, more, None);
+    }
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &LagFilter::default(), shards);
-    fanout::answer(shared, "/api/v1/lag", None, None, &headers, local, |rows, coverage| {
+    fanout::answer(shared, "/api/v1/lag", None, None, &headers, local, move |rows, coverage| {
         let mut groups = fold_groups(rows);
+        groups.retain(|g| page.cluster.as_deref().is_none_or(|c| c == g.cluster));
+        let total = groups.len();
+        groups.retain(|g| page.keeps(&g.cluster, &g.group));
+        let more = groups.len() > page.limit;
+        groups.truncate(page.limit);
         // A missing shard may hold more of any group: every sum is a lower bound.
         if coverage.as_ref().is_some_and(|c| !c.missing.is_empty()) {
             for g in &mut groups {
                 g.complete = false;
             }
         }
-        with_coverage(json!({ "groups": groups }), coverage)
+        groups_page(groups, total, more, coverage)
     })
     .await
+}
+
+fn groups_page(
+    groups: Vec<GroupRow>,
+    total: usize,
+    more: bool,
+    coverage: Option<streamsight_http::fanout::Coverage>,
+) -> Response {
+    let next = more
+        .then(|| groups.last())
+        .flatten()
+        .map(|g| json!({ "after_cluster": g.cluster, "after_group": g.group }));
+    with_coverage(
+        json!({ "groups": groups, "total_groups": total, "next": next }),
+        coverage,
+    )
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -874,3 +874,73 @@ async fn every_refusal_is_counted_by_listener_and_kind() {
     assert!(metrics.contains("streamsight_failures_total{failure=\"store_append\"} 0"));
     running.shutdown().await;
 }
+
+/// `/api/v1/groups` a page at a time: the pages, read by their `next`, are
+/// the whole list in order, each group once; a bad page is a 400 that says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_come_a_page_at_a_time() {
+    let running = start("memory://".into()).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let names: Vec<String> = (0..7).map(|g| format!("group-{g}")).collect();
+    let tags: Vec<Vec<String>> = names
+        .iter()
+        .flat_map(|g| {
+            ["a", "b"].map(|cluster| {
+                vec![
+                    "type:kafka_commit".to_owned(),
+                    format!("consumer_group:{g}"),
+                    "topic:orders".to_owned(),
+                    "partition:0".to_owned(),
+                    format!("kafka_cluster_id:{cluster}"),
+                ]
+            })
+        })
+        .collect();
+    let backlogs = tags
+        .iter()
+        .map(|t| backlog(&t.iter().map(String::as_str).collect::<Vec<_>>(), 10))
+        .collect();
+    let (status, body) = post(&client, &intake, encode(&backlogs_payload("c", backlogs)), true).await;
+    assert_eq!(status, 202, "{body}");
+    let whole = get_json(&client, &format!("{api}/api/v1/groups")).await;
+    assert_eq!((&whole["total_groups"], &whole["next"]), (&14.into(), &Value::Null), "{whole}");
+    let key = |g: &Value| (g["cluster"].as_str().unwrap().to_owned(), g["group"].as_str().unwrap().to_owned());
+    let all: Vec<_> = whole["groups"].as_array().unwrap().iter().map(key).collect();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted, "in (cluster, group) order");
+    let mut paged = Vec::new();
+    let mut url = format!("{api}/api/v1/groups?limit=3");
+    loop {
+        let page = get_json(&client, &url).await;
+        assert_eq!(page["total_groups"], 14, "{page}");
+        let rows = page["groups"].as_array().unwrap();
+        assert!(rows.len() <= 3, "{page}");
+        paged.extend(rows.iter().map(key));
+        let next = &page["next"];
+        if next.is_null() {
+            break;
+        }
+        url = format!(
+            "{api}/api/v1/groups?limit=3&after_cluster={}&after_group={}",
+            next["after_cluster"].as_str().unwrap(),
+            next["after_group"].as_str().unwrap()
+        );
+    }
+    assert_eq!(paged, all);
+    let one_cluster = get_json(&client, &format!("{api}/api/v1/groups?cluster=b&limit=100")).await;
+    assert_eq!(one_cluster["total_groups"], 7, "{one_cluster}");
+    for (bad, says) in [
+        ("limit=0", "limit is 1 to 10000"),
+        ("limit=10001", "limit is 1 to 10000"),
+        ("after_cluster=a", "go together"),
+        ("page=2", "page"),
+    ] {
+        let r = client.get(format!("{api}/api/v1/groups?{bad}")).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        let text = r.text().await.unwrap();
+        assert!(text.contains(says), "{bad}: {text}");
+    }
+}
