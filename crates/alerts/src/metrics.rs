@@ -6,7 +6,8 @@ use crate::service::AlertService;
 use streamsight_core::Millis;
 use streamsight_http::prometheus::esc;
 
-/// `streamsight_alerts{rule,state}` and `streamsight_notifications_failed_total`.
+/// `streamsight_alerts{rule,state}`, `streamsight_notifications_failed_total`
+/// and `streamsight_alerts_evaluation_seconds`.
 pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
     use std::fmt::Write;
     let mut counts: std::collections::BTreeMap<(String, &str), u64> = std::collections::BTreeMap::new();
@@ -41,4 +42,10 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
         .map(|n| n.stats.failed.load(std::sync::atomic::Ordering::Relaxed))
         .sum();
     let _ = writeln!(out, "streamsight_notifications_failed_total {failed}");
+    let micros = alerts.evaluation_micros.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP streamsight_alerts_evaluation_seconds How long the last round took to evaluate every rule (0 before the first).\n# TYPE streamsight_alerts_evaluation_seconds gauge\nstreamsight_alerts_evaluation_seconds {}",
+        micros as f64 / 1e6
+    );
 }

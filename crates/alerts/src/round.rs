@@ -64,9 +64,17 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
     };
     let changed = {
         let shared = shared.clone();
-        tokio::task::spawn_blocking(move || of(&shared).evaluate_with(&shared, now, gathered.as_ref()))
-            .await
-            .unwrap_or_default()
+        tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            let changed = of(&shared).evaluate_with(&shared, now, gathered.as_ref());
+            let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            of(&shared)
+                .evaluation_micros
+                .store(took, std::sync::atomic::Ordering::Relaxed);
+            changed
+        })
+        .await
+        .unwrap_or_default()
     };
     of(&shared).not_evaluated(&shared.telemetry, None);
     if !changed.is_empty() {

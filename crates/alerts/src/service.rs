@@ -57,6 +57,9 @@ pub struct AlertService {
     /// When the state the log must keep (API rules, silences, alerts not ok)
     /// was last written again, so that retention never deletes it.
     pub(crate) rewritten_at: Mutex<Option<Millis>>,
+    /// How long the last round's evaluation took (µs; 0 before the first):
+    /// `streamsight_alerts_evaluation_seconds`.
+    pub(crate) evaluation_micros: std::sync::atomic::AtomicU64,
     /// Held while a change is stored and applied: a rewrite of the state never
     /// lands after a change it did not see (a removed rule brought back).
     pub(crate) changes: tokio::sync::Mutex<()>,
@@ -122,6 +125,7 @@ impl AlertService {
             readings: Mutex::default(),
             delivered: std::sync::Arc::default(),
             rewritten_at: Mutex::new(None),
+            evaluation_micros: std::sync::atomic::AtomicU64::new(0),
             changes: tokio::sync::Mutex::new(()),
         }
     }

@@ -238,21 +238,29 @@ pub(crate) async fn groups(
         return groups_page(fold_groups(rows), total, more, None);
     }
     let local = move |s: &Shared, shards: Option<&BTreeSet<u32>>| lag_rows(s, now, &LagFilter::default(), shards);
-    fanout::answer(shared, "/api/v1/lag", None, None, &headers, local, move |rows, coverage| {
-        let mut groups = fold_groups(rows);
-        groups.retain(|g| page.cluster.as_deref().is_none_or(|c| c == g.cluster));
-        let total = groups.len();
-        groups.retain(|g| page.keeps(&g.cluster, &g.group));
-        let more = groups.len() > page.limit;
-        groups.truncate(page.limit);
-        // A missing shard may hold more of any group: every sum is a lower bound.
-        if coverage.as_ref().is_some_and(|c| !c.missing.is_empty()) {
-            for g in &mut groups {
-                g.complete = false;
+    fanout::answer(
+        shared,
+        "/api/v1/lag",
+        None,
+        None,
+        &headers,
+        local,
+        move |rows, coverage| {
+            let mut groups = fold_groups(rows);
+            groups.retain(|g| page.cluster.as_deref().is_none_or(|c| c == g.cluster));
+            let total = groups.len();
+            groups.retain(|g| page.keeps(&g.cluster, &g.group));
+            let more = groups.len() > page.limit;
+            groups.truncate(page.limit);
+            // A missing shard may hold more of any group: every sum is a lower bound.
+            if coverage.as_ref().is_some_and(|c| !c.missing.is_empty()) {
+                for g in &mut groups {
+                    g.complete = false;
+                }
             }
-        }
-        groups_page(groups, total, more, coverage)
-    })
+            groups_page(groups, total, more, coverage)
+        },
+    )
     .await
 }
 

@@ -559,6 +559,13 @@ async fn a_signed_webhook_is_told_once_across_a_restart() {
         "{metrics}"
     );
     assert!(metrics.contains("streamsight_notifications_failed_total 0"));
+    // The rounds that fired it were timed.
+    let evaluation: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("streamsight_alerts_evaluation_seconds "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(evaluation > 0.0 && evaluation < 5.0, "{evaluation}");
     running.shutdown().await;
 }
 

@@ -905,8 +905,17 @@ async fn groups_come_a_page_at_a_time() {
     let (status, body) = post(&client, &intake, encode(&backlogs_payload("c", backlogs)), true).await;
     assert_eq!(status, 202, "{body}");
     let whole = get_json(&client, &format!("{api}/api/v1/groups")).await;
-    assert_eq!((&whole["total_groups"], &whole["next"]), (&14.into(), &Value::Null), "{whole}");
-    let key = |g: &Value| (g["cluster"].as_str().unwrap().to_owned(), g["group"].as_str().unwrap().to_owned());
+    assert_eq!(
+        (&whole["total_groups"], &whole["next"]),
+        (&14.into(), &Value::Null),
+        "{whole}"
+    );
+    let key = |g: &Value| {
+        (
+            g["cluster"].as_str().unwrap().to_owned(),
+            g["group"].as_str().unwrap().to_owned(),
+        )
+    };
     let all: Vec<_> = whole["groups"].as_array().unwrap().iter().map(key).collect();
     let mut sorted = all.clone();
     sorted.sort();

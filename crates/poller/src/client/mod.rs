@@ -224,10 +224,7 @@ impl ClusterClient {
     /// once (a broker answers one connection's requests in turn: at 100,000
     /// groups one lane left a 2-core broker's other core idle). Answers come
     /// back in the order of the requests.
-    async fn fan_out<R: Request>(
-        &mut self,
-        work: Vec<(String, Vec<R>)>,
-    ) -> Vec<Answers<R>> {
+    async fn fan_out<R: Request>(&mut self, work: Vec<(String, Vec<R>)>) -> Vec<Answers<R>> {
         let (config, tls) = (&self.config, self.tls.as_ref());
         let mut jobs = Vec::new();
         for (broker, (addr, requests)) in work.into_iter().enumerate() {
