@@ -358,6 +358,20 @@ refresh = "10s"
                     return int(line.split()[1]) / 1024
         return 0.0
 
+    def engine_mb():
+        """The engine's own accounting of what it holds (bounded by docs/engine.md)."""
+        u = urllib.parse.urlparse(api)
+        try:
+            c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            c.request("GET", "/metrics?granularity=group")
+            body = c.getresponse().read().decode()
+            c.close()
+        except OSError:
+            return None
+        held = [float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                if line.startswith("streamsight_engine_memory_bytes{")]
+        return round(sum(held) / 1e6, 1) if held else None
+
     samples, bad = [], []
     began = time.monotonic()
     last_cpu, last_at = cpu_s(), began
@@ -373,7 +387,7 @@ refresh = "10s"
         log.flush()
         with open(log_path) as f:
             text = f.read()
-        s = {"minute": minute, "rss_mb": round(rss_mb(), 1),
+        s = {"minute": minute, "rss_mb": round(rss_mb(), 1), "engine_mb": engine_mb(),
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1),
              "intake_requests": len(ims), "intake_p99_ms": p99(ims), "api_requests": len(ams),
              "api_p99_ms": p99(ams), "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
@@ -466,6 +480,9 @@ def plot(args, samples):
                            (axes[1][0], "intake_p99_ms", "p99 intake latency (ms)"),
                            (axes[1][1], "api_p99_ms", "p99 API latency (ms)")]:
         ax.plot(minutes, [s[key] if s[key] is not None else float("nan") for s in samples], marker=".")
+        if key == "rss_mb":
+            ax.plot(minutes, [s.get("engine_mb") or float("nan") for s in samples], marker=".",
+                    label="engine's own accounting (MB)")
         ax.axvline(args.warmup, color="grey", linestyle=":", label="end of warm-up")
         ax.set_title(label)
         ax.set_ylim(bottom=0)

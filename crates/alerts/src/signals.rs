@@ -84,15 +84,26 @@ pub fn per_minute(counts: Series, previous: Readings, now: Millis) -> (Series, R
     (rates, readings)
 }
 
-/// The series of a signal in `rule`'s scope, with the rule's labels added (which
-/// keeps them sorted unless a rule label replaces one of the series').
-pub fn scoped(all: &[(SharedLabels, Option<f64>)], rule: &Rule) -> Series {
+/// Where in `all` the series in `scope` are (every label the scope names
+/// matches its glob).
+pub fn in_scope(all: &[(SharedLabels, Option<f64>)], scope: &std::collections::BTreeMap<String, String>) -> Vec<usize> {
     all.iter()
-        .filter(|(l, _)| {
-            rule.scope
+        .enumerate()
+        .filter(|(_, (l, _))| {
+            scope
                 .iter()
                 .all(|(k, pattern)| l.get(k).is_some_and(|v| glob_match(pattern, v)))
         })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The series of a signal at `kept` (what [`in_scope`] found for `rule`'s
+/// scope), with the rule's labels added (which keeps them sorted unless a rule
+/// label replaces one of the series').
+pub fn scoped(all: &[(SharedLabels, Option<f64>)], kept: &[usize], rule: &Rule) -> Series {
+    kept.iter()
+        .filter_map(|&i| all.get(i))
         .map(|(l, v)| {
             if rule.labels.is_empty() {
                 return (l.clone(), *v);

@@ -260,6 +260,11 @@ async fn tracer_payloads_give_truthful_lag_pathways_and_metrics() {
     );
     assert!(metrics.contains("streamsight_rejected_points_total{reason=\"negative_partition\"} 1"));
     assert!(metrics.contains("streamsight_consumer_status{"));
+    for what in ["partitions", "group_partitions"] {
+        let bytes =
+            streamsight_testkit::http::sample(&metrics, &format!("streamsight_engine_memory_bytes{{what=\"{what}\"}}"));
+        assert!(bytes.is_some_and(|b| b > 0.0), "{what}: {bytes:?}");
+    }
     // A scrape at group granularity: the group's sum, no partition series.
     let coarse = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics?granularity=group")).await;
     assert!(

@@ -95,6 +95,7 @@ pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String 
         let engine = shared.lag.engine();
         render_engine(&mut out, &engine, &shared.clusters.snapshots(), now, granularity);
         render_rejections(&mut out, &engine.stats().rejected);
+        render_engine_memory(&mut out, &engine.memory());
     }
     render_intake(&mut out, &shared.telemetry.snapshot());
     header(
@@ -427,6 +428,19 @@ fn render_rejections(out: &mut String, rejected: &RejectCounts) {
             reason.as_str()
         );
     }
+}
+
+/// What the engine holds by its own accounting (docs/engine.md's bounds): beside
+/// the process's RSS, it tells bounded stores filling from memory that leaks.
+fn render_engine_memory(out: &mut String, m: &streamsight_core::MemoryUsage) {
+    let mut family = Family::new(
+        "streamsight_engine_memory_bytes",
+        "gauge",
+        "Bytes the lag engine holds, by its own accounting: partitions (with their offset histories) and group-partitions.",
+    );
+    family.sample("what=\"partitions\"", m.partition_bytes);
+    family.sample("what=\"group_partitions\"", m.group_partition_bytes);
+    family.write(out);
 }
 
 fn render_limited(out: &mut String, limited: &streamsight_core::LimitCounts) {
