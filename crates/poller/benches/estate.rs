@@ -20,8 +20,6 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use streamsight_core::{Engine, EngineConfig, Millis};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
@@ -32,43 +30,11 @@ const TOPICS_PER_CREATE: usize = 100;
 const COMMITTERS: usize = 32;
 const CYCLES: u64 = 3;
 
-struct Broker(Child);
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tansu() -> (Broker, String) {
-    let bin = std::env::var("STREAMSIGHT_TANSU")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/tansu/bin/tansu"));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("tcp://127.0.0.1:{port}");
-    let child = Command::new(&bin)
-        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-        .args(["--storage-engine", "memory://tansu/"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start tansu at {}: {e} (scripts/test installs it)",
-                bin.display()
-            )
-        });
-    let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "tansu did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Broker(child), addr)
+/// tansu on a free port with its memory engine (testkit's, killed when dropped).
+fn tansu() -> (streamsight_testkit::Tansu, String) {
+    let broker = streamsight_testkit::Tansu::start();
+    let bootstrap = broker.bootstrap.clone();
+    (broker, bootstrap)
 }
 
 fn topic(t: usize) -> String {
@@ -169,7 +135,7 @@ fn main() {
         .build()
         .unwrap();
     let (broker, bootstrap) = tansu();
-    let broker_pid = broker.0.id().to_string();
+    let broker_pid = broker.pid().to_string();
     let topics = seed(&rt, &bootstrap, groups);
 
     let mut config = ClusterConfig::new("estate", &bootstrap);

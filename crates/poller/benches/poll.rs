@@ -18,8 +18,6 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use streamsight_core::{Engine, EngineConfig, Millis};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
@@ -31,43 +29,11 @@ const TOPICS: usize = 200;
 const PARTITIONS: i32 = 100;
 const GROUPS: usize = 1_000;
 
-struct Broker(Child);
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tansu() -> (Broker, String) {
-    let bin = std::env::var("STREAMSIGHT_TANSU")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/tansu/bin/tansu"));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("tcp://127.0.0.1:{port}");
-    let child = Command::new(&bin)
-        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-        .args(["--storage-engine", "memory://tansu/"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start tansu at {}: {e} (scripts/test installs it)",
-                bin.display()
-            )
-        });
-    let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "tansu did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Broker(child), addr)
+/// tansu on a free port with its memory engine (testkit's, killed when dropped).
+fn tansu() -> (streamsight_testkit::Tansu, String) {
+    let broker = streamsight_testkit::Tansu::start();
+    let bootstrap = broker.bootstrap.clone();
+    (broker, bootstrap)
 }
 
 fn populate(rt: &tokio::runtime::Runtime, bootstrap: &str) {

@@ -164,6 +164,11 @@ impl Tansu {
         Tansu { child, port, bootstrap }
     }
 
+    /// The broker's process id (for its CPU and memory in /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stops the broker as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
