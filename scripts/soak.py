@@ -358,8 +358,9 @@ refresh = "10s"
                     return int(line.split()[1]) / 1024
         return 0.0
 
-    def engine_mb():
-        """The engine's own accounting of what it holds (bounded by docs/engine.md)."""
+    def held():
+        """What the bounded stores hold by their own accounting: the engine's bytes
+        (docs/engine.md's bounds) and the journeys store's spans, beside RSS."""
         u = urllib.parse.urlparse(api)
         try:
             c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
@@ -367,10 +368,13 @@ refresh = "10s"
             body = c.getresponse().read().decode()
             c.close()
         except OSError:
-            return None
-        held = [float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
-                if line.startswith("streamsight_engine_memory_bytes{")]
-        return round(sum(held) / 1e6, 1) if held else None
+            return None, None
+        lines = body.splitlines()
+        engine = [float(line.rsplit(" ", 1)[1]) for line in lines
+                  if line.startswith("streamsight_engine_memory_bytes{")]
+        spans = [int(float(line.rsplit(" ", 1)[1])) for line in lines
+                 if line.startswith('streamsight_journeys_held{what="spans"}')]
+        return (round(sum(engine) / 1e6, 1) if engine else None), (spans[0] if spans else None)
 
     samples, bad = [], []
     began = time.monotonic()
@@ -387,7 +391,8 @@ refresh = "10s"
         log.flush()
         with open(log_path) as f:
             text = f.read()
-        s = {"minute": minute, "rss_mb": round(rss_mb(), 1), "engine_mb": engine_mb(),
+        engine, spans = held()
+        s = {"minute": minute, "rss_mb": round(rss_mb(), 1), "engine_mb": engine, "journey_spans": spans,
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1),
              "intake_requests": len(ims), "intake_p99_ms": p99(ims), "api_requests": len(ams),
              "api_p99_ms": p99(ams), "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),

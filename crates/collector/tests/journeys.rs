@@ -271,6 +271,14 @@ async fn spans_logs_and_lines_from_every_source_make_one_journey_with_verdicts()
     let (status, again) = get(&client, &format!("{api}/journeys/{TRACE}")).await;
     assert_eq!(status, 200);
     check(&again);
+    // What the store holds is in /metrics.
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("http://{}/metrics", running.api_addr)).await;
+    let held = |what: &str| {
+        streamsight_testkit::http::sample(&metrics, &format!("streamsight_journeys_held{{what=\"{what}\"}}"))
+    };
+    assert!(held("traces").is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(held("spans").is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(metrics.contains("streamsight_journeys_let_go_total{why=\"evicted\"}"));
     running.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,6 +121,31 @@ impl Feature for JourneyService {
         JourneyService::retain(self, shards);
     }
 
+    /// What the store holds against its limits (`[serve.journeys]`), and what
+    /// it let go: beside the process's RSS, a store filling to its bound.
+    fn metrics(&self, out: &mut String, _now: Millis) {
+        use std::fmt::Write;
+        let s = self.stats();
+        let _ = writeln!(
+            out,
+            "# HELP streamsight_journeys_held What the journeys store holds now, by what.\n# TYPE streamsight_journeys_held gauge"
+        );
+        for (what, n) in [("traces", s.traces), ("spans", s.spans), ("logs", s.logs)] {
+            let _ = writeln!(out, "streamsight_journeys_held{{what=\"{what}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP streamsight_journeys_let_go_total Traces and spans the journeys store let go, by why.\n# TYPE streamsight_journeys_let_go_total counter"
+        );
+        for (why, n) in [
+            ("sampled_out", s.sampled_out),
+            ("evicted", s.evicted),
+            ("dropped", s.dropped),
+        ] {
+            let _ = writeln!(out, "streamsight_journeys_let_go_total{{why=\"{why}\"}} {n}");
+        }
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
