@@ -4,7 +4,7 @@
 
 use crate::service::AlertService;
 use streamsight_core::Millis;
-use streamsight_http::prometheus::esc;
+use streamsight_http::prometheus::{esc, header};
 
 /// `streamsight_alerts{rule,state}`, `streamsight_notifications_failed_total`
 /// and `streamsight_alerts_evaluation_seconds`.
@@ -42,10 +42,12 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
         .map(|n| n.stats.failed.load(std::sync::atomic::Ordering::Relaxed))
         .sum();
     let _ = writeln!(out, "streamsight_notifications_failed_total {failed}");
-    let micros = alerts.evaluation_micros.load(std::sync::atomic::Ordering::Relaxed);
-    let _ = writeln!(
+    header(
         out,
-        "# HELP streamsight_alerts_evaluation_seconds How long the last round took to evaluate every rule (0 before the first).\n# TYPE streamsight_alerts_evaluation_seconds gauge\nstreamsight_alerts_evaluation_seconds {}",
-        micros as f64 / 1e6
+        "streamsight_alerts_evaluation_seconds",
+        "gauge",
+        "How long the last round took to evaluate every rule (0 before the first).",
     );
+    let micros = alerts.evaluation_micros.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "streamsight_alerts_evaluation_seconds {}", micros as f64 / 1e6);
 }

@@ -124,26 +124,30 @@ impl Feature for JourneyService {
     /// What the store holds against its limits (`[serve.journeys]`), and what
     /// it let go: beside the process's RSS, a store filling to its bound.
     fn metrics(&self, out: &mut String, _now: Millis) {
-        use std::fmt::Write;
+        use streamsight_http::prometheus::Family;
         let s = self.stats();
-        let _ = writeln!(
-            out,
-            "# HELP streamsight_journeys_held What the journeys store holds now, by what.\n# TYPE streamsight_journeys_held gauge"
+        let mut held = Family::new(
+            "streamsight_journeys_held",
+            "gauge",
+            "What the journeys store holds now, by what.",
         );
         for (what, n) in [("traces", s.traces), ("spans", s.spans), ("logs", s.logs)] {
-            let _ = writeln!(out, "streamsight_journeys_held{{what=\"{what}\"}} {n}");
+            held.sample(&format!("what=\"{what}\""), n);
         }
-        let _ = writeln!(
-            out,
-            "# HELP streamsight_journeys_let_go_total Traces and spans the journeys store let go, by why.\n# TYPE streamsight_journeys_let_go_total counter"
+        held.write(out);
+        let mut let_go = Family::new(
+            "streamsight_journeys_let_go_total",
+            "counter",
+            "Traces and spans the journeys store let go, by why.",
         );
         for (why, n) in [
             ("sampled_out", s.sampled_out),
             ("evicted", s.evicted),
             ("dropped", s.dropped),
         ] {
-            let _ = writeln!(out, "streamsight_journeys_let_go_total{{why=\"{why}\"}} {n}");
+            let_go.sample(&format!("why=\"{why}\""), n);
         }
+        let_go.write(out);
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
