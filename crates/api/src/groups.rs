@@ -19,28 +19,29 @@ use streamsight_node::Shared;
 use streamsight_node::clock;
 
 fn lag_rows(shared: &Shared, now: Millis, filter: &LagFilter, shards: Option<&BTreeSet<u32>>) -> Vec<LagRow> {
-    lag_rows_where(shared, now, shards, |n| filter.keeps(n.cluster, n.group, n.topic))
-}
-
-/// The rows of the group-partitions `keep` names: only those are evaluated.
-fn lag_rows_where(
-    shared: &Shared,
-    now: Millis,
-    shards: Option<&BTreeSet<u32>>,
-    keep: impl Fn(&streamsight_core::GroupPartitionNames<'_>) -> bool,
-) -> Vec<LagRow> {
     let snapshots = shared.clusters.snapshots();
     let engine = shared.lag.engine();
     engine
-        .reports(now, |n| keep(n) && fanout::in_shards(shared, shards, n.topic))
-        .into_iter()
-        .map(|(n, report)| LagRow {
-            consumer: snapshots
-                .get(n.cluster)
-                .and_then(|s| s.consumer(n.group, n.topic, n.partition)),
-            ..n.row(report)
+        .reports(now, |n| {
+            filter.keeps(n.cluster, n.group, n.topic) && fanout::in_shards(shared, shards, n.topic)
         })
+        .into_iter()
+        .map(|(n, report)| lag_row(&snapshots, &n, report))
         .collect()
+}
+
+/// A group-partition's row, with the member the last poll saw own it.
+fn lag_row(
+    snapshots: &std::collections::HashMap<String, Arc<streamsight_poller::Snapshot>>,
+    n: &streamsight_core::GroupPartitionNames<'_>,
+    report: streamsight_core::LagReport,
+) -> LagRow {
+    LagRow {
+        consumer: snapshots
+            .get(n.cluster)
+            .and_then(|s| s.consumer(n.group, n.topic, n.partition)),
+        ..n.row(report)
+    }
 }
 
 /// Every group-partition's lag, of every shard on a sharded log.
@@ -173,12 +174,15 @@ impl Page {
         })
     }
 
-    fn keeps(&self, cluster: &str, group: &str) -> bool {
+    fn in_cluster(&self, cluster: &str) -> bool {
         self.cluster.as_deref().is_none_or(|c| c == cluster)
-            && self
-                .after
-                .as_ref()
-                .is_none_or(|(c, g)| (cluster, group) > (c.as_str(), g.as_str()))
+    }
+
+    /// After the cursor (every group is, on the first page).
+    fn after(&self, cluster: &str, group: &str) -> bool {
+        self.after
+            .as_ref()
+            .is_none_or(|(c, g)| (cluster, group) > (c.as_str(), g.as_str()))
     }
 }
 
@@ -196,25 +200,17 @@ fn page_rows(shared: &Shared, now: Millis, page: &Page) -> (Vec<LagRow>, usize, 
             let (cluster, group) = engine.group_name(id);
             (cluster, group, id)
         })
-        .filter(|(cluster, _, _)| page.cluster.as_deref().is_none_or(|c| c == *cluster))
+        .filter(|(cluster, _, _)| page.in_cluster(cluster))
         .collect();
     names.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     let total = names.len();
-    let from = names.partition_point(|(c, g, _)| !page.keeps(c, g));
+    let from = names.partition_point(|(c, g, _)| !page.after(c, g));
     let chosen = &names[from..(from + page.limit).min(names.len())];
     let more = from + chosen.len() < names.len();
     let rows = chosen
         .iter()
         .flat_map(|&(_, _, id)| engine.group_members(id).iter().copied())
-        .map(|gp| {
-            let n = engine.names(gp);
-            LagRow {
-                consumer: snapshots
-                    .get(n.cluster)
-                    .and_then(|s| s.consumer(n.group, n.topic, n.partition)),
-                ..n.row(engine.evaluate(gp, now))
-            }
-        })
+        .map(|gp| lag_row(&snapshots, &engine.names(gp), engine.evaluate(gp, now)))
         .collect();
     (rows, total, more)
 }
@@ -247,9 +243,9 @@ pub(crate) async fn groups(
         local,
         move |rows, coverage| {
             let mut groups = fold_groups(rows);
-            groups.retain(|g| page.cluster.as_deref().is_none_or(|c| c == g.cluster));
+            groups.retain(|g| page.in_cluster(&g.cluster));
             let total = groups.len();
-            groups.retain(|g| page.keeps(&g.cluster, &g.group));
+            groups.retain(|g| page.after(&g.cluster, &g.group));
             let more = groups.len() > page.limit;
             groups.truncate(page.limit);
             // A missing shard may hold more of any group: every sum is a lower bound.
