@@ -361,12 +361,8 @@ refresh = "10s"
     def held():
         """What the bounded stores hold by their own accounting: the engine's bytes
         (docs/engine.md's bounds) and the journeys store's spans, beside RSS."""
-        u = urllib.parse.urlparse(api)
         try:
-            c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-            c.request("GET", "/metrics?granularity=group")
-            body = c.getresponse().read().decode()
-            c.close()
+            _, body = api_get(api, "/metrics?granularity=group")
         except OSError:
             return None, None
         lines = body.splitlines()
@@ -406,17 +402,23 @@ refresh = "10s"
     return report(args, samples, bad, log_path, serve.poll() is None, mix)
 
 
-def what_it_saw(api):
-    """That the mix reached every part: groups polled, probe, DLQ, spans, pathways."""
+def api_get(api, path):
+    """A GET of the collector's API: (status, body as text)."""
     u = urllib.parse.urlparse(api)
-
-    def get(path):
-        c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
         c.request("GET", path)
         r = c.getresponse()
-        body = r.read()
+        return r.status, r.read().decode()
+    finally:
         c.close()
-        return json.loads(body) if r.status == 200 else {}
+
+
+def what_it_saw(api):
+    """That the mix reached every part: groups polled, probe, DLQ, spans, pathways."""
+    def get(path):
+        status, body = api_get(api, path)
+        return json.loads(body) if status == 200 else {}
     lag = get("/api/v1/lag?cluster=soak")
     polled = {r.get("group") for r in lag.get("rows", []) if r.get("lag_messages") is not None}
     tracers = get("/api/v1/lag?cluster=tracers")
