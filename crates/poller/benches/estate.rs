@@ -30,13 +30,6 @@ const TOPICS_PER_CREATE: usize = 100;
 const COMMITTERS: usize = 32;
 const CYCLES: u64 = 3;
 
-/// tansu on a free port with its memory engine (testkit's, killed when dropped).
-fn tansu() -> (streamsight_testkit::Tansu, String) {
-    let broker = streamsight_testkit::Tansu::start();
-    let bootstrap = broker.bootstrap.clone();
-    (broker, bootstrap)
-}
-
 fn topic(t: usize) -> String {
     format!("estate-{t:05}")
 }
@@ -124,17 +117,21 @@ fn main() {
     }
     let groups: usize = std::env::var("STREAMSIGHT_ESTATE_GROUPS")
         .ok()
-        .map(|v| v.parse().expect("STREAMSIGHT_ESTATE_GROUPS is a whole number"))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("STREAMSIGHT_ESTATE_GROUPS is a whole number of groups, not {v:?}"))
+        })
         .unwrap_or(10_000);
     assert!(
         (100..=1_000_000).contains(&groups),
-        "STREAMSIGHT_ESTATE_GROUPS: 100 to 1,000,000"
+        "STREAMSIGHT_ESTATE_GROUPS is 100 to 1,000,000 groups, not {groups}"
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let (broker, bootstrap) = tansu();
+    let broker = streamsight_testkit::Tansu::start();
+    let bootstrap = broker.bootstrap.clone();
     let broker_pid = broker.pid().to_string();
     let topics = seed(&rt, &bootstrap, groups);
 

@@ -29,13 +29,6 @@ const TOPICS: usize = 200;
 const PARTITIONS: i32 = 100;
 const GROUPS: usize = 1_000;
 
-/// tansu on a free port with its memory engine (testkit's, killed when dropped).
-fn tansu() -> (streamsight_testkit::Tansu, String) {
-    let broker = streamsight_testkit::Tansu::start();
-    let bootstrap = broker.bootstrap.clone();
-    (broker, bootstrap)
-}
-
 fn populate(rt: &tokio::runtime::Runtime, bootstrap: &str) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -106,7 +99,8 @@ fn poll_cycle(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let (_broker, bootstrap) = tansu();
+    let broker = streamsight_testkit::Tansu::start();
+    let bootstrap = broker.bootstrap.clone();
     populate(&rt, &bootstrap);
     let none = BTreeSet::new();
     let mut client = ClusterClient::new(ClusterConfig::new("bench", &bootstrap));
