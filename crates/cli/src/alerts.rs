@@ -53,7 +53,12 @@ pub fn write_rules(out: &mut impl Write, body: &serde_json::Value) -> std::io::R
     )?;
     for r in body["rules"].as_array().into_iter().flatten() {
         let condition = if let Some(direction) = r["anomaly"].as_str() {
-            format!("anomalous {direction}")
+            // The threshold an anomaly must also pass (Rule::anomaly_passes_threshold).
+            match (direction, r["above"].as_f64(), r["below"].as_f64()) {
+                ("rise", Some(above), _) if above != 0.0 => format!("anomalous rise and above {above}"),
+                ("drop", _, Some(below)) => format!("anomalous drop and below {below}"),
+                _ => format!("anomalous {direction}"),
+            }
         } else if let Some(below) = r["below"].as_f64() {
             format!("below {below}")
         } else {
@@ -126,4 +131,32 @@ pub async fn change(url: &str, change: Change) -> Result<String, String> {
         .await
         .map_err(|e| format!("collector at {url}: {e}"))?;
     Ok(if text.is_empty() { "done".to_owned() } else { text })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An anomaly rule's floor is shown with it: the default lag_growth pages
+    /// only above a minute, and says so.
+    #[test]
+    fn an_anomaly_rules_floor_is_in_its_condition() {
+        let rules: Vec<serde_json::Value> = streamsight_node::config::alerts::default_rules()
+            .iter()
+            .map(|r| serde_json::to_value(r).expect("a rule serializes"))
+            .collect();
+        let mut out = Vec::new();
+        write_rules(&mut out, &serde_json::json!({ "rules": rules })).expect("written to memory");
+        let out = String::from_utf8(out).expect("text");
+        let line = |name: &str| {
+            out.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{out}"))
+                .to_owned()
+        };
+        assert!(line("lag_growth").contains("anomalous rise and above 60"), "{out}");
+        // Rule::new's 0 says nothing for a rise, and a drop rule has no floor.
+        assert!(line("dlq_spike").contains("anomalous rise for"), "{out}");
+        assert!(line("produce_rate_drop").contains("anomalous drop for"), "{out}");
+    }
 }

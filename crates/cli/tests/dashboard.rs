@@ -207,6 +207,9 @@ async fn every_page_of_the_demo_loads_clean_accessible_and_true() {
         "return [...document.querySelectorAll('main button')].some(b => b.textContent === 'Silence…')",
     )
     .await;
+    // The rules' table says an anomaly rule's floor: lag_growth pages only above a minute.
+    let rules = b.text("main").await;
+    assert!(rules.contains("anomalous rise (4 spreads) and above 60"), "{rules}");
     b.eval(
         "[...document.querySelectorAll('main button')].find(b => b.textContent === 'Silence…').click(); return true",
     )

@@ -930,7 +930,10 @@ const alertsPage = {
   url: () => '/api/v1/alerts',
   render(d) {
     const labels = (l) => Object.entries(l).map(([k, v]) => `${k}=${v}`).join(', ');
-    const condition = (r) => (r.anomaly ? `anomalous ${r.anomaly} (${r.sensitivity ?? 4} spreads)`
+    // An anomaly rule's threshold in its direction must be passed too (Rule::anomaly_passes_threshold).
+    const floor = (r) => (r.anomaly === 'rise' && r.above ? ` and above ${r.above}`
+      : r.anomaly === 'drop' && r.below !== null ? ` and below ${r.below}` : '');
+    const condition = (r) => (r.anomaly ? `anomalous ${r.anomaly} (${r.sensitivity ?? 4} spreads)${floor(r)}`
       : r.below !== null ? `below ${r.below}` : `above ${r.above ?? 0}${r.statuses.length ? ` (${r.statuses.join(', ')})` : ''}`);
     return [
       h('h1', {}, 'Alerts'),
