@@ -65,6 +65,9 @@ async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
         // answer): no alert is then not all clear.
         "evaluated": of(&shared).not_evaluated_because().is_none(),
         "not_evaluated_because": of(&shared).not_evaluated_because(),
+        // On a shared log, whether this node is the one evaluating and
+        // notifying now (it holds the rules' lease).
+        "evaluates_here": crate::round::holds_the_rules(&shared),
         "alerts": of(&shared).list(now),
         "rules": of(&shared).rule_views(),
         "silences": of(&shared).silences(now),

@@ -10,14 +10,18 @@ use streamsight_node::telemetry::Failure;
 /// The lease whose holder evaluates the rules on a shared log.
 const ALERTS_LEASE: &str = "streamsight-alert-rules";
 
+/// Whether this node evaluates the rules: always on a log of its own; on a
+/// shared log while it holds their lease (which it lets go after a pause).
+pub(crate) fn holds_the_rules(shared: &Shared) -> bool {
+    shared.leases.get().is_none_or(|leases| leases.owns(ALERTS_LEASE))
+}
+
 /// One round on the housekeeping tick: evaluate, store what changed, notify
 /// what is due (never waiting for a receiver), store that it was.
 pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Writer, now: Millis) {
     // On a shared log one node at a time evaluates, stores and notifies: the
     // others apply what it stores.
-    if let Some(leases) = shared.leases.get()
-        && !leases.owns(ALERTS_LEASE)
-    {
+    if !holds_the_rules(&shared) {
         // Why a round this node made earlier was skipped says nothing of
         // the node that evaluates now.
         of(&shared).not_evaluated(&shared.telemetry, None);
@@ -77,6 +81,12 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
         .unwrap_or_default()
     };
     of(&shared).not_evaluated(&shared.telemetry, None);
+    // Asked again after the evaluation and before each step that others see:
+    // a node stopped meanwhile (a pause) may have been replaced, and must
+    // neither store what it judged from before nor tell anyone.
+    if !holds_the_rules(&shared) {
+        return;
+    }
     if !changed.is_empty() {
         for r in &changed {
             if let Record::Alert { event, .. } = r
@@ -98,6 +108,9 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
     let retention = streamsight_node::clock::time_ms(shared.config.retention).max(2_000);
     if let Err(e) = of(&shared).rewrite(writer, now, (retention / 2).min(86_400_000)).await {
         shared.telemetry.failed(Failure::AlertsNotStored, &e);
+    }
+    if !holds_the_rules(&shared) {
+        return;
     }
     for (n, done, silenced) in of(&shared).due(now) {
         // A silenced alert counts as told: it is not sent when the silence ends.

@@ -384,11 +384,7 @@ async fn skew_of(client: &reqwest::Client, live: &Mutex<Live>, n: usize) -> i64 
 /// Sends `SIG{name}` to the node's process.
 fn signal(node: &Node, name: &str) {
     if let Some(guard) = &node.guard {
-        let pid = guard.0.id().to_string();
-        let sent = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &pid])
-            .status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {pid}");
+        guard.signal(name);
     }
 }
 

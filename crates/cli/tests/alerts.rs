@@ -318,3 +318,142 @@ async fn a_member_exceeding_max_poll_interval_is_a_rebalance_storm_with_its_caus
     assert_eq!(alert["labels"]["group"], "billing", "{alert:#}");
     drop(member);
 }
+
+/// Failed sends of each of `topics`, posted to the intake at `intake`.
+async fn failing_topics(client: &reqwest::Client, intake: &str, topics: &[String]) {
+    let mut p = dsm::payload("checkout", vec![]);
+    p.failed_sends = topics
+        .iter()
+        .map(|t| dsm::failed_sends(t, 0, "MsgTimedOut", 3, streamsight_testkit::now_ms()))
+        .collect();
+    dsm::post(client, intake, &p).await;
+}
+
+/// A counter of a node's `/metrics` (0 when absent).
+async fn counter_of(client: &reqwest::Client, api: &str, name: &str) -> f64 {
+    let text = streamsight_testkit::http::get_text(client, &format!("{api}/metrics")).await;
+    streamsight_testkit::http::sample(&text, name).unwrap_or(0.0)
+}
+
+/// Two collectors share a `kafka://` log (librdkafka's mock cluster), either
+/// able to evaluate and notify; one at a time does, by the leases' group.
+/// Twice, the node evaluating (`evaluates_here`) is paused (SIGSTOP) for
+/// 20 s, past the group's 6 s session, while the failures that fire an alert
+/// go on through the other node and a new alert fires there once it takes the
+/// rules over. On resuming, a node that still believed it held the rules would
+/// judge from what it knew before the pause. Every alert must be told firing
+/// once and never resolved, and each resumed node must have let its leases
+/// go and been assigned its share again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_paused_past_its_session_neither_notifies_twice_nor_resolves_what_fires() {
+    const PAUSE: Duration = Duration::from_secs(20);
+    let mock = rdkafka::mocking::MockCluster::new(1).unwrap();
+    let storage = format!("kafka://{}/alerts-pause?partitions=2", mock.bootstrap_servers());
+    let (url, got) = receiver();
+    let config = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[serve.alerts]\ndefault_rules = false\n\n\
+         [[serve.alerts.notifiers]]\nurl = \"{url}\"\n\n{RULE}"
+    );
+    let nodes = [
+        support::serve_with("alerts-pause-a", &config, &storage),
+        support::serve_with("alerts-pause-b", &config, &storage),
+    ];
+    // No connection kept between requests: a paused node's kept connections
+    // are closed under the client once it resumes.
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    // Failures of every topic in `firing` go on through every node not
+    // paused, every 300 ms, for the whole test.
+    let firing: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(vec!["orders-1".into()]));
+    let paused: Arc<Mutex<Option<usize>>> = Arc::new(Mutex::new(None));
+    let feeder = {
+        let (firing, paused, client) = (firing.clone(), paused.clone(), client.clone());
+        let intakes: Vec<String> = nodes.iter().map(|n| n.1.clone()).collect();
+        tokio::spawn(async move {
+            loop {
+                for (n, intake) in intakes.iter().enumerate() {
+                    if *paused.lock().unwrap() == Some(n) {
+                        continue;
+                    }
+                    let topics = firing.lock().unwrap().clone();
+                    failing_topics(&client, intake, &topics).await;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    let told = |got: &Mutex<Vec<serde_json::Value>>, topic: &str, state: &str| {
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|b| b["alert"]["labels"]["topic"] == topic && b["alert"]["state"] == state)
+            .count()
+    };
+    // Until every node's book says `topic`'s alert was told: the record of a
+    // notification is stored the round after it was sent.
+    let recorded = async |topic: &str| {
+        for (_, _, api) in &nodes {
+            wait_for(&format!("{api} to record that {topic} was told"), async || {
+                let (_, all) = streamsight_testkit::http::get(&client, &format!("{api}/api/v1/alerts")).await;
+                all["alerts"]
+                    .as_array()?
+                    .iter()
+                    .any(|a| a["labels"]["topic"] == topic && a["notified"] == "firing")
+                    .then_some(())
+            })
+            .await;
+        }
+    };
+    wait_for("orders-1 told firing", async || {
+        (told(&got, "orders-1", "firing") >= 1).then_some(())
+    })
+    .await;
+    recorded("orders-1").await;
+
+    for topic in ["orders-2", "orders-3"] {
+        // The node evaluating now is the one paused.
+        let victim = wait_for("one node evaluating the rules", async || {
+            let mut evaluating = Vec::new();
+            for (n, (_, _, api)) in nodes.iter().enumerate() {
+                let (_, all) = streamsight_testkit::http::get(&client, &format!("{api}/api/v1/alerts")).await;
+                if all["evaluates_here"] == true {
+                    evaluating.push(n);
+                }
+            }
+            (evaluating.len() == 1).then(|| evaluating[0])
+        })
+        .await;
+        let (guard, _, api) = &nodes[victim];
+        let let_go = counter_of(&client, api, "streamsight_leases_let_go_total").await;
+        *paused.lock().unwrap() = Some(victim);
+        guard.signal("STOP");
+        let stopped = std::time::Instant::now();
+        firing.lock().unwrap().push(topic.into());
+        // The other node fires the new alert, holding the rules or once the
+        // group hands them over.
+        wait_for(&format!("{topic} told firing during the pause"), async || {
+            (told(&got, topic, "firing") >= 1).then_some(())
+        })
+        .await;
+        tokio::time::sleep(PAUSE.saturating_sub(stopped.elapsed())).await;
+        guard.signal("CONT");
+        *paused.lock().unwrap() = None;
+        wait_for(
+            &format!("node {victim} to let its leases go after the pause"),
+            async || (counter_of(&client, api, "streamsight_leases_let_go_total").await > let_go).then_some(()),
+        )
+        .await;
+        wait_for(&format!("node {victim} to hold leases again"), async || {
+            (counter_of(&client, api, "streamsight_leases_held").await > 0.0).then_some(())
+        })
+        .await;
+        recorded(topic).await;
+    }
+    // A few more rounds with both nodes back.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    feeder.abort();
+    let all = got.lock().unwrap().clone();
+    for topic in ["orders-1", "orders-2", "orders-3"] {
+        assert_eq!(told(&got, topic, "firing"), 1, "{topic} told firing once: {all:#?}");
+        assert_eq!(told(&got, topic, "resolved"), 0, "{topic} never resolved: {all:#?}");
+    }
+}

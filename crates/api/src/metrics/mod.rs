@@ -89,6 +89,29 @@ fn render_snapshots(out: &mut String, c: &streamsight_store::snapshots::Snapshot
 }
 
 /// Everything, rendered at `now`, the lag series at `granularity`.
+/// On a shared log: the jobs' leases this node holds, and how often it let
+/// them go after not running for longer than the group's session allows.
+fn render_leases(out: &mut String, shared: &Shared) {
+    let Some(leases) = shared.leases.get() else {
+        return;
+    };
+    let held = leases.held();
+    header(
+        out,
+        "streamsight_leases_held",
+        "gauge",
+        "Leases of jobs (a cluster's poll, the alert rules) the group assigned this node; none while it waits to rejoin.",
+    );
+    let _ = writeln!(out, "streamsight_leases_held {}", held.count());
+    header(
+        out,
+        "streamsight_leases_let_go_total",
+        "counter",
+        "Times this node let go of its leases and rejoined, having not run for longer than the group's session allows (a pause).",
+    );
+    let _ = writeln!(out, "streamsight_leases_let_go_total {}", held.let_go());
+}
+
 pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String {
     let mut out = String::with_capacity(1 << 16);
     {
@@ -131,6 +154,7 @@ pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String 
         feature.metrics(&mut out, now);
     }
     render_shards(&mut out, shared);
+    render_leases(&mut out, shared);
     out
 }
 

@@ -14,6 +14,15 @@ use std::time::{Duration, Instant};
 /// Kills the child when the test ends, however it ends.
 pub struct Guard(pub Child);
 
+impl Guard {
+    /// Sends `SIG{name}` to the child (`STOP` pauses it, `CONT` resumes it).
+    pub fn signal(&self, name: &str) {
+        let pid = self.0.id().to_string();
+        let sent = Command::new("kill").args([&format!("-{name}"), &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {pid}");
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         let _ = self.0.kill();
