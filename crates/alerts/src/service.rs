@@ -297,17 +297,28 @@ impl AlertService {
                 let kept = in_scope
                     .entry(&rule.scope)
                     .or_insert_with(|| signals::in_scope(&all, &rule.scope));
-                let series = signals::scoped(&all, kept, rule);
                 let mut book = lock(&self.book);
-                let (series, condition) = match rule.anomaly {
-                    Some(direction) => (book.anomalies(rule, direction, series, now), Condition::Above(0.0)),
-                    None => (series, rule.condition()),
-                };
                 let timing = rule.timing();
-                let changed = if rule.labels.is_empty() {
-                    book.alerts.evaluate_sorted(&rule.name, condition, timing, series, now)
-                } else {
-                    book.alerts.evaluate(&rule.name, condition, timing, series, now)
+                let changed = match (rule.anomaly, rule.labels.is_empty()) {
+                    // The common rule walks the signal's series where they are.
+                    (None, true) => {
+                        let series = kept.iter().filter_map(|&i| all.get(i)).map(|(l, v)| (l, *v));
+                        book.alerts
+                            .evaluate_sorted(&rule.name, rule.condition(), timing, series, now)
+                    }
+                    (anomaly, _) => {
+                        let series = signals::scoped(&all, kept, rule);
+                        let (series, condition) = match anomaly {
+                            Some(direction) => (book.anomalies(rule, direction, series, now), Condition::Above(0.0)),
+                            None => (series, rule.condition()),
+                        };
+                        if rule.labels.is_empty() {
+                            let series = series.iter().map(|(l, v)| (l, *v));
+                            book.alerts.evaluate_sorted(&rule.name, condition, timing, series, now)
+                        } else {
+                            book.alerts.evaluate(&rule.name, condition, timing, series, now)
+                        }
+                    }
                 };
                 for t in changed {
                     records.push(Record::Alert {

@@ -25,9 +25,12 @@ pub fn settle(mut all: Series, previous: &[SharedLabels]) -> (Series, Vec<Shared
     }
     all.dedup_by(|later, first| later.0 == first.0);
     let mut old = previous.iter().peekable();
+    // Mostly the same `Arc` (a group's labels are kept from read to read:
+    // `GroupLabels`): compared by pointer before by content.
+    let same = |o: &SharedLabels, l: &SharedLabels| std::sync::Arc::ptr_eq(o, l);
     for (labels, _) in &mut all {
-        while old.next_if(|o| ***o < **labels).is_some() {}
-        if let Some(o) = old.next_if(|o| ***o == **labels) {
+        while old.next_if(|o| !same(o, labels) && ***o < **labels).is_some() {}
+        if let Some(o) = old.next_if(|o| same(o, labels) || ***o == **labels) {
             *labels = o.clone();
         }
     }

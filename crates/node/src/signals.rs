@@ -21,6 +21,62 @@ pub fn labels(pairs: &[(&str, &str)]) -> SharedLabels {
     SharedLabels::new(pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
 }
 
+/// Names from the network as keys: foldhash, seeded per map (as the engine's).
+type NameMap<V> = std::collections::HashMap<String, V, foldhash::fast::RandomState>;
+
+/// Each group's labels (`cluster`, `group`), made once and kept from one read
+/// to the next: every per-group signal's series of a group share one `Arc`,
+/// so a read makes no labels for a group it has seen and the alert rules
+/// compare pointers, not strings. Bounded by the groups still named
+/// somewhere: once the map has doubled since it was last swept, labels that
+/// nothing else holds any more (a group gone from every signal and alert)
+/// are let go.
+#[derive(Debug, Default)]
+pub struct GroupLabels {
+    map: NameMap<NameMap<SharedLabels>>,
+    len: usize,
+    swept_at: usize,
+}
+
+impl GroupLabels {
+    /// The labels of `group` of `cluster`.
+    pub fn of(&mut self, cluster: &str, group: &str) -> SharedLabels {
+        if let Some(l) = self.map.get(cluster).and_then(|m| m.get(group)) {
+            return l.clone();
+        }
+        let l = labels(&[("cluster", cluster), ("group", group)]);
+        self.map
+            .entry(cluster.to_owned())
+            .or_default()
+            .insert(group.to_owned(), l.clone());
+        self.len += 1;
+        l
+    }
+
+    /// Lets go of labels nothing else holds, once the map has doubled since
+    /// the last sweep (amortized: a sweep walks what the map holds).
+    pub fn sweep(&mut self) {
+        if self.len <= 2 * self.swept_at + 1_024 {
+            return;
+        }
+        for groups in self.map.values_mut() {
+            groups.retain(|_, l| SharedLabels::strong_count(l) > 1);
+        }
+        self.map.retain(|_, groups| !groups.is_empty());
+        self.len = self.map.values().map(NameMap::len).sum();
+        self.swept_at = self.len;
+    }
+
+    /// Labels held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// One value per series, labels shared.
 pub type Series = Vec<(SharedLabels, Option<f64>)>;
 
@@ -63,12 +119,13 @@ impl Query {
 
 /// Every series of `query`'s signal at `now`, on this node.
 pub fn read(shared: &Shared, query: &Query, now: Millis) -> Series {
+    crate::sync::lock(&shared.group_labels).sweep();
     let per_group = |value: fn(&GroupSignals) -> Option<f64>| {
-        shared
-            .signals
-            .groups()
+        let groups = shared.signals.groups();
+        let mut names = crate::sync::lock(&shared.group_labels);
+        groups
             .iter()
-            .map(|g| (labels(&[("cluster", &g.cluster), ("group", &g.group)]), value(g)))
+            .map(|g| (names.of(&g.cluster, &g.group), value(g)))
             .collect()
     };
     match query.signal {
@@ -195,6 +252,7 @@ pub fn merge(parts: Vec<KeyedSeries>) -> BTreeMap<Query, Series> {
 
 fn groups(shared: &Shared, rule: &Query, now: Millis) -> Series {
     let summaries = shared.lag.summaries(now, shared.config.refresh_ms());
+    let mut names = crate::sync::lock(&shared.group_labels);
     summaries
         .groups
         .iter()
@@ -206,7 +264,7 @@ fn groups(shared: &Shared, rule: &Query, now: Millis) -> Series {
                 _ if g.status == Status::Stale && !rule.statuses.contains(&Status::Stale) => None,
                 _ => Some(f64::from(u8::from(rule.statuses.contains(&g.status)))),
             };
-            (labels(&[("cluster", &g.cluster), ("group", &g.group)]), value)
+            (names.of(&g.cluster, &g.group), value)
         })
         .collect()
 }
@@ -511,6 +569,31 @@ mod tests {
             aggregate,
             series: series.iter().map(|(l, v)| (labels(l), *v)).collect(),
         }
+    }
+
+    #[test]
+    fn a_groups_labels_are_made_once_and_let_go_once_nothing_holds_them() {
+        let mut names = GroupLabels::default();
+        let a = names.of("prod", "billing");
+        assert!(
+            SharedLabels::ptr_eq(&a, &names.of("prod", "billing")),
+            "one Arc per group"
+        );
+        assert_eq!(*a, *labels(&[("cluster", "prod"), ("group", "billing")]));
+        assert!(!SharedLabels::ptr_eq(&a, &names.of("staging", "billing")));
+        // 5,000 groups seen once and held by nothing else: let go by a sweep,
+        // while the held one stays the same Arc.
+        for g in 0..5_000 {
+            names.of("prod", &format!("g{g}"));
+        }
+        assert_eq!(names.len(), 5_002);
+        names.sweep();
+        assert_eq!(names.len(), 1, "only billing of prod is still held");
+        assert!(SharedLabels::ptr_eq(&a, &names.of("prod", "billing")));
+        // Below double the last sweep's size, no sweep (amortized).
+        names.of("prod", "once");
+        names.sweep();
+        assert_eq!(names.len(), 2);
     }
 
     #[test]

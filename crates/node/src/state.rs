@@ -47,6 +47,9 @@ pub struct Shared {
     /// On a sharded log: which shards this node holds, who holds the others
     /// and where they answer (see `docs/scale-out.md`).
     pub directory: std::sync::OnceLock<Arc<streamsight_store::directory::Directory>>,
+    /// Each group's series labels, made once and shared by every signal's
+    /// series of it (see [`crate::signals::GroupLabels`]).
+    pub group_labels: std::sync::Mutex<crate::signals::GroupLabels>,
     /// On a shared log: the jobs one node at a time does (a cluster's
     /// poller, the alert rules) that this node holds.
     pub leases: std::sync::OnceLock<Arc<streamsight_store::leases::Leases>>,
@@ -108,6 +111,7 @@ impl Shared {
             snapshots: std::sync::OnceLock::new(),
             writer: std::sync::Mutex::new(None),
             leases: std::sync::OnceLock::new(),
+            group_labels: std::sync::Mutex::default(),
             peer_key: crate::secrets::new_secret(),
             config,
         })

@@ -157,40 +157,36 @@ impl Alerts {
             series.sort_by(|a, b| a.0.cmp(&b.0));
         }
         series.dedup_by(|later, first| later.0 == first.0);
-        self.evaluate_sorted(rule, condition, timing, series, now)
+        self.evaluate_sorted(rule, condition, timing, series.iter().map(|(l, v)| (l, *v)), now)
     }
 
     /// [`Self::evaluate`] for series sorted by labels with no label set twice
     /// (what a caller that sorts a signal once for many rules gives). The
-    /// series are walked beside the rule's alerts: one comparison per series
-    /// instead of a search, and none when they share the alert's labels (the
-    /// same `Arc`), which is what a cycle over a million series costs.
-    pub fn evaluate_sorted(
+    /// series are walked beside the rule's alerts, which are updated where
+    /// they are: one comparison per series instead of a search, none when
+    /// they share the alert's labels (the same `Arc`), and the map changes
+    /// only for alerts made or forgotten. That is what a cycle over a
+    /// million series costs.
+    ///
+    /// The series are borrowed: a rule's walk over a signal copies no labels,
+    /// and an alert made takes a count of its series' labels.
+    pub fn evaluate_sorted<'a>(
         &mut self,
         rule: &str,
         condition: Condition,
         timing: Timing,
-        series: Vec<(SharedLabels, Option<f64>)>,
+        series: impl IntoIterator<Item = (&'a SharedLabels, Option<f64>)>,
         now: Millis,
     ) -> Vec<Transition> {
-        debug_assert!(series.is_sorted_by(|a, b| a.0 < b.0), "sorted, no label set twice");
-        let old = std::mem::take(self.rules.entry(rule.to_owned()).or_default());
-        let before = old.len();
-        let mut kept: Vec<(SharedLabels, Alert)> = Vec::with_capacity(before.max(series.len()));
+        let mut last: Option<&SharedLabels> = None;
+        if !self.rules.contains_key(rule) {
+            self.rules.insert(rule.to_owned(), BTreeMap::new());
+        }
+        let alerts = self.rules.get_mut(rule).expect("inserted above");
         let mut out = Vec::new();
-        let mut old = old.into_iter().peekable();
-        let silent = |labels: SharedLabels, mut alert: Alert, kept: &mut Vec<_>, out: &mut Vec<_>| {
-            let silent_for = now.since(alert.last_value_at);
-            if silent_for >= timing.forget_after_ms {
-                return;
-            }
-            if silent_for >= timing.no_data_after_ms && alert.state != AlertState::NoData {
-                out.push(change(&mut alert, AlertState::NoData, now));
-                alert.active_since = None;
-            }
-            kept.push((labels, alert));
-        };
-        let mut added = 0usize;
+        let mut made: Vec<(SharedLabels, Alert)> = Vec::new();
+        let mut forgotten: Vec<SharedLabels> = Vec::new();
+        let mut old = alerts.iter_mut().peekable();
         let order = |k: &SharedLabels, labels: &SharedLabels| {
             if Arc::ptr_eq(k, labels) {
                 std::cmp::Ordering::Equal
@@ -198,13 +194,20 @@ impl Alerts {
                 k.cmp(labels)
             }
         };
+        let mut silent = |k: &SharedLabels, alert: &mut Alert, out: &mut Vec<Transition>| {
+            if !went_silent(alert, timing, now, out) {
+                forgotten.push(k.clone());
+            }
+        };
         for (labels, value) in series {
+            debug_assert!(last.is_none_or(|l| **l < **labels), "sorted, no label set twice");
+            last = Some(labels);
             let mut existing = None;
             while let Some((k, _)) = old.peek() {
-                match order(k, &labels) {
+                match order(k, labels) {
                     std::cmp::Ordering::Less => {
                         let (k, a) = old.next().expect("peeked");
-                        silent(k, a, &mut kept, &mut out);
+                        silent(k, a, &mut out);
                     }
                     std::cmp::Ordering::Equal => {
                         existing = old.next();
@@ -213,46 +216,57 @@ impl Alerts {
                     std::cmp::Ordering::Greater => break,
                 }
             }
-            let (labels, mut alert) = match (existing, value) {
-                (Some((k, a)), None) => {
-                    silent(k, a, &mut kept, &mut out);
-                    continue;
+            match (existing, value) {
+                (Some((k, a)), None) => silent(k, a, &mut out),
+                (Some((_, alert)), Some(v)) => {
+                    alert.value = Some(v);
+                    alert.last_value_at = now;
+                    step_with_value(alert, condition.holds(v), timing, now, &mut out);
                 }
-                (Some(pair), Some(_)) => pair,
                 // Nothing known of it yet, so nothing to miss.
-                (None, None) => continue,
-                (None, Some(_)) if self.count + added >= self.max_series => {
+                (None, None) => {}
+                (None, Some(_)) if self.count + made.len() >= self.max_series => {
                     self.refused = self.refused.saturating_add(1);
-                    continue;
                 }
-                (None, Some(_)) => {
-                    added += 1;
-                    let alert = Alert {
+                (None, Some(v)) => {
+                    let mut alert = Alert {
                         rule: rule.to_owned(),
                         labels: labels.clone(),
                         state: AlertState::Ok,
                         since: now,
                         active_since: None,
-                        value: None,
+                        value: Some(v),
                         last_value_at: now,
                         notified: None,
                     };
-                    (labels, alert)
+                    step_with_value(&mut alert, condition.holds(v), timing, now, &mut out);
+                    made.push((labels.clone(), alert));
                 }
-            };
-            if let Some(v) = value {
-                alert.value = Some(v);
-                alert.last_value_at = now;
-                step_with_value(&mut alert, condition.holds(v), timing, now, &mut out);
             }
-            kept.push((labels, alert));
         }
         for (k, a) in old {
-            silent(k, a, &mut kept, &mut out);
+            silent(k, a, &mut out);
         }
-        self.count = self.count + kept.len() - before;
-        // Sorted already: the map is built in one pass.
-        *self.rules.get_mut(rule).expect("taken above") = kept.into_iter().collect();
+        for k in &forgotten {
+            alerts.remove(k);
+        }
+        self.count = self.count + made.len() - forgotten.len();
+        if made.len() <= alerts.len() / 8 {
+            alerts.extend(made);
+        } else {
+            // Many at once (a rule's first cycle): built again in one pass
+            // from both sorted sides rather than inserted one by one.
+            let mut kept = std::mem::take(alerts).into_iter().peekable();
+            let mut merged = Vec::with_capacity(kept.len() + made.len());
+            for (k, a) in made {
+                while let Some(older) = kept.next_if(|(o, _)| *o < k) {
+                    merged.push(older);
+                }
+                merged.push((k, a));
+            }
+            merged.extend(kept);
+            *alerts = merged.into_iter().collect();
+        }
         out
     }
 
@@ -358,6 +372,20 @@ fn change(alert: &mut Alert, to: AlertState, now: Millis) -> Transition {
     alert.state = to;
     alert.since = now;
     t
+}
+
+/// A known alert without a value this round: `no_data` once silent for
+/// `no_data_after`. False when silent long enough to be forgotten.
+fn went_silent(alert: &mut Alert, timing: Timing, now: Millis, out: &mut Vec<Transition>) -> bool {
+    let silent_for = now.since(alert.last_value_at);
+    if silent_for >= timing.forget_after_ms {
+        return false;
+    }
+    if silent_for >= timing.no_data_after_ms && alert.state != AlertState::NoData {
+        out.push(change(alert, AlertState::NoData, now));
+        alert.active_since = None;
+    }
+    true
 }
 
 fn step_with_value(alert: &mut Alert, holds: bool, timing: Timing, now: Millis, out: &mut Vec<Transition>) {
