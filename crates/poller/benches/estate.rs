@@ -14,6 +14,15 @@
 //! `STREAMSIGHT_ESTATE_GROUPS=100000 cargo bench -p streamsight-poller --bench estate`
 //! (default 10,000; needs tansu: scripts/test installs it at .tools/tansu, or set
 //! STREAMSIGHT_TANSU).
+//!
+//! With `STREAMSIGHT_ESTATE_BROKER=wire` the same estate is answered instead by
+//! testkit's `WireBroker` (kafka-protocol's encodings, the estate held in
+//! memory, on a thread of its own in this process): what a cycle costs when
+//! the broker answers at memory speed, as a real cluster's brokers, each
+//! answering its share on cores of its own, come closer to than tansu on the
+//! poller's two cores. Its CPU is reported apart from the poller's, and RSS
+//! after the estate was built is printed beside the final one (the estate is
+//! the broker's, not the collector's).
 #![allow(clippy::unwrap_used)]
 
 use rdkafka::ClientConfig;
@@ -84,6 +93,55 @@ fn seed(rt: &tokio::runtime::Runtime, bootstrap: &str, groups: usize) -> usize {
     topics
 }
 
+/// The estate answered by a `WireBroker` on a thread of its own: its
+/// bootstrap, the thread's `/proc` path under a PID (`self/task/TID`, for
+/// its CPU) and the number of topics. The same shape `seed` writes to tansu:
+/// G/100 topics of 100 partitions, each group committed at 0 on 10 of them.
+fn wire_broker(groups: usize) -> (String, String, usize) {
+    use streamsight_testkit::kafka::{WireBroker, WireCluster, WireGroup, WirePartition};
+    let topics = (groups * PARTITIONS_PER_GROUP as usize / 10 / PARTITIONS_PER_TOPIC as usize).max(1);
+    let mut cluster = WireCluster::default();
+    for t in 0..topics {
+        let partition = WirePartition {
+            log_start: 0,
+            high_watermark: 1_000,
+            last_stable: 1_000,
+        };
+        cluster
+            .topics
+            .insert(topic(t), vec![partition; PARTITIONS_PER_TOPIC as usize]);
+    }
+    for g in 0..groups {
+        let group = WireGroup {
+            state: "Empty".into(),
+            group_type: "classic".into(),
+            offsets: commits_of(g, topics).into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
+            ..WireGroup::default()
+        };
+        cluster.groups.insert(format!("estate-group-{g:06}"), group);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("wire-broker".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let broker = WireBroker::start(cluster).await;
+                let me = std::fs::read_link("/proc/thread-self").unwrap();
+                let tid = me.file_name().unwrap().to_string_lossy().into_owned();
+                tx.send((broker.addr.clone(), format!("self/task/{tid}"))).unwrap();
+                std::future::pending::<()>().await;
+            });
+        })
+        .unwrap();
+    let (addr, thread) = rx.recv().unwrap();
+    eprintln!("built the estate of {groups} groups in the in-process broker at {addr}");
+    (addr, thread, topics)
+}
+
 /// User and system CPU seconds of a process, from /proc/PID/stat.
 fn cpu_seconds(pid: &str) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -130,10 +188,22 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let broker = streamsight_testkit::Tansu::start();
-    let bootstrap = broker.bootstrap.clone();
-    let broker_pid = broker.pid().to_string();
-    let topics = seed(&rt, &bootstrap, groups);
+    let wire = match std::env::var("STREAMSIGHT_ESTATE_BROKER").as_deref() {
+        Ok("wire") => true,
+        Ok("tansu") | Err(_) => false,
+        Ok(other) => panic!("STREAMSIGHT_ESTATE_BROKER is tansu or wire, not {other:?}"),
+    };
+    let (_tansu, bootstrap, broker_pid, topics) = if wire {
+        let (bootstrap, thread, topics) = wire_broker(groups);
+        (None, bootstrap, thread, topics)
+    } else {
+        let broker = streamsight_testkit::Tansu::start();
+        let bootstrap = broker.bootstrap.clone();
+        let pid = broker.pid().to_string();
+        let topics = seed(&rt, &bootstrap, groups);
+        (Some(broker), bootstrap, pid, topics)
+    };
+    let (estate_rss, _) = rss_mb();
 
     let mut config = ClusterConfig::new("estate", &bootstrap);
     config.request_timeout = Duration::from_secs(60);
@@ -155,6 +225,8 @@ fn main() {
         let snap = rt.block_on(client.poll(at, &none));
         let took = started.elapsed();
         let cpu = (cpu_seconds("self") - cpu.0, cpu_seconds(&broker_pid) - cpu.1);
+        // The in-process broker's thread is part of this process's CPU.
+        let cpu = if wire { (cpu.0 - cpu.1, cpu.1) } else { cpu };
         let group_partitions: usize = snap.groups.iter().map(|g| g.offsets.len()).sum();
         assert_eq!(snap.groups.len(), groups, "{:?}", snap.errors.first());
         assert_eq!(
@@ -187,6 +259,9 @@ fn main() {
     let (rss, peak) = rss_mb();
     let memory = engine.memory();
     let mean = steady.iter().sum::<f64>() / steady.len() as f64;
+    if wire {
+        eprintln!("RSS with the in-process broker's estate built, before the poller started: {estate_rss:.0} MB");
+    }
     eprintln!(
         "RSS before the first poll {before:.0} MB, peak {peak:.0} MB; engine {:.0} MB; tracker and engine per cycle {:.2} s (mean of the steady)",
         (memory.partition_bytes + memory.group_partition_bytes) as f64 / 1e6,

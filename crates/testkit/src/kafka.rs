@@ -109,7 +109,7 @@ const VERSIONS: [(ApiKey, i16, i16); 9] = [
     (ApiKey::FindCoordinator, 0, 3),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::OffsetFetch, 2, 7),
+    (ApiKey::OffsetFetch, 2, 9),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::DescribeShareGroupOffsets, 0, 0),
 ];
@@ -121,7 +121,9 @@ async fn serve(mut socket: tokio::net::TcpStream, cluster: Arc<Mutex<WireCluster
             return;
         }
         let len = i32::from_be_bytes(len);
-        assert!((0..1 << 20).contains(&len), "the client sent a frame of {len} bytes");
+        // Kafka's own bound on a request (`socket.request.max.bytes`, 100 MiB):
+        // one ListOffsets for 100,000 partitions is 1.7 MB.
+        assert!((0..100 << 20).contains(&len), "the client sent a frame of {len} bytes");
         let mut frame = vec![0u8; len as usize];
         if socket.read_exact(&mut frame).await.is_err() {
             return;
@@ -359,6 +361,47 @@ fn answer(mut frame: bytes::Bytes, cluster: &WireCluster, port: u16) -> Option<V
                 })
                 .collect();
             ConsumerGroupDescribeResponse::default()
+                .with_groups(groups)
+                .encode(&mut out, version)
+                .ok()?;
+        }
+        // v8+: many groups in one request (KIP-709), each answered whole.
+        ApiKey::OffsetFetch if version >= 8 => {
+            use kafka_protocol::messages::offset_fetch_response as ofr;
+            let request = OffsetFetchRequest::decode(&mut frame, version).ok()?;
+            let groups = request
+                .groups
+                .iter()
+                .map(|asked| {
+                    let mut by_topic: BTreeMap<&str, Vec<ofr::OffsetFetchResponsePartitions>> = BTreeMap::new();
+                    if let Some(group) = cluster
+                        .groups
+                        .get(asked.group_id.0.as_str())
+                        .filter(|g| g.group_type != "share")
+                    {
+                        for ((topic, partition), offset) in &group.offsets {
+                            by_topic.entry(topic).or_default().push(
+                                ofr::OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(*partition)
+                                    .with_committed_offset(*offset),
+                            );
+                        }
+                    }
+                    ofr::OffsetFetchResponseGroup::default()
+                        .with_group_id(asked.group_id.clone())
+                        .with_topics(
+                            by_topic
+                                .into_iter()
+                                .map(|(t, partitions)| {
+                                    ofr::OffsetFetchResponseTopics::default()
+                                        .with_name(TopicName(name(t)))
+                                        .with_partitions(partitions)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetFetchResponse::default()
                 .with_groups(groups)
                 .encode(&mut out, version)
                 .ok()?;
