@@ -325,3 +325,44 @@ async fn a_long_pipeline_spread_over_connections_keeps_each_answer_with_its_grou
         }
     }
 }
+
+/// Two groups whose coordinators are different brokers, one of which answers
+/// 4 s late: every broker is asked at once, so the slow coordinator costs the
+/// poll at most `request_timeout` (1 s here) and only its own group's offsets
+/// (an error, its partitions not read as 0); the other group's come back.
+#[tokio::test]
+async fn a_slow_coordinator_costs_only_its_own_groups_and_at_most_the_timeout() {
+    use rdkafka::mocking::MockCoordinator;
+    let cluster = MockCluster::new(2).unwrap();
+    cluster.create_topic("orders", 2, 1).unwrap();
+    cluster.partition_leader("orders", 0, Some(1)).unwrap();
+    cluster.partition_leader("orders", 1, Some(1)).unwrap();
+    cluster.coordinator(MockCoordinator::Group("fast".into()), 1).unwrap();
+    cluster.coordinator(MockCoordinator::Group("slow".into()), 2).unwrap();
+    produce(&cluster, "orders", 0, 5).await;
+    commit(&cluster, "fast", "orders", 0, 2);
+    commit(&cluster, "slow", "orders", 0, 4);
+    let mut p = Poller::with(&cluster, &["fast", "slow"], |c| {
+        c.request_timeout = Duration::from_secs(1);
+    });
+    let snap = p.poll(secs(10)).await;
+    assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+    assert_eq!(p.report("slow", "orders", 0, secs(10)).lag_messages, Some(1));
+
+    cluster.broker_round_trip_time(2, Duration::from_secs(4)).unwrap();
+    let started = std::time::Instant::now();
+    let snap = p.poll(secs(20)).await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(2_500),
+        "the poll waited {took:?} for the slow coordinator"
+    );
+    let group = |name: &str| snap.groups.iter().find(|g| g.name == name).unwrap();
+    assert!(group("slow").error.is_some(), "{:?}", group("slow"));
+    assert!(group("fast").error.is_none(), "{:?}", group("fast"));
+    assert_eq!(group("fast").offsets.len(), 1, "{:?}", group("fast"));
+    let fast = p.report("fast", "orders", 0, secs(20));
+    assert_eq!((fast.lag_messages, fast.status), (Some(3), Status::Ok), "{fast:?}");
+    let slow = p.report("slow", "orders", 0, secs(20));
+    assert_ne!(slow.lag_messages, Some(0), "unknown, never 0: {slow:?}");
+}
