@@ -360,17 +360,21 @@ refresh = "10s"
 
     def held():
         """What the bounded stores hold by their own accounting: the engine's bytes
-        (docs/engine.md's bounds) and the journeys store's spans, beside RSS."""
+        (docs/engine.md's bounds), the groups' histories' bytes and the journeys
+        store's spans, beside RSS."""
         try:
             _, body = api_get(api, "/metrics?granularity=group")
         except OSError:
-            return None, None
+            return None, None, None
         lines = body.splitlines()
         engine = [float(line.rsplit(" ", 1)[1]) for line in lines
                   if line.startswith("streamsight_engine_memory_bytes{")]
+        history = [float(line.rsplit(" ", 1)[1]) for line in lines
+                   if line.startswith("streamsight_group_history_bytes ")]
         spans = [int(float(line.rsplit(" ", 1)[1])) for line in lines
                  if line.startswith('streamsight_journeys_held{what="spans"}')]
-        return (round(sum(engine) / 1e6, 1) if engine else None), (spans[0] if spans else None)
+        return ((round(sum(engine) / 1e6, 1) if engine else None),
+                (round(history[0] / 1e6, 1) if history else None), (spans[0] if spans else None))
 
     samples, bad = [], []
     began = time.monotonic()
@@ -387,8 +391,9 @@ refresh = "10s"
         log.flush()
         with open(log_path) as f:
             text = f.read()
-        engine, spans = held()
-        s = {"minute": minute, "rss_mb": round(rss_mb(), 1), "engine_mb": engine, "journey_spans": spans,
+        engine, history, spans = held()
+        s = {"minute": minute, "rss_mb": round(rss_mb(), 1), "engine_mb": engine, "history_mb": history,
+             "journey_spans": spans,
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1),
              "intake_requests": len(ims), "intake_p99_ms": p99(ims), "api_requests": len(ams),
              "api_p99_ms": p99(ams), "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
@@ -490,6 +495,8 @@ def plot(args, samples):
         if key == "rss_mb":
             ax.plot(minutes, [s.get("engine_mb") or float("nan") for s in samples], marker=".",
                     label="engine's own accounting (MB)")
+            ax.plot(minutes, [s.get("history_mb") or float("nan") for s in samples], marker=".",
+                    label="groups' histories (MB)")
         ax.axvline(args.warmup, color="grey", linestyle=":", label="end of warm-up")
         ax.set_title(label)
         ax.set_ylim(bottom=0)

@@ -150,6 +150,12 @@ struct Bound {
 async fn bind(config: ServeConfig, engine: EngineConfig) -> Result<Bound, ServeError> {
     config.alerts.validate().map_err(ServeError::Alerts)?;
     config.limits.validate().map_err(ServeError::Limits)?;
+    if !(1..=100_000).contains(&config.history_samples) {
+        return Err(ServeError::Limits(format!(
+            "history_samples is {}: it must be 1 to 100,000 (samples kept per group)",
+            config.history_samples
+        )));
+    }
     config.records.check().map_err(ServeError::Records)?;
     let per_tenant = config.per_tenant().map_err(ServeError::Tenants)?;
     let mut stores = Vec::new();

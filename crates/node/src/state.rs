@@ -89,7 +89,8 @@ impl Shared {
             })
             .collect();
         Ok(Self {
-            lag: LagService::new(Engine::new(engine)?, config.history_samples),
+            lag: LagService::new(Engine::new(engine)?, config.history_samples)
+                .with_history_budget(config.limits.max_history_bytes),
             pathways: PathwayService::new(crate::pathways::PathwayLimits {
                 max_bytes: config.limits.max_pathway_bytes,
                 max_services: config.limits.max_services,

@@ -120,6 +120,13 @@ pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String 
         render_rejections(&mut out, &engine.stats().rejected);
         render_engine_memory(&mut out, &engine.memory());
     }
+    header(
+        &mut out,
+        "streamsight_group_history_bytes",
+        "gauge",
+        "Memory held by the groups' recent histories (the group page's chart), within limits.max_history_bytes.",
+    );
+    let _ = writeln!(out, "streamsight_group_history_bytes {}", shared.lag.history_bytes());
     render_intake(&mut out, &shared.telemetry.snapshot());
     header(
         &mut out,

@@ -66,7 +66,8 @@ pub struct ServeConfig {
     /// How often each group's lag is sampled for its recent history.
     #[serde(with = "humantime_serde")]
     pub history_interval: Duration,
-    /// Samples kept per group.
+    /// Samples kept per group (1 to 100,000; fewer at large estates: see
+    /// `limits.max_history_bytes`).
     pub history_samples: usize,
     /// Kafka clusters to poll (`[[serve.clusters]]`): lag and health for every
     /// group, instrumented or not. See `docs/poller.md`.
@@ -212,6 +213,10 @@ pub struct Limits {
     pub max_pathway_bytes: usize,
     /// Services sending pathway statistics; new ones beyond are refused and counted.
     pub max_services: usize,
+    /// Bytes the groups' recent histories (the group page's chart) may hold
+    /// together: each group keeps `history_samples`, fewer when that many
+    /// over every group would pass this (at least 12 each).
+    pub max_history_bytes: usize,
     /// Points dated further ahead of the collector's clock than this are refused.
     #[serde(with = "humantime_serde")]
     pub max_clock_skew: Duration,
@@ -260,6 +265,7 @@ impl Default for Limits {
             ingest_records_per_second: 0,
             max_pathway_bytes: 256 << 20,
             max_services: 10_000,
+            max_history_bytes: 128 << 20,
             max_clock_skew: Duration::from_secs(600),
             api_hosts: Vec::new(),
             request_memory_bytes: 48 << 20,

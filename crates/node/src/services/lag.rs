@@ -168,6 +168,20 @@ const GROUP_PIECE: u32 = 64;
 /// Partitions per hold in a walk over all of them.
 const PARTITION_PIECE: u32 = 4_096;
 
+/// Samples a group keeps however many groups there are (two minutes at the
+/// default 10 s), unless `history_samples` says fewer.
+pub(crate) const MIN_SAMPLES_KEPT: usize = 12;
+
+/// One group's recent samples, with its names: an id the engine frees when a
+/// group is deleted can be given to another group, which must not inherit
+/// them.
+#[derive(Debug)]
+struct GroupHistory {
+    cluster: String,
+    group: String,
+    samples: VecDeque<GroupSample>,
+}
+
 /// Lag and health: the engine, the events it raised, each group's recent samples.
 #[derive(Debug)]
 pub struct LagService {
@@ -175,8 +189,10 @@ pub struct LagService {
     /// starved by a reader that walks the estate in pieces.
     engine: parking_lot::Mutex<Engine>,
     events: Mutex<VecDeque<EngineEvent>>,
-    history: Mutex<HashMap<GroupId, VecDeque<GroupSample>>>,
+    history: Mutex<HashMap<GroupId, GroupHistory>>,
     samples_kept: usize,
+    /// Bytes every group's samples may take together.
+    history_budget: usize,
     summaries: Mutex<Arc<Summaries>>,
     /// Held while summarizing, so that readers arriving together share one pass.
     summarizing: Mutex<()>,
@@ -192,10 +208,26 @@ impl LagService {
             events: Mutex::new(VecDeque::new()),
             history: Mutex::new(HashMap::new()),
             samples_kept: samples_kept.max(1),
+            history_budget: usize::MAX,
             summaries: Mutex::new(Arc::default()),
             summarizing: Mutex::new(()),
             generation: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The groups' histories hold at most `bytes` of samples together (see
+    /// [`Self::samples_per_group`]).
+    pub fn with_history_budget(mut self, bytes: usize) -> Self {
+        self.history_budget = bytes;
+        self
+    }
+
+    /// Samples each of `groups` keeps: `history_samples`, fewer when that
+    /// many over every group would pass the budget, and at least
+    /// [`MIN_SAMPLES_KEPT`] (when `history_samples` allows as many).
+    pub fn samples_per_group(&self, groups: usize) -> usize {
+        let fit = self.history_budget / (groups.max(1) * std::mem::size_of::<GroupSample>());
+        fit.max(MIN_SAMPLES_KEPT).min(self.samples_kept)
     }
 
     /// Summaries made until now are not reused: a shard was caught up with
@@ -218,8 +250,24 @@ impl LagService {
     pub fn group_history(&self, group: GroupId) -> Vec<GroupSample> {
         lock(&self.history)
             .get(&group)
-            .map(|ring| ring.iter().cloned().collect())
+            .map(|h| h.samples.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Bytes the groups' histories hold: [`Self::samples_per_group`] a
+    /// group, each ring made whole when the group is first sampled.
+    pub fn history_bytes(&self) -> usize {
+        let history = lock(&self.history);
+        let per_entry = std::mem::size_of::<(GroupId, GroupHistory)>() + 1;
+        history
+            .values()
+            .map(|h| {
+                per_entry
+                    + h.cluster.capacity()
+                    + h.group.capacity()
+                    + h.samples.capacity() * std::mem::size_of::<GroupSample>()
+            })
+            .sum()
     }
 
     /// Applies the engine's part of `records`; returns the events they raised,
@@ -331,17 +379,11 @@ impl LagService {
     pub fn retain(&self, shards: &streamsight_core::shard::Shards) {
         let mut engine = self.engine.lock();
         let mut history = lock(&self.history);
-        let named: Vec<((String, String), VecDeque<GroupSample>)> = history
-            .drain()
-            .map(|(gid, samples)| {
-                let (cluster, group) = engine.group_name(gid);
-                ((cluster.to_owned(), group.to_owned()), samples)
-            })
-            .collect();
+        let named: Vec<GroupHistory> = history.drain().map(|(_, h)| h).collect();
         engine.retain(&|topic| shards.keeps_topic(topic));
-        for ((cluster, group), samples) in named {
-            if let Some(gid) = engine.find_group(&cluster, &group) {
-                history.insert(gid, samples);
+        for h in named {
+            if let Some(gid) = engine.find_group(&h.cluster, &h.group) {
+                history.insert(gid, h);
             }
         }
         self.invalidate();
@@ -360,11 +402,37 @@ impl LagService {
             self.summarize(now)
         };
         let mut history = lock(&self.history);
+        // Groups the engine no longer holds (expired, deleted) are forgotten
+        // with their histories: kept, they grew with every group ever seen.
+        let held: std::collections::HashSet<GroupId> = summaries.groups.iter().filter_map(|g| g.id).collect();
+        history.retain(|id, _| held.contains(id));
+        let kept = self.samples_per_group(held.len());
         for g in &summaries.groups {
             let Some(id) = g.id else { continue };
-            let ring = history.entry(id).or_default();
-            if ring.len() >= self.samples_kept {
+            let h = history.entry(id).or_insert_with(|| GroupHistory {
+                cluster: g.cluster.clone(),
+                group: g.group.clone(),
+                samples: VecDeque::new(),
+            });
+            if h.cluster != g.cluster || h.group != g.group {
+                // The id of a deleted group, given to this one.
+                *h = GroupHistory {
+                    cluster: g.cluster.clone(),
+                    group: g.group.clone(),
+                    samples: VecDeque::new(),
+                };
+            }
+            let ring = &mut h.samples;
+            while ring.len() >= kept {
                 ring.pop_front();
+            }
+            if ring.capacity() < kept {
+                // Made whole at once: growing by doubling left up to 42 % of
+                // it unused (512 places for 360) and moved it at each step.
+                ring.reserve_exact(kept - ring.len());
+            } else if ring.capacity() > 2 * kept {
+                // The estate grew and each group keeps fewer.
+                ring.shrink_to(kept);
             }
             ring.push_back(GroupSample {
                 at_ms: now.0,
@@ -401,6 +469,84 @@ mod tests {
             worst_topic: Some(topic.into()),
             worst_partition: Some(0),
         }
+    }
+
+    fn commit(service: &LagService, group: &str, at: i64) {
+        use streamsight_core::{Observation, Partition};
+        let partition = Partition {
+            cluster: "c",
+            topic: "t",
+            partition: 0,
+        };
+        let records = [
+            Record::Observation {
+                at: Millis(at),
+                observation: Observation::Produced { partition, offset: 10 }.to_owned(),
+            },
+            Record::Observation {
+                at: Millis(at),
+                observation: Observation::Committed {
+                    group,
+                    partition,
+                    offset: 5,
+                }
+                .to_owned(),
+            },
+        ];
+        service.apply(&records);
+    }
+
+    #[test]
+    fn group_histories_stay_within_their_budget_and_leave_with_their_group() {
+        let size = std::mem::size_of::<GroupSample>();
+        // Room for 2 groups × 40 samples: 2 groups keep 30 (history_samples),
+        // 4 groups keep 20 each.
+        let service = LagService::new(Engine::new(streamsight_core::EngineConfig::default()).unwrap(), 30)
+            .with_history_budget(80 * size);
+        assert_eq!(service.samples_per_group(2), 30);
+        assert_eq!(service.samples_per_group(4), 20);
+        assert_eq!(
+            service.samples_per_group(1_000_000),
+            MIN_SAMPLES_KEPT,
+            "a floor however many"
+        );
+        for g in ["a", "b"] {
+            commit(&service, g, 1_000);
+        }
+        let id = |g: &str| service.engine().find_group("c", g).unwrap();
+        for i in 0..100 {
+            service.sample_groups(Millis(2_000 + i * 10_000));
+        }
+        assert_eq!(service.group_history(id("a")).len(), 30);
+        let two = service.history_bytes();
+        assert!(two >= 2 * 30 * size && two < 2 * 30 * size + 1_024, "{two}");
+        for g in ["c", "d"] {
+            commit(&service, g, 1_000_000);
+        }
+        service.sample_groups(Millis(1_000_001));
+        assert_eq!(
+            service.group_history(id("a")).len(),
+            20,
+            "fewer each as the estate grows"
+        );
+        assert!(
+            service.history_bytes() <= 80 * size + 4 * 1_024,
+            "{}",
+            service.history_bytes()
+        );
+        // A group the engine forgets takes its history with it.
+        let b = id("b");
+        service.apply(&[Record::Observation {
+            at: Millis(1_005_000),
+            observation: streamsight_core::Observation::GroupDeleted {
+                cluster: "c",
+                group: "b",
+            }
+            .to_owned(),
+        }]);
+        service.sample_groups(Millis(1_010_000));
+        assert!(service.group_history(b).is_empty());
+        assert!(lock(&service.history).len() == 3);
     }
 
     #[test]
