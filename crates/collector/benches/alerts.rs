@@ -38,14 +38,12 @@ fn shape() -> (i32, i32, i32) {
 fn load(shared: &Shared) {
     let (groups_n, per_group, topics) = shape();
     let names: Vec<String> = (0..topics).map(|t| format!("topic-{t:03}")).collect();
+    // The digit after `group-` is the group's tenth: each rule's scope
+    // (`group-3*`) keeps a tenth of the groups. (Until 2026-12-05 the names
+    // were `group-00042`, so `group-0*` kept every group and the other nine
+    // scopes none: the same rule × series pairs, spread otherwise.)
     let groups: Vec<String> = (0..groups_n)
-        .map(|g| {
-            if groups_n > 10_000 {
-                format!("group-{g:06}")
-            } else {
-                format!("group-{g:05}")
-            }
-        })
+        .map(|g| format!("group-{}-{:05}", g % 10, g / 10))
         .collect();
     for step in 0..2i64 {
         let at = Millis(T0 + step * 30_000);
