@@ -152,12 +152,14 @@ pub fn read(shared: &Shared, query: &Query, now: Millis) -> Series {
         Signal::ProduceRate => produce_rates(shared, now),
         Signal::ConsumeRate => consume_rates(shared),
         Signal::OpenTransactionSeconds => open_transactions(shared, now),
-        Signal::RebalancesPerHour => shared
-            .clusters
-            .all_rebalances(now)
-            .into_iter()
-            .map(|(c, g, r)| (labels(&[("cluster", &c), ("group", &g)]), Some(r.last_hour as f64)))
-            .collect(),
+        Signal::RebalancesPerHour => {
+            let rebalances = shared.clusters.all_rebalances(now);
+            let mut names = crate::sync::lock(&shared.group_labels);
+            rebalances
+                .into_iter()
+                .map(|(c, g, r)| (names.of(&c, &g), Some(r.last_hour as f64)))
+                .collect()
+        }
     }
 }
 
@@ -415,7 +417,7 @@ fn consume_rates(shared: &Shared) -> Series {
             .group_members(gid)
             .iter()
             .try_fold(0.0, |sum, &gp| engine.consume_rate(gp).map(|r| sum + r));
-        (labels(&[("cluster", cluster), ("group", group)]), total)
+        (crate::sync::lock(&shared.group_labels).of(cluster, group), total)
     })
 }
 
@@ -456,7 +458,7 @@ fn lag(shared: &Shared, rule: &Query, now: Millis) -> Series {
         acc.into_iter()
             .map(|((topic, partition), v)| {
                 let l = match (rule.signal, partition) {
-                    (Signal::GroupLagMessages, _) => labels(&[("cluster", cluster), ("group", group)]),
+                    (Signal::GroupLagMessages, _) => crate::sync::lock(&shared.group_labels).of(cluster, group),
                     (_, Some(p)) => labels(&[
                         ("cluster", cluster),
                         ("group", group),

@@ -418,18 +418,15 @@ impl LagService {
         let kept = self.samples_per_group(held.len());
         for g in &summaries.groups {
             let Some(id) = g.id else { continue };
-            let h = history.entry(id).or_insert_with(|| GroupHistory {
+            let fresh = || GroupHistory {
                 cluster: g.cluster.clone(),
                 group: g.group.clone(),
                 samples: VecDeque::new(),
-            });
+            };
+            let h = history.entry(id).or_insert_with(fresh);
             if h.cluster != g.cluster || h.group != g.group {
                 // The id of a deleted group, given to this one.
-                *h = GroupHistory {
-                    cluster: g.cluster.clone(),
-                    group: g.group.clone(),
-                    samples: VecDeque::new(),
-                };
+                *h = fresh();
             }
             let ring = &mut h.samples;
             while ring.len() >= kept {
