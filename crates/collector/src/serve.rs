@@ -53,6 +53,8 @@ pub enum ServeError {
     Alerts(String),
     #[error("[serve.limits]: {0}")]
     Limits(String),
+    #[error("[serve]: {0}")]
+    Serve(String),
     #[error("[serve.records]: {0}")]
     Records(String),
     #[error("cannot listen on unix socket {path}: {source}")]
@@ -151,7 +153,7 @@ async fn bind(config: ServeConfig, engine: EngineConfig) -> Result<Bound, ServeE
     config.alerts.validate().map_err(ServeError::Alerts)?;
     config.limits.validate().map_err(ServeError::Limits)?;
     if !(1..=100_000).contains(&config.history_samples) {
-        return Err(ServeError::Limits(format!(
+        return Err(ServeError::Serve(format!(
             "history_samples is {}: it must be 1 to 100,000 (samples kept per group)",
             config.history_samples
         )));

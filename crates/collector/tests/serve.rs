@@ -958,3 +958,23 @@ async fn groups_come_a_page_at_a_time() {
         assert!(text.contains(says), "{bad}: {text}");
     }
 }
+
+/// `history_samples` outside 1-100,000 is refused at start, naming its table.
+#[tokio::test]
+async fn history_samples_out_of_bounds_is_refused_naming_its_table() {
+    for samples in [0, 100_001] {
+        let config = ServeConfig {
+            history_samples: samples,
+            ..ServeConfig::ephemeral()
+        };
+        let err = serve(config, EngineConfig::default())
+            .await
+            .err()
+            .map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(
+            err.starts_with("[serve]: history_samples is") && err.contains("1 to 100,000"),
+            "{samples}: {err}"
+        );
+    }
+}
