@@ -37,7 +37,7 @@ impl AlertService {
         );
         for a in book.alerts.iter().filter(|a| a.state != AlertState::Ok) {
             out.push(event(AlertEvent::Changed(streamsight_core::alerts::Transition {
-                rule: a.rule.clone(),
+                rule: a.rule.to_string(),
                 labels: a.labels.clone(),
                 from: a.state,
                 to: a.state,
@@ -46,7 +46,7 @@ impl AlertService {
             })));
             if let Some(state) = a.notified {
                 out.push(event(AlertEvent::Notified {
-                    rule: a.rule.clone(),
+                    rule: a.rule.to_string(),
                     labels: a.labels.clone(),
                     state,
                 }));

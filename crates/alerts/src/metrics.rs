@@ -17,7 +17,7 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
         }
     }
     for a in alerts.list(now) {
-        if let Some(n) = counts.get_mut(&(a.alert.rule.clone(), a.alert.state.as_str())) {
+        if let Some(n) = counts.get_mut(&(a.alert.rule.to_string(), a.alert.state.as_str())) {
             *n += 1;
         }
     }

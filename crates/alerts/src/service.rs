@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use streamsight_core::alerts::rule::Rule;
 use streamsight_core::alerts::{Alert, AlertState, Alerts, Condition, SharedLabels, Silence, render};
-use streamsight_core::anomaly::{Detector, Sensitivity};
+use streamsight_core::anomaly::{Detector, Direction, Sensitivity, Verdict};
 use streamsight_core::{AlertEvent, Millis, Record};
 use streamsight_node::Shared;
 use streamsight_node::config::alerts as rules;
@@ -18,17 +18,55 @@ use streamsight_node::sync::lock;
 
 /// One anomaly rule's detectors by series. Keyed by labels from the network:
 /// foldhash, seeded per map (SipHash over every series' labels was a
-/// twentieth of an alert round at 1,000,000 group-partitions).
+/// twentieth of an alert round at 1,000,000 group-partitions). Boxed: a
+/// detector is ~0.7 KB, and held in the table each growth copied them all
+/// and the table's spare room cost as much again (a first round at 1.25 M
+/// detectors spent a third of its time zeroing and copying pages).
+/// Each with when its series last had a value and what it said then: a
+/// second rule asking the same question in the same round takes that verdict
+/// instead of teaching the detector the value twice.
 pub(crate) type SeriesDetectors =
-    std::collections::HashMap<SharedLabels, (Detector, Millis), foldhash::fast::RandomState>;
+    std::collections::HashMap<SharedLabels, (Box<Detector>, Millis, Verdict), foldhash::fast::RandomState>;
+
+/// What an anomaly rule asks of its series. A detector's state depends on
+/// nothing else (the series' values, the direction watched, the sensitivity
+/// that decides what it learns slowly, and when it is forgotten), so rules
+/// asking the same question share the detectors: a team's copy of a rule
+/// for another receiver costs no memory. The rule's own threshold, `for` and
+/// scope apply after.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Question {
+    query: signals::Query,
+    direction: Direction,
+    spreads: u32,
+    forget_after_ms: i64,
+}
+
+impl Question {
+    fn of(rule: &Rule, direction: Direction) -> Self {
+        Self {
+            query: signals::key(rule),
+            direction,
+            spreads: sensitivity(rule).spreads.to_bits(),
+            forget_after_ms: rule.timing().forget_after_ms,
+        }
+    }
+}
+
+fn sensitivity(rule: &Rule) -> Sensitivity {
+    Sensitivity {
+        spreads: rule.sensitivity.unwrap_or(Sensitivity::default().spreads),
+        ..Sensitivity::default()
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct Book {
     pub(crate) alerts: Alerts,
     pub(crate) silences: Vec<Silence>,
-    /// Anomaly rules' detectors, per rule then series, with when each last had
-    /// a value: bounded, and forgotten with their series.
-    pub(crate) detectors: std::collections::HashMap<String, SeriesDetectors>,
+    /// Anomaly rules' detectors, per question then series: bounded, and
+    /// forgotten with their series or once no rule asks.
+    pub(crate) detectors: std::collections::HashMap<Question, SeriesDetectors>,
     pub(crate) detector_count: usize,
     pub(crate) max_detectors: usize,
     /// Rules made through the API, over the configuration's.
@@ -213,7 +251,7 @@ impl AlertService {
             let pairs: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             pairs.join(", ")
         };
-        match rules.iter().find(|r| r.name == a.rule) {
+        match rules.iter().find(|r| *r.name == *a.rule) {
             None => format!("{} ({}): the rule was removed", a.rule, labels()),
             Some(r) if r.summary.is_empty() => format!("{} ({})", a.rule, labels()),
             Some(r) => render(&r.summary, &a.labels, a.value),
@@ -378,7 +416,7 @@ impl AlertService {
             .unnotified()
             .map(|a| {
                 let n = Notification {
-                    rule: a.rule.clone(),
+                    rule: a.rule.to_string(),
                     labels: a.labels.clone(),
                     state: a.state,
                     value: a.value,
@@ -389,7 +427,7 @@ impl AlertService {
                 let done = Record::Alert {
                     at: now,
                     event: Box::new(AlertEvent::Notified {
-                        rule: a.rule.clone(),
+                        rule: a.rule.to_string(),
                         labels: a.labels.clone(),
                         state: a.state,
                     }),
@@ -436,9 +474,11 @@ impl Book {
             .filter(|n| !running.contains(n))
             .map(str::to_owned)
             .collect();
+        let asked: std::collections::HashSet<Question> =
+            rules.iter().filter_map(|r| Some(Question::of(r, r.anomaly?))).collect();
         let count = &mut self.detector_count;
-        self.detectors.retain(|r, series| {
-            let keep = running.contains(r.as_str());
+        self.detectors.retain(|question, series| {
+            let keep = asked.contains(question);
             if !keep {
                 *count -= series.len();
             }
@@ -459,35 +499,41 @@ impl Book {
     fn anomalies(
         &mut self,
         rule: &Rule,
-        direction: streamsight_core::anomaly::Direction,
+        direction: Direction,
         series: signals::Series,
         now: Millis,
     ) -> signals::Series {
-        let sensitivity = Sensitivity {
-            spreads: rule.sensitivity.unwrap_or(Sensitivity::default().spreads),
-            ..Sensitivity::default()
-        };
-        let forget_after = rule.timing().forget_after_ms;
-        let detectors = self.detectors.entry(rule.name.clone()).or_default();
+        let sensitivity = sensitivity(rule);
+        let question = Question::of(rule, direction);
+        let forget_after = question.forget_after_ms;
+        let detectors = self.detectors.entry(question).or_default();
         let before = detectors.len();
-        detectors.retain(|_, (_, seen)| now.since(*seen) < forget_after);
+        detectors.retain(|_, (_, seen, _)| now.since(*seen) < forget_after);
         self.detector_count -= before - detectors.len();
+        // Room for the series this round may add, made once.
+        let room = self.max_detectors.saturating_sub(self.detector_count);
+        detectors.reserve(series.len().saturating_sub(detectors.len()).min(room));
         series
             .into_iter()
             .map(|(labels, value)| {
                 let Some(v) = value else { return (labels, None) };
-                let (d, seen) = match detectors.get_mut(&labels) {
-                    Some(d) => d,
+                let verdict = match detectors.get_mut(&labels) {
+                    // Asked already this round by a rule sharing the question.
+                    Some((_, seen, verdict)) if *seen == now => *verdict,
+                    Some((d, seen, verdict)) => {
+                        *seen = now;
+                        *verdict = d.observe(now, v, sensitivity);
+                        *verdict
+                    }
                     None if self.detector_count >= self.max_detectors => return (labels, None),
                     None => {
                         self.detector_count += 1;
-                        detectors
-                            .entry(labels.clone())
-                            .or_insert_with(|| (Detector::new(direction), now))
+                        let mut d = Box::new(Detector::new(direction));
+                        let verdict = d.observe(now, v, sensitivity);
+                        detectors.insert(labels.clone(), (d, now, verdict));
+                        verdict
                     }
                 };
-                *seen = now;
-                let verdict = d.observe(now, v, sensitivity);
                 let score = if verdict.anomalous && rule.anomaly_passes_threshold(v) {
                     f64::from(verdict.score)
                 } else {
@@ -556,5 +602,63 @@ mod tests {
         growing.extend([90.0, 150.0, 210.0]);
         let s = scores(&growing);
         assert!(*s.last().unwrap() > 0.0, "{s:?}");
+    }
+
+    #[test]
+    fn rules_asking_the_same_question_share_detectors_and_each_learns_a_value_once() {
+        let lag_growth = rules::default_rules()
+            .into_iter()
+            .find(|r| r.name == "lag_growth")
+            .expect("a default lag_growth rule");
+        let direction = lag_growth.anomaly.expect("an anomaly rule");
+        // The same rule for another receiver, and one judging more strictly.
+        let copy = Rule {
+            name: "lag_growth_pager".into(),
+            ..lag_growth.clone()
+        };
+        let strict = Rule {
+            name: "lag_growth_strict".into(),
+            sensitivity: Some(2.0),
+            ..lag_growth.clone()
+        };
+        let AlertService { book, .. } = AlertService::new(&rules::AlertsConfig::default());
+        let mut book = book.into_inner().expect("a fresh lock");
+        let AlertService { book: alone, .. } = AlertService::new(&rules::AlertsConfig::default());
+        let mut alone = alone.into_inner().expect("a fresh lock");
+        let series: Vec<SharedLabels> = (0..3)
+            .map(|g| streamsight_node::signals::labels(&[("cluster", "c"), ("group", &format!("g{g}"))]))
+            .collect();
+        let steady = |i: i32| if i % 5 == 0 { 5.0 } else { 4.0 };
+        let mut values: Vec<f64> = (0..40).map(steady).collect();
+        values.extend([90.0, 150.0, 210.0, 270.0]);
+        for (i, v) in values.iter().enumerate() {
+            let at = Millis(1_000_000 + i as i64 * 10_000);
+            let round: Vec<(SharedLabels, Option<f64>)> = series.iter().map(|l| (l.clone(), Some(*v))).collect();
+            let a = book.anomalies(&lag_growth, direction, round.clone(), at);
+            let b = book.anomalies(&copy, direction, round.clone(), at);
+            book.anomalies(&strict, direction, round.clone(), at);
+            // Each value learned once: the same scores as a rule on its own.
+            let lone = alone.anomalies(&lag_growth, direction, round, at);
+            assert_eq!(a, lone, "value {i}");
+            assert_eq!(b, lone, "value {i}");
+        }
+        assert!(
+            book.anomalies(
+                &lag_growth,
+                direction,
+                vec![(series[0].clone(), Some(400.0))],
+                Millis(2_000_000)
+            )[0]
+            .1
+            .is_some_and(|s| s > 0.0)
+        );
+        // Two questions (the strict rule's is its own), three series each.
+        assert_eq!(book.detectors.len(), 2);
+        assert_eq!(book.detector_count, 6);
+        // Once no rule asks a question, its detectors go.
+        book.retire_gone(&[copy], Millis(2_010_000));
+        assert_eq!((book.detectors.len(), book.detector_count), (1, 3));
+        book.retire_gone(&[], Millis(2_020_000));
+        assert_eq!((book.detectors.len(), book.detector_count), (0, 0));
     }
 }

@@ -40,7 +40,7 @@ pub const HOLD: u8 = 3;
 pub const SETTLED_MEAN: f32 = 0.7;
 pub const SETTLED_FLOOR: f32 = 1.5;
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// Far below the baseline: a flow drop.
@@ -191,10 +191,14 @@ impl Detector {
             let f = self.day_factor(day).unwrap_or(1.0);
             (Some(h.level * f), h.spread * 1.25 * f)
         } else if usize::from(self.len) >= RECENT / 4 {
-            let mut xs: Vec<f32> = self.recent[..usize::from(self.len)].to_vec();
-            let m = median(&mut xs);
-            let mut dev: Vec<f32> = xs.iter().map(|x| (x - m).abs()).collect();
-            (Some(m), 1.4826 * median(&mut dev))
+            // On the stack: this runs for every series every round.
+            let n = usize::from(self.len);
+            let mut xs = self.recent;
+            let m = median(&mut xs[..n]);
+            for x in &mut xs[..n] {
+                *x = (*x - m).abs();
+            }
+            (Some(m), 1.4826 * median(&mut xs[..n]))
         } else {
             (None, 0.0)
         };

@@ -82,7 +82,9 @@ pub struct Timing {
 /// One series' alert.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Alert {
-    pub rule: String,
+    /// Shared with the rule's other alerts (a rule over 100,000 groups has
+    /// 100,000 alerts).
+    pub rule: Arc<str>,
     pub labels: SharedLabels,
     pub state: AlertState,
     /// When it entered `state`.
@@ -114,7 +116,7 @@ pub struct Transition {
 /// beyond that is counted in `refused`, never evicting one that is watched.
 #[derive(Clone, Debug)]
 pub struct Alerts {
-    rules: BTreeMap<String, BTreeMap<SharedLabels, Alert>>,
+    rules: BTreeMap<Arc<str>, BTreeMap<SharedLabels, Alert>>,
     count: usize,
     max_series: usize,
     pub refused: u64,
@@ -179,12 +181,19 @@ impl Alerts {
         now: Millis,
     ) -> Vec<Transition> {
         let mut last: Option<&SharedLabels> = None;
-        if !self.rules.contains_key(rule) {
-            self.rules.insert(rule.to_owned(), BTreeMap::new());
-        }
-        let alerts = self.rules.get_mut(rule).expect("inserted above");
+        let name = self.rule_name(rule);
+        let alerts = self.rules.get_mut(rule).expect("made by rule_name");
+        let series = series.into_iter();
         let mut out = Vec::new();
-        let mut made: Vec<(SharedLabels, Alert)> = Vec::new();
+        // A rule's first round makes an alert for each of its series: room
+        // for them at once (at 100,000 groups, growing this vector step by
+        // step was a fifth of that round).
+        let mut made: Vec<(SharedLabels, Alert)> = Vec::with_capacity(if alerts.is_empty() {
+            let (least, most) = series.size_hint();
+            most.unwrap_or(least).min(self.max_series.saturating_sub(self.count))
+        } else {
+            0
+        });
         let mut forgotten: Vec<SharedLabels> = Vec::new();
         let mut old = alerts.iter_mut().peekable();
         let order = |k: &SharedLabels, labels: &SharedLabels| {
@@ -230,7 +239,7 @@ impl Alerts {
                 }
                 (None, Some(v)) => {
                     let mut alert = Alert {
-                        rule: rule.to_owned(),
+                        rule: name.clone(),
                         labels: labels.clone(),
                         state: AlertState::Ok,
                         since: now,
@@ -251,7 +260,10 @@ impl Alerts {
             alerts.remove(k);
         }
         self.count = self.count + made.len() - forgotten.len();
-        if made.len() <= alerts.len() / 8 {
+        if alerts.is_empty() {
+            // Made in order, with no label set twice.
+            *alerts = made.into_iter().collect();
+        } else if made.len() <= alerts.len() / 8 {
             alerts.extend(made);
         } else {
             // Many at once (a rule's first cycle): built again in one pass
@@ -275,7 +287,7 @@ impl Alerts {
     pub fn replay(&mut self, t: &Transition, notified: bool) {
         // Mostly an alert this process just moved (its own change, stored and
         // applied back): found with one search per map, then nothing to insert.
-        let found = self.rules.get_mut(&t.rule).and_then(|m| m.get_mut(&t.labels));
+        let found = self.rules.get_mut(t.rule.as_str()).and_then(|m| m.get_mut(&t.labels));
         let alert = match found {
             Some(a) => a,
             None if self.count >= self.max_series => {
@@ -284,12 +296,10 @@ impl Alerts {
             }
             None => {
                 self.count += 1;
-                if !self.rules.contains_key(&t.rule) {
-                    self.rules.insert(t.rule.clone(), BTreeMap::new());
-                }
-                let alerts = self.rules.get_mut(&t.rule).expect("inserted above");
+                let name = self.rule_name(&t.rule);
+                let alerts = self.rules.get_mut(&*name).expect("made by rule_name");
                 alerts.entry(t.labels.clone()).or_insert_with(|| Alert {
-                    rule: t.rule.clone(),
+                    rule: name.clone(),
                     labels: t.labels.clone(),
                     state: t.to,
                     since: t.at,
@@ -313,9 +323,19 @@ impl Alerts {
         }
     }
 
+    /// `rule`'s shared name, its map made if it had none.
+    fn rule_name(&mut self, rule: &str) -> Arc<str> {
+        if let Some((name, _)) = self.rules.get_key_value(rule) {
+            return name.clone();
+        }
+        let name: Arc<str> = rule.into();
+        self.rules.insert(name.clone(), BTreeMap::new());
+        name
+    }
+
     /// The rules that have alerts.
     pub fn rule_names(&self) -> impl Iterator<Item = &str> {
-        self.rules.keys().map(String::as_str)
+        self.rules.keys().map(|r| &**r)
     }
 
     /// Winds down a rule that no longer exists: its firing and no-data alerts
@@ -362,7 +382,7 @@ impl Alerts {
 
 fn change(alert: &mut Alert, to: AlertState, now: Millis) -> Transition {
     let t = Transition {
-        rule: alert.rule.clone(),
+        rule: alert.rule.to_string(),
         labels: alert.labels.clone(),
         from: alert.state,
         to,
@@ -433,7 +453,7 @@ impl Silence {
         now < self.until
             && self.matchers.iter().all(|(k, pattern)| {
                 let value = if k == "alertname" {
-                    Some(alert.rule.as_str())
+                    Some(&*alert.rule)
                 } else {
                     alert.labels.get(k).map(String::as_str)
                 };
