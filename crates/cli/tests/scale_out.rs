@@ -196,3 +196,81 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two nodes sharding one log (tansu); one is paused (SIGSTOP) for 20 s, past
+/// the shards group's 6 s session, while traffic goes on through the other.
+/// Once it resumes, the paused node still believes it holds its shards until
+/// librdkafka hears from the group, and what it built of them is from before
+/// the pause: answering from that, or announcing the shards afresh so that
+/// the other node asks it, would show lag as it was. From the moment it
+/// resumes, every row either node answers must be current (an answer may
+/// name shards it cannot answer for, never give old rows for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_node_paused_past_its_session_never_answers_from_before_the_pause() {
+    const PAUSE: Duration = Duration::from_secs(20);
+    let dir = std::env::temp_dir().join(format!(
+        "streamsight-scale-out-pause-{}-{}",
+        std::process::id(),
+        streamsight_testkit::now_ms()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
+    let log = format!(
+        "kafka://{}/streamsight-log?partitions=6&timeout_ms=5000&mode=sharded",
+        broker.bootstrap
+    );
+    let nodes = [support::serve(&log), support::serve(&log)];
+    // No connection kept between requests: a paused node's kept connections
+    // are closed under the client once it resumes.
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let now = streamsight_testkit::now_ms();
+    let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();
+    for r in 0..3 {
+        round(&client, &intakes, r, now - (40 - r) * 10_000).await;
+    }
+    for (_, _, api) in &nodes {
+        converges(&client, api, "g", &every_topic(103)).await;
+    }
+    let (paused, _, paused_api) = &nodes[0];
+    let (_, other_intake, other_api) = &nodes[1];
+    paused.signal("STOP");
+    let stopped = Instant::now();
+    for r in 3..6 {
+        round(&client, &[other_intake.as_str()], r, now - (40 - r) * 10_000).await;
+    }
+    tokio::time::sleep(PAUSE.saturating_sub(stopped.elapsed())).await;
+    paused.signal("CONT");
+    let resumed = Instant::now();
+    // From the first request on, for 15 s: no row from before the pause.
+    let (mut answers, mut rows) = (0, 0);
+    while resumed.elapsed() < Duration::from_secs(15) {
+        for api in [paused_api, other_api] {
+            let answer = lag_of(&client, api, "g").await;
+            answers += 1;
+            rows += answer.rows.len();
+            for (topic, lag) in &answer.rows {
+                assert_eq!(
+                    *lag,
+                    106,
+                    "{api} answered {topic} from before the pause {:?} after resuming: {answer:?}",
+                    resumed.elapsed()
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("scale_out (paused): {answers} answers with {rows} rows in the 15 s after resuming, all current");
+    // The paused node knew it was paused (and let its shards go); the other did not.
+    let pauses = async |api: &str| {
+        let text = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+        streamsight_testkit::http::sample(&text, "streamsight_process_pauses_total")
+    };
+    assert_eq!(pauses(paused_api).await, Some(1.0));
+    assert_eq!(pauses(other_api).await, Some(0.0));
+    for api in [paused_api, other_api] {
+        converges(&client, api, "g", &every_topic(106)).await;
+    }
+    drop(nodes);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

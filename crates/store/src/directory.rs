@@ -7,6 +7,7 @@
 
 use crate::backend::StoreError;
 use crate::client::{KafkaUrl, ensure_topic_with, kafka, lock};
+use crate::pause::PauseWatch;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -181,7 +182,12 @@ impl Directory {
         self.inner.changed.store(true, Ordering::Release);
     }
 
+    /// The shards this node holds and has caught up with; none while it may
+    /// have just resumed from a pause (see `pause`).
     pub fn held(&self) -> BTreeSet<u32> {
+        if !PauseWatch::get().awake() {
+            return BTreeSet::new();
+        }
         lock(&self.inner.held).clone()
     }
 
@@ -240,12 +246,26 @@ impl Drop for Directory {
 
 fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &BaseConsumer, topic: &str) {
     let mut announced = std::time::Instant::now() - ANNOUNCE_EVERY;
+    let watch = PauseWatch::get();
+    let mut pauses = watch.pauses();
     while !stop.load(Ordering::Acquire) {
+        // After a pause, the shards held are the follower's to gain again
+        // (it lets them all go): none is announced from before it.
+        if watch.pauses() != pauses {
+            pauses = watch.pauses();
+            lock(&inner.held).clear();
+            inner.changed.store(true, Ordering::Release);
+        }
         if announced.elapsed() >= ANNOUNCE_EVERY || inner.changed.swap(false, Ordering::AcqRel) {
+            let held = if watch.awake() {
+                lock(&inner.held).clone()
+            } else {
+                BTreeSet::new()
+            };
             let a = Announcement {
                 node: inner.node.clone(),
                 api: inner.api.clone(),
-                held: lock(&inner.held).clone(),
+                held,
                 at_ms: now_ms(),
                 peer_key_sha256: inner.peer_key_sha256.clone(),
             };

@@ -31,10 +31,9 @@ use std::time::{Duration, Instant};
 const LEASES: u32 = 64;
 /// How soon a dead node's jobs are taken by another.
 const SESSION_TIMEOUT_MS: &str = "6000";
-/// A node whose polling thread has not come back from a poll for this long
-/// (a poll waits 100 ms) may have missed the session and been replaced: half
-/// the session, so that it stops before the group can hand its jobs over.
-pub const FENCE_AFTER: Duration = Duration::from_millis(3_000);
+/// A node whose polling thread has not come back from a poll (which waits
+/// 100 ms) for this long may have missed the session and been replaced.
+pub use crate::pause::FENCE_AFTER;
 
 fn write<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(std::sync::PoisonError::into_inner)

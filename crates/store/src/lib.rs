@@ -17,6 +17,7 @@ pub mod codec;
 pub mod directory;
 pub mod kafka;
 pub mod leases;
+pub mod pause;
 pub mod shards;
 pub mod snapshots;
 mod sqlite;

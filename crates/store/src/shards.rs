@@ -8,9 +8,16 @@
 //! then. The global topic (alerts, audit) is read whole by every node. A node
 //! applies what it reads here, its own appends included, and nothing else:
 //! what it appends to a shard it does not hold is another's.
+//!
+//! A node paused for longer than the group's session (see `pause`) lets go of
+//! every shard it held once it runs again, forgetting what it built of them,
+//! and rejoins the group: what it built is from before the pause, and the
+//! shards may have moved meanwhile. Until the pause watch has woken after
+//! the pause, it follows nothing.
 
 use crate::backend::{Follow, Followed, StoreError};
 use crate::client::{KafkaUrl, decode, kafka, lock};
+use crate::pause::{PauseWatch, TICK};
 use crate::snapshots::{SnapshotCounts, SnapshotReader, SnapshotWriter};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
@@ -113,6 +120,8 @@ pub struct ShardFollow {
     shards: u32,
     snapshots: Option<Snapshotting>,
     counts: Arc<SnapshotCounts>,
+    /// The pauses of this process already acted on.
+    pauses: u64,
 }
 
 impl std::fmt::Debug for ShardFollow {
@@ -171,7 +180,31 @@ impl ShardFollow {
             shards,
             snapshots,
             counts,
+            pauses: PauseWatch::get().pauses(),
         })
+    }
+
+    /// After a pause: every shard let go and what was built of them
+    /// forgotten (`Lost` keeping none), what was waiting to be handed over
+    /// dropped, and the group joined again.
+    fn let_go(&mut self) {
+        let lost: Vec<u32> = self.held.keys().map(|p| *p as u32).collect();
+        tracing::warn!(shards = ?lost, pid = std::process::id(), "shards let go after a pause: rejoining the group");
+        self.held.clear();
+        self.pending.clear();
+        self.restoring.clear();
+        lock(&self.changes.0).clear();
+        self.group.unsubscribe();
+        if let Err(e) = self.group.subscribe(&[&self.url.topic]) {
+            tracing::warn!(error = %e, "shards: rejoining the group failed");
+        }
+        self.push(Followed::Lost {
+            lost,
+            kept: Shards {
+                count: self.shards,
+                held: std::collections::BTreeSet::new(),
+            },
+        });
     }
 
     fn push(&mut self, event: Followed) {
@@ -341,6 +374,16 @@ impl ShardFollow {
 
 impl Follow for ShardFollow {
     fn next(&mut self, wait: Duration) -> Result<Option<Followed>, StoreError> {
+        let watch = PauseWatch::get();
+        if !watch.awake() {
+            // Maybe just resumed: nothing handed over until the watch says.
+            std::thread::sleep(wait.min(TICK));
+            return Ok(None);
+        }
+        if watch.pauses() != self.pauses {
+            self.pauses = watch.pauses();
+            self.let_go();
+        }
         if let Some(event) = self.pop() {
             return Ok(Some(event));
         }

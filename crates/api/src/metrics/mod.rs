@@ -43,6 +43,14 @@ fn render_shards(out: &mut String, shared: &Shared) {
         "Shards no live node says it holds: their series are on no node's /metrics.",
     );
     let _ = writeln!(out, "streamsight_shards_unowned {missing}");
+    header(
+        out,
+        "streamsight_process_pauses_total",
+        "counter",
+        "Times this process did not run for longer than a group's session allows (3 s): what it held of shards and leases was let go.",
+    );
+    let pauses = streamsight_store::pause::PauseWatch::get().pauses();
+    let _ = writeln!(out, "streamsight_process_pauses_total {pauses}");
     if let Some(counts) = shared.snapshots.get() {
         render_snapshots(out, counts);
     }
