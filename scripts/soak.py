@@ -19,6 +19,14 @@ requirements always do.
 
     scripts/soak.py --minutes 60 --binary target/release/streamsight
     scripts/soak.py --minutes 5 --warmup 1 --groups 100   # the CI form
+    scripts/soak.py --minutes 20 --hog 2                   # beside two busy processes
+
+Every alert notification is received (a webhook) and kept in soak.json. For
+each `produce_rate_drop` that fired, the report gives the longest gap between
+the generator's own sends to that topic in the five minutes before: a gap
+far beyond the topic's usual period (10 s for a service's Data Streams
+payloads, 1 s for the broker's traffic) means the generator itself fell
+silent, and the drop was real; otherwise it is a misreading to look into.
 
 Needs the venv scripts/test installs (confluent-kafka, msgpack, matplotlib) and
 tansu (STREAMSIGHT_TANSU, else .tools/tansu/bin/tansu).
@@ -27,6 +35,7 @@ tansu (STREAMSIGHT_TANSU, else .tools/tansu/bin/tansu).
 import argparse
 import gzip
 import http.client
+import http.server
 import json
 import os
 import random
@@ -180,6 +189,7 @@ def main():
     ap.add_argument("--services", type=int, default=200)
     ap.add_argument("--out", default=os.path.join(ROOT, "target/soak"), help="samples (JSON) and plots (PNG)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    ap.add_argument("--hog", type=int, default=0, help="busy processes run beside, as a loaded machine")
     args = ap.parse_args()
     if not 0 <= args.warmup < args.minutes:
         sys.exit(f"--warmup ({args.warmup:g} min) must be shorter than --minutes ({args.minutes:g}): "
@@ -239,10 +249,40 @@ def run(args, work, children, stop):
     print(f"soak: tansu on {bootstrap}, {len(groups)} groups committed in {time.monotonic() - started:.0f} s",
           flush=True)
 
+    # Every notification, received as a receiver would.
+    notified = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            try:
+                alert = json.loads(body).get("alert", {})
+                notified.append({"at_s": time.time(), "rule": alert.get("rule"), "state": alert.get("state"),
+                                 "labels": alert.get("labels", {})})
+            except ValueError:
+                pass
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_):
+            pass
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    # When the generator sent to each topic: to tell a real drop from a misread.
+    sends = {}
+    sends_lock = threading.Lock()
+
+    def sent(topic):
+        with sends_lock:
+            sends.setdefault(topic, []).append(time.time())
+
     # The collector.
     config = os.path.join(work, "streamsight.toml")
     with open(config, "w") as f:
-        f.write(f'''[[serve.clusters]]
+        f.write(f'''[[serve.alerts.notifiers]]
+url = "http://127.0.0.1:{receiver.server_address[1]}/hook"
+
+[[serve.clusters]]
 name = "soak"
 bootstrap = ["{bootstrap}"]
 poll_interval = "10s"
@@ -303,6 +343,7 @@ refresh = "10s"
         body = dsm_payload(services[i], time.time(), int(time.time()) * 10)
         dsm_clients[i % 4].request("POST", "/v0.1/pipeline_stats", body,
                                    {"Content-Type": "application/msgpack", "Content-Encoding": "gzip"})
+        sent(f"{services[i]}-events")
     per_client = 10.0 / len(services)
     for k in range(4):
         every(per_client * 4, lambda k=k: dsm())
@@ -328,6 +369,8 @@ refresh = "10s"
         traffic.produce(DLQ, value=b"{}", headers={"streamsight.source.topic": TOPIC,
                                                    "streamsight.error.class": "ValueError"})
         traffic.flush(10)
+        sent(TOPIC)
+        sent(DLQ)
         # A tenth of the groups commit each round: all of them every 10 s.
         start = committing["n"] % 10
         committing["n"] += 1
@@ -376,8 +419,10 @@ refresh = "10s"
         return ((round(sum(engine) / 1e6, 1) if engine else None),
                 (round(history[0] / 1e6, 1) if history else None), (spans[0] if spans else None))
 
+    for _ in range(args.hog):
+        children.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
     samples, bad = [], []
-    began = time.monotonic()
+    began, began_wall = time.monotonic(), time.time()
     last_cpu, last_at = cpu_s(), began
     minutes = int(round(args.minutes))
     for minute in range(1, minutes + 1):
@@ -404,7 +449,10 @@ refresh = "10s"
     stop.set()
     mix = what_it_saw(api)
     print("soak: saw " + json.dumps(mix), flush=True)
-    return report(args, samples, bad, log_path, serve.poll() is None, mix)
+    drops = explain_drops(notified, sends, began_wall)
+    for d in drops:
+        print("soak: produce_rate_drop " + json.dumps(d), flush=True)
+    return report(args, samples, bad, log_path, serve.poll() is None, mix, notified, drops)
 
 
 def api_get(api, path):
@@ -434,10 +482,27 @@ def what_it_saw(api):
             "dsm_payloads": get("/api/v1/intake").get("intake", {}).get("payloads", 0)}
 
 
-def report(args, samples, bad, log_path, alive, mix):
+def explain_drops(notified, sends, began_wall):
+    """Each produce_rate_drop told firing, with the longest gap between the
+    generator's sends to its topic in the five minutes before."""
+    out = []
+    for n in notified:
+        if n["rule"] != "produce_rate_drop" or n["state"] != "firing":
+            continue
+        topic = n["labels"].get("topic", "")
+        times = [t for t in sends.get(topic, []) if n["at_s"] - 300 <= t <= n["at_s"]]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        out.append({"topic": topic, "cluster": n["labels"].get("cluster"),
+                    "minute": round((n["at_s"] - began_wall) / 60, 1), "sends_in_5_min": len(times),
+                    "longest_send_gap_s": round(max(gaps), 1) if gaps else None})
+    return out
+
+
+def report(args, samples, bad, log_path, alive, mix, notified, drops):
     judged = [s for s in samples if s["minute"] > args.warmup]
     out = {"minutes": args.minutes, "warmup": args.warmup, "groups": args.groups, "services": args.services,
-           "binary": args.binary, "samples": samples, "saw": mix}
+           "binary": args.binary, "hog": args.hog, "samples": samples, "saw": mix, "notified": notified,
+           "produce_rate_drops": drops}
     goals = {}
     if len(judged) >= 2:
         xs = [s["minute"] for s in judged]
