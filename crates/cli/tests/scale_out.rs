@@ -126,7 +126,9 @@ async fn complete_again(client: &reqwest::Client, apis: &[&str], want: &[(String
     started.elapsed()
 }
 
-async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
+/// A tansu broker in a directory of its own, and the URL of a log of six
+/// partitions on it in `mode` (`replicated`, `sharded`).
+fn log_on_tansu(mode: &str) -> (std::path::PathBuf, Tansu, String) {
     let dir = std::env::temp_dir().join(format!(
         "streamsight-scale-out-{mode}-{}-{}",
         std::process::id(),
@@ -138,6 +140,11 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
         "kafka://{}/streamsight-log?partitions=6&timeout_ms=5000&mode={mode}",
         broker.bootstrap
     );
+    (dir, broker, log)
+}
+
+async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
+    let (dir, broker, log) = log_on_tansu(mode);
     let client = reqwest::Client::new();
     let mut nodes: Vec<_> = (0..3).map(|_| support::serve(&log)).collect();
     let now = streamsight_testkit::now_ms();
@@ -208,17 +215,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_node_paused_past_its_session_never_answers_from_before_the_pause() {
     const PAUSE: Duration = Duration::from_secs(20);
-    let dir = std::env::temp_dir().join(format!(
-        "streamsight-scale-out-pause-{}-{}",
-        std::process::id(),
-        streamsight_testkit::now_ms()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!(
-        "kafka://{}/streamsight-log?partitions=6&timeout_ms=5000&mode=sharded",
-        broker.bootstrap
-    );
+    let (dir, broker, log) = log_on_tansu("sharded");
     let nodes = [support::serve(&log), support::serve(&log)];
     // No connection kept between requests: a paused node's kept connections
     // are closed under the client once it resumes.
