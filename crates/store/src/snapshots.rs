@@ -117,6 +117,18 @@ impl std::fmt::Debug for SnapshotReader {
     }
 }
 
+/// Keeps `manifest` for `shard` unless one going on from a later log offset
+/// is kept: the newest snapshot wins, whatever order the manifests were
+/// written in. A node that lost a shard while paused may still finish a
+/// snapshot of it after the shard's new holder wrote a newer one; taken as
+/// the last word, the shard's next holder would start from the older state
+/// (and read more of the log, or miss what retention deleted since).
+fn keep_newest(latest: &mut BTreeMap<u32, Manifest>, shard: u32, manifest: Manifest) {
+    if latest.get(&shard).is_none_or(|kept| manifest.offset >= kept.offset) {
+        latest.insert(shard, manifest);
+    }
+}
+
 /// A snapshot being read: its manifest and the chunks found so far.
 struct Reading {
     manifest: Manifest,
@@ -154,7 +166,7 @@ impl SnapshotReader {
         self.consumer.assign(&tpl).map_err(kafka)
     }
 
-    /// The latest manifest of each of `shards` that has one.
+    /// The newest manifest of each of `shards` that has one (see [`keep_newest`]).
     fn manifests(&self, shards: &[u32]) -> Result<BTreeMap<u32, Manifest>, StoreError> {
         let topic = manifests_topic(&self.url);
         // Read up to each partition's end as it is now: waiting for an EOF
@@ -185,9 +197,9 @@ impl SnapshotReader {
                 Some(Ok(m)) => {
                     let shard = m.partition() as u32;
                     match m.payload().and_then(|p| serde_json::from_slice::<Manifest>(p).ok()) {
-                        Some(manifest) => latest.insert(shard, manifest),
-                        None => latest.remove(&shard),
-                    };
+                        Some(manifest) => keep_newest(&mut latest, shard, manifest),
+                        None => tracing::warn!(shard, offset = m.offset(), "ignored a malformed snapshot manifest"),
+                    }
                     if open.get(&shard).is_some_and(|end| m.offset() + 1 >= *end) {
                         open.remove(&shard);
                     }
@@ -515,6 +527,28 @@ fn write(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_newest_manifest_wins_whatever_order_they_were_written_in() {
+        let manifest = |id, offset| Manifest {
+            id,
+            slot: 0,
+            chunks: 1,
+            first: 0,
+            bytes: 1,
+            offset,
+        };
+        let mut latest = BTreeMap::new();
+        keep_newest(&mut latest, 3, manifest(1, 500));
+        // A paused node's older snapshot, finished after the newer one.
+        keep_newest(&mut latest, 3, manifest(2, 300));
+        assert_eq!(latest[&3].id, 1);
+        keep_newest(&mut latest, 3, manifest(3, 900));
+        assert_eq!(latest[&3].id, 3);
+        // The same offset: the one written last (the state is the same).
+        keep_newest(&mut latest, 3, manifest(4, 900));
+        assert_eq!(latest[&3].id, 4);
+    }
 
     proptest! {
         /// Whatever the log holds where a snapshot should be, reading it is
