@@ -93,6 +93,17 @@ struct Inner {
     echoed_sent_ms: std::sync::atomic::AtomicI64,
 }
 
+impl Inner {
+    /// The shards held and caught up with; none while this node may have
+    /// just resumed from a pause (see `pause`).
+    fn held_now(&self) -> BTreeSet<u32> {
+        if !PauseWatch::get().awake() {
+            return BTreeSet::new();
+        }
+        lock(&self.held).clone()
+    }
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -185,10 +196,7 @@ impl Directory {
     /// The shards this node holds and has caught up with; none while it may
     /// have just resumed from a pause (see `pause`).
     pub fn held(&self) -> BTreeSet<u32> {
-        if !PauseWatch::get().awake() {
-            return BTreeSet::new();
-        }
-        lock(&self.inner.held).clone()
+        self.inner.held_now()
     }
 
     /// The live nodes (this one included) with the SHA-256 of the peer key
@@ -257,15 +265,10 @@ fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &Bas
             inner.changed.store(true, Ordering::Release);
         }
         if announced.elapsed() >= ANNOUNCE_EVERY || inner.changed.swap(false, Ordering::AcqRel) {
-            let held = if watch.awake() {
-                lock(&inner.held).clone()
-            } else {
-                BTreeSet::new()
-            };
             let a = Announcement {
                 node: inner.node.clone(),
                 api: inner.api.clone(),
-                held,
+                held: inner.held_now(),
                 at_ms: now_ms(),
                 peer_key_sha256: inner.peer_key_sha256.clone(),
             };

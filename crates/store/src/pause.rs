@@ -11,7 +11,6 @@
 //! long apply on another thread is not. Between resuming and that thread's
 //! next wake, [`PauseWatch::awake`] is already false: the last wake is old.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -61,7 +60,6 @@ impl Ticks {
 #[derive(Debug)]
 pub struct PauseWatch {
     ticks: Mutex<Ticks>,
-    pauses: AtomicU64,
 }
 
 impl PauseWatch {
@@ -71,7 +69,6 @@ impl PauseWatch {
         WATCH.get_or_init(|| {
             let watch: &'static PauseWatch = Box::leak(Box::new(PauseWatch {
                 ticks: Mutex::new(Ticks::new(Instant::now())),
-                pauses: AtomicU64::new(0),
             }));
             let spawned = std::thread::Builder::new()
                 .name("streamsight-pause-watch".into())
@@ -89,27 +86,35 @@ impl PauseWatch {
         })
     }
 
+    fn ticks(&self) -> std::sync::MutexGuard<'_, Ticks> {
+        self.ticks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn tick(&self, now: Instant) {
-        let mut ticks = self.ticks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if ticks.tick(now) {
+        if self.ticks().tick(now) {
             tracing::warn!(
                 after_ms = FENCE_AFTER.as_millis() as u64,
                 "this process did not run for longer than a group's session allows: what it held is let go"
             );
-            self.pauses.store(ticks.pauses(), Ordering::Release);
         }
     }
 
     /// Pauses seen so far: a holder that saw fewer lets go of what it holds.
     pub fn pauses(&self) -> u64 {
-        self.pauses.load(Ordering::Acquire)
+        self.ticks().pauses()
     }
 
     /// Whether this process can be sure it was not paused since the watch
     /// last woke (false from the moment it resumes until then).
     pub fn awake(&self) -> bool {
-        let ticks = self.ticks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        ticks.awake(Instant::now())
+        self.ticks().awake(Instant::now())
+    }
+
+    /// Whether a holder that has acted on `acted_on` pauses may trust what
+    /// it holds: awake, and no pause since.
+    pub fn trusts(&self, acted_on: u64) -> bool {
+        let ticks = self.ticks();
+        ticks.awake(Instant::now()) && ticks.pauses() == acted_on
     }
 }
 

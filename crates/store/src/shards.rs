@@ -456,8 +456,7 @@ impl Follow for ShardFollow {
 
     fn due(&mut self) -> Vec<Shards> {
         // Nothing snapshotted from before a pause not yet acted on.
-        let watch = PauseWatch::get();
-        if !watch.awake() || watch.pauses() != self.pauses {
+        if !PauseWatch::get().trusts(self.pauses) {
             return Vec::new();
         }
         let Some(snapshots) = &mut self.snapshots else {
@@ -473,8 +472,7 @@ impl Follow for ShardFollow {
 
     fn save(&mut self, shard: &Shards, state: ShardState) {
         // Paused between `due` and here: the state may be from before it.
-        let watch = PauseWatch::get();
-        if !watch.awake() || watch.pauses() != self.pauses {
+        if !PauseWatch::get().trusts(self.pauses) {
             return;
         }
         let (Some(snapshots), Some(&p)) = (&self.snapshots, shard.held.first()) else {
