@@ -198,6 +198,10 @@ def main():
     if not 0 <= args.warmup < args.minutes:
         sys.exit(f"--warmup ({args.warmup:g} min) must be shorter than --minutes ({args.minutes:g}): "
                  "the goals are judged on the minutes after it")
+    if args.journey_spans is not None and args.journey_spans < 1:
+        sys.exit(f"--journey-spans {args.journey_spans}: the journeys store's bound is a count of spans, at least 1")
+    if args.hog < 0:
+        sys.exit(f"--hog {args.hog}: a count of busy processes, 0 or more")
     for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
         if not os.access(path, os.X_OK):
             sys.exit(f"{what} {path}: not an executable (build it, or pass the path)")
