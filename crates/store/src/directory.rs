@@ -91,13 +91,16 @@ struct Inner {
     echoed_ms: std::sync::atomic::AtomicI64,
     /// The newest `at_ms` of this node's own announcements read back.
     echoed_sent_ms: std::sync::atomic::AtomicI64,
+    /// The pauses of this process after which `held` was emptied.
+    pauses_acted_on: std::sync::atomic::AtomicU64,
 }
 
 impl Inner {
     /// The shards held and caught up with; none while this node may have
-    /// just resumed from a pause (see `pause`).
+    /// just resumed from a pause (see `pause`), nor once the watch has woken
+    /// until `held` is emptied of what was held before it.
     fn held_now(&self) -> BTreeSet<u32> {
-        if !PauseWatch::get().awake() {
+        if !PauseWatch::get().trusts(self.pauses_acted_on.load(Ordering::Acquire)) {
             return BTreeSet::new();
         }
         lock(&self.held).clone()
@@ -148,6 +151,7 @@ impl Directory {
             changed: AtomicBool::new(true),
             echoed_ms: std::sync::atomic::AtomicI64::new(now_ms()),
             echoed_sent_ms: std::sync::atomic::AtomicI64::new(0),
+            pauses_acted_on: std::sync::atomic::AtomicU64::new(PauseWatch::get().pauses()),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -255,13 +259,13 @@ impl Drop for Directory {
 fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &BaseConsumer, topic: &str) {
     let mut announced = std::time::Instant::now() - ANNOUNCE_EVERY;
     let watch = PauseWatch::get();
-    let mut pauses = watch.pauses();
     while !stop.load(Ordering::Acquire) {
         // After a pause, the shards held are the follower's to gain again
-        // (it lets them all go): none is announced from before it.
-        if watch.pauses() != pauses {
-            pauses = watch.pauses();
+        // (it lets them all go): none is served or announced from before it.
+        let pauses = watch.pauses();
+        if pauses != inner.pauses_acted_on.load(Ordering::Acquire) {
             lock(&inner.held).clear();
+            inner.pauses_acted_on.store(pauses, Ordering::Release);
             inner.changed.store(true, Ordering::Release);
         }
         if announced.elapsed() >= ANNOUNCE_EVERY || inner.changed.swap(false, Ordering::AcqRel) {
