@@ -97,6 +97,23 @@ fn every_topic(lag: i64) -> Vec<(String, i64)> {
     (0..TOPICS).map(|k| (format!("t{k}"), lag)).collect()
 }
 
+/// Rounds `0..rounds` spread over every node's intake (dated from `now`),
+/// until every node reports the lag of the last.
+async fn rounds_through_every_node(
+    client: &reqwest::Client,
+    nodes: &[(support::Guard, String, String)],
+    rounds: i64,
+    now: i64,
+) {
+    let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();
+    for r in 0..rounds {
+        round(client, &intakes, r, now - (40 - r) * 10_000).await;
+    }
+    for (_, _, api) in nodes {
+        converges(client, api, "g", &every_topic(100 + rounds)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_replicating_one_log_lose_nothing_when_one_is_killed() {
     three_nodes_lose_nothing_when_one_is_killed("replicated").await;
@@ -150,13 +167,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
     let now = streamsight_testkit::now_ms();
 
     // Intake spread over the three nodes; every node answers for all of it.
-    let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();
-    for r in 0..10 {
-        round(&client, &intakes, r, now - (40 - r) * 10_000).await;
-    }
-    for (_, _, api) in &nodes {
-        converges(&client, api, "g", &every_topic(110)).await;
-    }
+    rounds_through_every_node(&client, &nodes, 10, now).await;
 
     // The seed's incident through node 1: acknowledged offsets, then a failed
     // send's placeholder (-1 on partition 0 and -1). Read through node 2, lag
@@ -221,13 +232,7 @@ async fn a_sharded_node_paused_past_its_session_never_answers_from_before_the_pa
     // are closed under the client once it resumes.
     let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
     let now = streamsight_testkit::now_ms();
-    let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();
-    for r in 0..3 {
-        round(&client, &intakes, r, now - (40 - r) * 10_000).await;
-    }
-    for (_, _, api) in &nodes {
-        converges(&client, api, "g", &every_topic(103)).await;
-    }
+    rounds_through_every_node(&client, &nodes, 3, now).await;
     let (paused, _, paused_api) = &nodes[0];
     let (_, other_intake, other_api) = &nodes[1];
     paused.signal("STOP");
