@@ -39,6 +39,12 @@ pub struct EngineConfig {
     pub open_transaction_after: Duration,
     /// Consecutive broker answers below an earlier one that make a reset.
     pub reset_confirmations: u32,
+    /// A produce rate counts the time since the end offset was last seen as
+    /// time it stood still only once it is this old: until then its sources (a
+    /// poll, a client's flush of a 10 s Data Streams bucket) may just not have
+    /// reported yet.
+    #[serde(with = "humantime_serde")]
+    pub end_overdue_after: Duration,
     /// How many names input may create (`[engine.cardinality]`).
     pub cardinality: Cardinality,
 }
@@ -90,6 +96,7 @@ impl Default for EngineConfig {
             producer_failing_for: Duration::from_secs(60),
             open_transaction_after: Duration::from_secs(60),
             reset_confirmations: 2,
+            end_overdue_after: Duration::from_secs(30),
             cardinality: Cardinality::default(),
         }
     }

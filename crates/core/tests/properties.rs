@@ -270,4 +270,46 @@ proptest! {
             }
         }
     }
+
+    /// A producer at a steady rate reads at that rate, however its sightings
+    /// fall: acks or polls, from every second to `end_overdue_after` apart
+    /// (a missed Data Streams bucket), read at any moment before the next.
+    #[test]
+    fn a_steady_producers_rate_is_read_whenever_its_sightings_come(
+        per_second in 1i64..20_000,
+        gaps in prop::collection::vec(1_000i64..=30_000, 10..300),
+        polled in any::<bool>(),
+        wait in 0i64..=30_000,
+    ) {
+        let mut e = Engine::new(EngineConfig::default()).unwrap();
+        let obs = |offset| if polled { Obs::BrokerEnd(0, offset) } else { Obs::Produced(0, offset) };
+        let mut t = 0;
+        for gap in gaps {
+            t += gap;
+            obs(per_second * t / 1000).apply(&mut e, Millis(t));
+        }
+        let pid = e.partitions().next().unwrap();
+        let now = Millis(t + wait);
+        let Some(rate) = e.produce_rate(pid, now, Engine::RATE_WINDOW_MS) else {
+            // Only a history shorter than a tenth of the window may say nothing.
+            prop_assert!(t - 1_000 < Engine::RATE_WINDOW_MS, "{t}");
+            return Ok(());
+        };
+        // Whole offsets at each end, and the streaming merge's quarter-second
+        // tolerance in time, over a window of at least 6 s.
+        let slack = 2.0 * 1000.0 / 6_000.0 + per_second as f64 * 2.0 * 250.0 / 6_000.0;
+        prop_assert!((rate - per_second as f64).abs() <= slack, "{rate} per second, produced {per_second}");
+    }
+
+    /// Rates are finite and never negative, whatever was seen and whenever asked.
+    #[test]
+    fn produce_rates_are_never_negative(timeline in timeline(), later in 0..1_000_000i64, over in 1..600_000i64) {
+        let e = run(&timeline);
+        let now = Millis(timeline.last().unwrap().0 + later);
+        for pid in e.partitions() {
+            if let Some(r) = e.produce_rate(pid, now, over) {
+                prop_assert!(r.is_finite() && r >= 0.0, "{r}");
+            }
+        }
+    }
 }

@@ -112,22 +112,27 @@ impl Engine {
     /// The span rates are measured over where callers have no reason to choose another.
     pub const RATE_WINDOW_MS: i64 = 60_000;
 
-    /// The produce rate over the last `over_ms` before `now` (or over as much of
-    /// it as the offset history holds, when that is at least a tenth of it):
-    /// `None` where the history is too short to say.
+    /// The produce rate over the last `over_ms` (or over as much of it as the
+    /// offset history holds, when that is at least a tenth of it): `None` where
+    /// the history is too short to say.
+    ///
+    /// The end offset is read on the line between sightings, as produce times
+    /// are: between two of them it rose steadily, not at the second. The window
+    /// ends at the newest sighting while that is at most `end_overdue_after`
+    /// old, since sources report every few seconds (a poll, a 10 s Data Streams
+    /// bucket) and a sighting not come yet is no drop; past that, the time
+    /// without one counts as time the end stood still.
     pub fn produce_rate(&self, pid: PartitionId, now: Millis, over_ms: i64) -> Option<f64> {
         let h = &self.partitions[pid.0 as usize].history;
-        let since = Millis(now.0.saturating_sub(over_ms));
-        let (then, from) = match h.end_at(since) {
-            Some(end) => (end, since),
-            None => {
-                let oldest = h.oldest()?;
-                (oldest.end, oldest.at)
-            }
-        };
-        let end = h.end_at(now)?;
-        let span = now.since(from);
-        (span > 0 && span >= over_ms / 10).then(|| end.saturating_sub(then).max(0) as f64 * 1000.0 / span as f64)
+        let (oldest, newest) = (h.oldest()?, h.newest()?);
+        let until = Millis(now.0.min(newest.at.0.max(now.0.saturating_sub(self.end_overdue_ms))));
+        let from = Millis(until.0.saturating_sub(over_ms)).max(oldest.at);
+        let span = until.since(from);
+        if span <= 0 || span < over_ms / 10 {
+            return None;
+        }
+        let rose = h.end_interpolated(until)? - h.end_interpolated(from)?;
+        Some(rose.max(0.0) * 1000.0 / span as f64)
     }
 
     /// Offsets a group committed per second on a partition, over the commits the

@@ -699,3 +699,60 @@ fn an_operators_reset_back_is_the_groups_own_and_not_a_rewind() {
     assert_eq!(r.lag_messages, Some(840));
     assert_eq!(reset(&mut told, 52, -1), Err(RejectReason::InvalidOffsetSentinel));
 }
+
+fn rate(e: &Engine, at: i64) -> Option<f64> {
+    let pid = e.partition_of(e.find("c", "g", T, 0).unwrap());
+    e.produce_rate(pid, secs(at), Engine::RATE_WINDOW_MS)
+}
+
+#[test]
+fn a_steady_producers_rate_is_its_rate_however_few_points_its_history_keeps() {
+    // 100 messages a second, seen by a poll every 10 s for ten minutes: the
+    // history keeps the line's two ends, and the rate is over the last minute.
+    let mut e = engine();
+    commit(&mut e, 0, 0).unwrap();
+    for s in (0..=600).step_by(10) {
+        broker_end(&mut e, s, s * 100);
+    }
+    let r = rate(&e, 600).unwrap();
+    assert!((r - 100.0).abs() < 1.0, "{r}");
+}
+
+#[test]
+fn a_sighting_that_has_not_come_yet_is_not_a_drop() {
+    // Data Streams dates offsets by their 10 s bucket: a flush that lands in the
+    // same bucket as the one before leaves the next bucket without a sighting.
+    // 100 messages a second throughout.
+    let mut e = engine();
+    commit(&mut e, 0, 0).unwrap();
+    for s in (0..=570).step_by(10).filter(|s| *s != 560) {
+        produce(&mut e, s, s * 100).unwrap();
+    }
+    // At 589 s the newest sighting is 19 s old and the one before 29 s.
+    for now in [571, 580, 589] {
+        let r = rate(&e, now).unwrap();
+        assert!((r - 100.0).abs() < 1.0, "at {now} s: {r}");
+    }
+}
+
+#[test]
+fn a_producer_that_stops_reads_zero_once_its_sightings_are_overdue() {
+    let mut e = engine();
+    commit(&mut e, 0, 0).unwrap();
+    for s in (0..=300).step_by(10) {
+        produce(&mut e, s, s * 100).unwrap();
+    }
+    // No sighting after 300 s: within the grace the rate is still the last one
+    // seen; past it the time without one counts as time the end stood still.
+    assert!((rate(&e, 320).unwrap() - 100.0).abs() < 1.0);
+    let half = rate(&e, 360).unwrap();
+    assert!((half - 50.0).abs() < 1.0, "{half}");
+    assert_eq!(rate(&e, 400), Some(0.0));
+    // A poller that keeps seeing the same end says so at once.
+    let mut polled = engine();
+    commit(&mut polled, 0, 0).unwrap();
+    for s in (0..=400).step_by(10) {
+        broker_end(&mut polled, s, s.min(300) * 100);
+    }
+    assert_eq!(rate(&polled, 400), Some(0.0));
+}

@@ -414,6 +414,18 @@ impl OffsetHistory {
         (idx < self.points.len()).then_some((target, idx))
     }
 
+    /// The end offset at `at` on the line between the sightings around it (the
+    /// line produce times are read from), or the newest sighting's after it;
+    /// `None` before the history.
+    pub fn end_interpolated(&self, at: Millis) -> Option<f64> {
+        let idx = self.points.partition_point(|q| q.at <= at);
+        let p = self.points.get(idx.checked_sub(1)?)?;
+        Some(match self.points.get(idx) {
+            Some(q) => p.end as f64 + (q.end - p.end) as f64 * at.since(p.at) as f64 / q.at.since(p.at) as f64,
+            None => p.end as f64,
+        })
+    }
+
     /// The end offset as last seen at or before `at`.
     pub fn end_at(&self, at: Millis) -> Option<i64> {
         let idx = self.points.partition_point(|q| q.at <= at);
