@@ -84,10 +84,12 @@ class Latencies:
         self.lock = threading.Lock()
         self.ms = []
         self.bad = []
+        self.by_path = {}
 
     def record(self, ms, status, what):
         with self.lock:
             self.ms.append(ms)
+            self.by_path.setdefault(what.split("?")[0], []).append(ms)
             if not 200 <= status < 300:
                 self.bad.append(f"{what}: {status}")
 
@@ -96,6 +98,12 @@ class Latencies:
             ms, bad = self.ms, self.bad
             self.ms, self.bad = [], []
         return ms, bad
+
+    def take_by_path(self):
+        """p99 in ms of each request line since the last call."""
+        with self.lock:
+            by_path, self.by_path = self.by_path, {}
+        return {k: round(p99(v), 2) for k, v in sorted(by_path.items())}
 
 
 def p99(ms):
@@ -447,11 +455,14 @@ refresh = "10s"
         with open(log_path) as f:
             text = f.read()
         engine, history, spans = held()
+        disk = {name: round(os.path.getsize(os.path.join(work, name)) / 1e6, 1)
+                for name in ("soak.db", "soak.db-wal") if os.path.exists(os.path.join(work, name))}
         s = {"minute": minute, "rss_mb": round(rss_mb(), 1), "engine_mb": engine, "history_mb": history,
              "journey_spans": spans,
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1),
-             "intake_requests": len(ims), "intake_p99_ms": p99(ims), "api_requests": len(ams),
-             "api_p99_ms": p99(ams), "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
+             "intake_requests": len(ims), "intake_p99_ms": p99(ims),
+             "intake_p99_ms_by_request": intake_lat.take_by_path(), "storage_mb": disk, "api_requests": len(ams),
+             "api_p99_ms": p99(ams), "api_p99_ms_by_request": api_lat.take_by_path(), "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
              "non_2xx": len(ibad) + len(abad)}
         last_cpu, last_at = cpu, now
         samples.append(s)
