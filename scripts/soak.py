@@ -201,6 +201,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "target/soak"), help="samples (JSON) and plots (PNG)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     ap.add_argument("--hog", type=int, default=0, help="busy processes run beside, as a loaded machine")
+    ap.add_argument("--retention", default=None,
+                    help='[serve] retention (e.g. "5m"): the store stops growing once it is reached')
     ap.add_argument("--journey-spans", type=int, default=None,
                     help="[serve.journeys] max_spans: the journeys store fills to it (by default 300,000, "
                          "about 16 hours of this mix); a bound reached within the warm-up leaves RSS "
@@ -298,6 +300,8 @@ def run(args, work, children, stop):
     # The collector.
     config = os.path.join(work, "streamsight.toml")
     with open(config, "w") as f:
+        if args.retention is not None:
+            f.write(f'[serve]\nretention = "{args.retention}"\n\n')
         if args.journey_spans is not None:
             f.write(f"[serve.journeys]\nmax_spans = {args.journey_spans}\n\n")
         f.write(f'''[[serve.alerts.notifiers]]

@@ -421,7 +421,9 @@ impl OffsetHistory {
         let idx = self.points.partition_point(|q| q.at <= at);
         let p = self.points.get(idx.checked_sub(1)?)?;
         Some(match self.points.get(idx) {
-            Some(q) => p.end as f64 + (q.end - p.end) as f64 * at.since(p.at) as f64 / q.at.since(p.at) as f64,
+            Some(q) => {
+                p.end as f64 + q.end.saturating_sub(p.end) as f64 * at.since(p.at) as f64 / q.at.since(p.at) as f64
+            }
             None => p.end as f64,
         })
     }

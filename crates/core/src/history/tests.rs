@@ -285,3 +285,14 @@ fn end_at_looks_back_in_time() {
     assert_eq!(h.end_at(Millis(1_500)), Some(10));
     assert_eq!(h.end_at(Millis(9_000)), Some(20));
 }
+
+#[test]
+fn end_interpolated_reads_the_line_between_sightings_and_holds_after_the_newest() {
+    let p = params(64);
+    let h = history(&[(10, 1_000), (20, 2_000)], &p);
+    assert_eq!(h.end_interpolated(Millis(500)), None);
+    assert_eq!(h.end_interpolated(Millis(1_000)), Some(10.0));
+    assert_eq!(h.end_interpolated(Millis(1_250)), Some(12.5));
+    assert_eq!(h.end_interpolated(Millis(2_000)), Some(20.0));
+    assert_eq!(h.end_interpolated(Millis(9_000)), Some(20.0));
+}
