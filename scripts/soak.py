@@ -213,6 +213,8 @@ def main():
                  "the goals are judged on the minutes after it")
     if args.journey_spans is not None and args.journey_spans < 1:
         sys.exit(f"--journey-spans {args.journey_spans}: the journeys store's bound is a count of spans, at least 1")
+    if args.retention is not None and not re.fullmatch(r"(\d+\s*[a-z]+\s*)+", args.retention):
+        sys.exit(f"--retention {args.retention!r}: a duration such as 10m or 1h 30m")
     if args.hog < 0:
         sys.exit(f"--hog {args.hog}: a count of busy processes, 0 or more")
     for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
