@@ -85,28 +85,23 @@ class Latencies:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.ms = []
-        self.bad = []
         self.by_path = {}
+        self.bad = []
 
     def record(self, ms, status, what):
         with self.lock:
-            self.ms.append(ms)
             self.by_path.setdefault(what.split("?")[0], []).append(ms)
             if not 200 <= status < 300:
                 self.bad.append(f"{what}: {status}")
 
     def take(self):
+        """Since the last call: every latency (ms), the answers not 2xx, and the
+        p99 of each request line."""
         with self.lock:
-            ms, bad = self.ms, self.bad
-            self.ms, self.bad = [], []
-        return ms, bad
-
-    def take_by_path(self):
-        """p99 in ms of each request line since the last call."""
-        with self.lock:
-            by_path, self.by_path = self.by_path, {}
-        return {k: round(p99(v), 2) for k, v in sorted(by_path.items())}
+            by_path, bad = self.by_path, self.bad
+            self.by_path, self.bad = {}, []
+        ms = [v for vs in by_path.values() for v in vs]
+        return ms, bad, {k: round(p99(v), 2) for k, v in sorted(by_path.items())}
 
 
 def p99(ms):
@@ -416,10 +411,14 @@ refresh = "10s"
     # Samples, once a minute.
     clk = os.sysconf("SC_CLK_TCK")
 
+    def stat_cpu_s(text):
+        """utime + stime of a /proc stat line, in seconds."""
+        fields = text.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / clk
+
     def cpu_s():
         with open(f"/proc/{serve.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / clk
+            return stat_cpu_s(f.read())
 
     def cpu_by_thread():
         """CPU seconds so far by thread name (tokio workers, the writer, the
@@ -432,8 +431,7 @@ refresh = "10s"
             except OSError:
                 continue  # a thread that ended meanwhile
             name = text[text.index("(") + 1:text.rindex(")")]
-            fields = text.rsplit(")", 1)[1].split()
-            out[name] = out.get(name, 0) + (int(fields[11]) + int(fields[12])) / clk
+            out[name] = out.get(name, 0) + stat_cpu_s(text)
         return out
 
     def rss_mb():
@@ -495,8 +493,8 @@ refresh = "10s"
         # told while it lives, so a negative difference counts as 0.
         by_thread = {k: round(100 * max(0.0, v - last_threads.get(k, 0.0)) / (now - last_at), 2)
                      for k, v in sorted(threads.items())}
-        ims, ibad = intake_lat.take()
-        ams, abad = api_lat.take()
+        ims, ibad, ims_by_path = intake_lat.take()
+        ams, abad, ams_by_path = api_lat.take()
         bad += ibad + abad
         log.flush()
         with open(log_path) as f:
@@ -512,8 +510,8 @@ refresh = "10s"
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1), "cpu_percent_by_thread": by_thread,
              "alerts_evaluation_ms": evaluation_ms,
              "intake_requests": len(ims), "intake_p99_ms": p99(ims),
-             "intake_p99_ms_by_request": intake_lat.take_by_path(), "storage_mb": disk, "api_requests": len(ams),
-             "api_p99_ms": p99(ams), "api_p99_ms_by_request": api_lat.take_by_path(), "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
+             "intake_p99_ms_by_request": ims_by_path, "storage_mb": disk, "api_requests": len(ams),
+             "api_p99_ms": p99(ams), "api_p99_ms_by_request": ams_by_path, "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
              "non_2xx": len(ibad) + len(abad)}
         last_cpu, last_at, last_threads = cpu, now, threads
         samples.append(s)
