@@ -111,6 +111,51 @@ def p99(ms):
     return ms[min(len(ms) - 1, int(len(ms) * 0.99))]
 
 
+# The collector's own timings (streamsight_node::timings): where a write's time
+# goes, by stage, by applying service, and the waits for the engine's lock.
+TIMINGS = {"streamsight_intake_stage_seconds": "stage", "streamsight_apply_seconds": "service",
+           "streamsight_engine_lock_wait_seconds": "by"}
+BUCKET = re.compile(r'^(\w+)_bucket\{(\w+)="([^"]+)",le="([^"]+)"\} (\S+)$')
+
+
+def histograms(metrics):
+    """The timing histograms in a scrape: {(family, label value): [(le, cumulative count)]}."""
+    out = {}
+    for line in metrics.splitlines():
+        m = BUCKET.match(line)
+        if m and TIMINGS.get(m.group(1)) == m.group(2):
+            le = float("inf") if m.group(4) == "+Inf" else float(m.group(4))
+            out.setdefault((m.group(1), m.group(3)), []).append((le, float(m.group(5))))
+    return out
+
+
+def quantile_ms(q, buckets):
+    """Prometheus' histogram_quantile over cumulative buckets (linear within
+    the bucket; the last finite bound when past every bound), in ms."""
+    total = buckets[-1][1] if buckets else 0
+    if total <= 0:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for le, n in buckets:
+        if n >= rank:
+            if le == float("inf"):
+                return round(lower * 1000, 2)
+            return round((lower + (le - lower) * (rank - below) / max(n - below, 1e-9)) * 1000, 2)
+        lower, below = le, n
+    return round(lower * 1000, 2)
+
+
+def timings_p99(now, last):
+    """Each timing's p99 (ms) and count over the minute between two scrapes."""
+    out = {}
+    for (family, label), buckets in sorted(now.items()):
+        before = dict(last.get((family, label), []))
+        delta = [(le, n - before.get(le, 0.0)) for le, n in buckets]
+        name = family.removeprefix("streamsight_").removesuffix("_seconds")
+        out.setdefault(name, {})[label] = {"p99_ms": quantile_ms(0.99, delta), "n": int(delta[-1][1])}
+    return out
+
+
 class Client:
     """One keep-alive connection; requests timed, answers recorded."""
 
@@ -448,7 +493,7 @@ refresh = "10s"
         try:
             _, body = api_get(api, "/metrics?granularity=group")
         except OSError:
-            return None, None, None, None
+            return None, None, None, None, {}
         lines = body.splitlines()
         engine = [float(line.rsplit(" ", 1)[1]) for line in lines
                   if line.startswith("streamsight_engine_memory_bytes{")]
@@ -460,7 +505,7 @@ refresh = "10s"
                       if line.startswith("streamsight_alerts_evaluation_seconds ")]
         return ((round(sum(engine) / 1e6, 1) if engine else None),
                 (round(history[0] / 1e6, 1) if history else None), (spans[0] if spans else None),
-                (round(evaluation[0] * 1000, 1) if evaluation else None))
+                (round(evaluation[0] * 1000, 1) if evaluation else None), histograms(body))
 
     for _ in range(args.hog):
         children.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
@@ -483,6 +528,7 @@ refresh = "10s"
     began, began_wall = time.monotonic(), time.time()
     last_cpu, last_at = cpu_s(), began
     last_threads = cpu_by_thread()
+    last_timings = held()[4]
     minutes = int(round(args.minutes))
     for minute in range(1, minutes + 1):
         stop.wait(max(0, began + minute * 60 - time.monotonic()))
@@ -499,7 +545,7 @@ refresh = "10s"
         log.flush()
         with open(log_path) as f:
             text = f.read()
-        engine, history, spans, evaluation_ms = held()
+        engine, history, spans, evaluation_ms, timings = held()
         disk = {name: round(os.path.getsize(os.path.join(work, name)) / 1e6, 1)
                 for name in ("soak.db", "soak.db-wal") if os.path.exists(os.path.join(work, name))}
         rss = take_rss()
@@ -509,11 +555,13 @@ refresh = "10s"
              "journey_spans": spans,
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1), "cpu_percent_by_thread": by_thread,
              "alerts_evaluation_ms": evaluation_ms,
+             # The collector's own account of where a write's time went this minute.
+             "timings": timings_p99(timings, last_timings),
              "intake_requests": len(ims), "intake_p99_ms": p99(ims),
              "intake_p99_ms_by_request": ims_by_path, "storage_mb": disk, "api_requests": len(ams),
              "api_p99_ms": p99(ams), "api_p99_ms_by_request": ams_by_path, "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
              "non_2xx": len(ibad) + len(abad)}
-        last_cpu, last_at, last_threads = cpu, now, threads
+        last_cpu, last_at, last_threads, last_timings = cpu, now, threads, timings or last_timings
         samples.append(s)
         print("soak: " + json.dumps(s), flush=True)
     stop.set()

@@ -20,6 +20,10 @@ pub struct ActService {
 }
 
 impl streamsight_node::Feature for ActService {
+    fn name(&self) -> &'static str {
+        "act"
+    }
+
     fn apply(&self, _records: &[streamsight_core::Record]) {}
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -6,6 +6,10 @@ use streamsight_core::{Millis, Record};
 use streamsight_node::Feature;
 
 impl Feature for AlertService {
+    fn name(&self) -> &'static str {
+        "alerts"
+    }
+
     fn apply(&self, records: &[Record]) {
         AlertService::apply(self, records);
     }

@@ -978,3 +978,69 @@ async fn history_samples_out_of_bounds_is_refused_naming_its_table() {
         );
     }
 }
+
+/// Every write's stages are timed where a scrape sees them: intake requests'
+/// read and decode (Data Streams and OTLP alike), every write's queue,
+/// append and apply, each service's apply and the engine's lock waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_stage_of_a_write_is_timed_on_metrics() {
+    let dir = temp_dir("timings");
+    let running = start(format!("sqlite://{}/s.db", dir.display())).await;
+    let intake = format!("http://{}/v0.1/pipeline_stats", running.intake_addr);
+    let api = format!("http://{}", running.api_addr);
+    let client = reqwest::Client::new();
+    let count = |metrics: &str, series: &str| streamsight_testkit::http::sample(metrics, series).unwrap_or(-1.0);
+    let before = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+    for stage in ["read", "decode"] {
+        let series = format!("streamsight_intake_stage_seconds_count{{stage=\"{stage}\"}}");
+        assert_eq!(count(&before, &series), 0.0, "{series}");
+    }
+
+    post_pipeline(&client, &intake, now_ns() - 60_000_000_000).await;
+    let otlp = client
+        .post(format!("http://{}/v1/traces", running.otlp_addr))
+        .header("content-type", "application/json")
+        .body(r#"{"resourceSpans":[]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(otlp.status(), 200);
+
+    let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+    // Two Data Streams requests and one OTLP request were read and decoded.
+    for stage in ["read", "decode"] {
+        let series = format!("streamsight_intake_stage_seconds_count{{stage=\"{stage}\"}}");
+        assert_eq!(count(&metrics, &series), 3.0, "{series}\n{metrics}");
+    }
+    // The two payloads' records were queued, stored and applied (with
+    // whatever else the node wrote meanwhile).
+    for stage in ["queue", "append", "apply"] {
+        let series = format!("streamsight_intake_stage_seconds_count{{stage=\"{stage}\"}}");
+        assert!(count(&metrics, &series) >= 2.0, "{series}\n{metrics}");
+    }
+    for service in [
+        "lag",
+        "deliveries",
+        "pathways",
+        "audit",
+        "redrives",
+        "alerts",
+        "journeys",
+    ] {
+        let series = format!("streamsight_apply_seconds_count{{service=\"{service}\"}}");
+        assert!(count(&metrics, &series) >= 2.0, "{series}\n{metrics}");
+    }
+    assert!(count(&metrics, "streamsight_engine_lock_wait_seconds_count{by=\"apply\"}") >= 2.0);
+    assert!(count(&metrics, "streamsight_engine_lock_wait_seconds_count{by=\"read\"}") >= 1.0);
+    // Buckets are cumulative and end at the count.
+    let read = |le: &str| {
+        count(
+            &metrics,
+            &format!("streamsight_intake_stage_seconds_bucket{{stage=\"read\",le=\"{le}\"}}"),
+        )
+    };
+    assert!(read("0.00005") <= read("0.001") && read("0.001") <= read("2.5"));
+    assert_eq!(read("+Inf"), 3.0);
+    assert!(count(&metrics, "streamsight_intake_stage_seconds_sum{stage=\"read\"}") > 0.0);
+    running.shutdown().await;
+}

@@ -38,6 +38,12 @@ impl Family {
         let _ = writeln!(self.body, "{}{{{labels}}} {value}", self.name);
     }
 
+    /// A sample of one of the family's series named with a suffix (a
+    /// histogram's `_bucket`, `_sum` and `_count`).
+    pub fn suffixed(&mut self, suffix: &str, labels: &str, value: impl std::fmt::Display) {
+        let _ = writeln!(self.body, "{}{suffix}{{{labels}}} {value}", self.name);
+    }
+
     pub fn write(&self, out: &mut String) {
         header(out, self.name, self.kind, self.help);
         out.push_str(&self.body);

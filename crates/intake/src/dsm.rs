@@ -19,6 +19,7 @@ use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::clock;
 use streamsight_node::sync::lock;
 use streamsight_node::telemetry::{DroppedEndpoint, IntakeError, IntakeEvent};
+use streamsight_node::timings::Stage;
 use streamsight_node::{AppendError, Shared, Writer};
 use streamsight_wire::budget;
 use streamsight_wire::dsm::backlog;
@@ -102,18 +103,21 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
     }
     // Charged from the first byte read to the last record stored.
     let mut meter = shared.meter();
+    let began = std::time::Instant::now();
     let body = match read_metered(body, limits.max_body_bytes, &mut meter).await {
         Ok(b) => b,
         Err(refused) => {
             return crate::counted(telemetry, refused).into_response();
         }
     };
+    shared.timings.stage(Stage::Read).observe(began.elapsed());
     let gzipped = match gzipped(&headers) {
         Ok(g) => g,
         Err(why) => {
             return reject(IntakeError::UnsupportedEncoding, why).into_response();
         }
     };
+    let began = std::time::Instant::now();
     let decoded = {
         // Off the async workers, when one of the process's decoders is free.
         let Some(_turn) = shared.decode_memory.turn().await else {
@@ -126,6 +130,7 @@ async fn pipeline_stats(State(intake): State<Intake>, headers: HeaderMap, body: 
         })
         .await
     };
+    shared.timings.stage(Stage::Decode).observe(began.elapsed());
     let Ok((decoded, _meter)) = decoded else {
         return reject(IntakeError::BadMsgpack, "the decoder failed".into()).into_response();
     };

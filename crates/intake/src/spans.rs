@@ -19,6 +19,7 @@ use streamsight_http::{ApiError, ErrorKind};
 use streamsight_node::clock;
 use streamsight_node::sync::lock;
 use streamsight_node::telemetry::IntakeError;
+use streamsight_node::timings::Stage;
 use streamsight_node::{Shared, Writer};
 use streamsight_wire::budget;
 use streamsight_wire::traces::{self, DecodeError, Decoded, Limits};
@@ -105,8 +106,11 @@ async fn take_uncounted(
     // Charged from the first byte read to the last record stored: the body,
     // the body decompressed, what decoding builds (see `streamsight_wire::budget`).
     let mut meter = shared.meter();
+    let began = std::time::Instant::now();
     let body: Bytes = read_metered(body, shared.config.limits.max_body_bytes, &mut meter).await?;
+    shared.timings.stage(Stage::Read).observe(began.elapsed());
     let limits = limits(shared);
+    let began = std::time::Instant::now();
     // Off the async workers, when one of the process's decoders is free.
     let Some(_turn) = shared.decode_memory.turn().await else {
         return Err(ApiError::new(
@@ -123,6 +127,7 @@ async fn take_uncounted(
     })
     .await
     .map_err(|_| ApiError::new(ErrorKind::BadBody, "the decoder failed"))?;
+    shared.timings.stage(Stage::Decode).observe(began.elapsed());
     let decoded = decoded.map_err(|e| refused(&e))?;
     let at = clock::now();
     let mut decoded = decoded;

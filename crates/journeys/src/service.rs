@@ -105,6 +105,10 @@ impl JourneyService {
 }
 
 impl Feature for JourneyService {
+    fn name(&self) -> &'static str {
+        "journeys"
+    }
+
     fn apply(&self, records: &[Record]) {
         JourneyService::apply(self, records);
     }

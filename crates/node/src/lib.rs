@@ -17,6 +17,7 @@ pub mod signals;
 pub mod state;
 pub mod sync;
 pub mod telemetry;
+pub mod timings;
 pub mod writer;
 
 pub use config::ServeConfig;

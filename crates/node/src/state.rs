@@ -32,6 +32,8 @@ pub struct Shared {
     /// after the base services, in order; the last one takes the records.
     features: Vec<Arc<dyn Feature>>,
     pub telemetry: IntakeTelemetry,
+    /// Where writes' time goes: by intake stage and by applying service.
+    pub timings: crate::timings::Timings,
     /// What requests in flight may decode, shared by every tenant of the
     /// process ([`Shared::share_decode_memory`]).
     pub decode_memory: Arc<crate::memory::DecodeMemory>,
@@ -102,6 +104,7 @@ impl Shared {
             audit: crate::services::AuditService::default(),
             redrives: crate::services::RedriveService::default(),
             signals: crate::services::DerivedSignals::new(config.alerts.max_series),
+            timings: crate::timings::Timings::new(BASE_SERVICES.into_iter().chain(features.iter().map(|f| f.name()))),
             features,
             telemetry: IntakeTelemetry::default(),
             decode_memory: crate::memory::DecodeMemory::new(config.limits.decode_memory_bytes),
@@ -178,8 +181,8 @@ impl Shared {
     /// service whose concern they are.
     pub fn apply(&self, records: &[Record]) {
         self.apply_borrowed(records);
-        for f in &self.features {
-            f.apply(records);
+        for (i, f) in self.features.iter().enumerate() {
+            self.timed(BASE_SERVICES.len() + i, || f.apply(records));
         }
     }
 
@@ -192,10 +195,18 @@ impl Shared {
     /// Every feature applies `records`; the last one keeps them.
     fn take_features(&self, records: Vec<Record>) {
         if let Some((last, others)) = self.features.split_last() {
-            for f in others {
-                f.apply(&records);
+            for (i, f) in others.iter().enumerate() {
+                self.timed(BASE_SERVICES.len() + i, || f.apply(&records));
             }
-            last.take(records);
+            self.timed(BASE_SERVICES.len() + others.len(), || last.take(records));
+        }
+    }
+
+    /// Runs the `i`th service's apply (see [`BASE_SERVICES`]), timed.
+    fn timed<T>(&self, i: usize, apply: impl FnOnce() -> T) -> T {
+        match self.timings.service(i) {
+            Some(h) => h.time(apply),
+            None => apply(),
         }
     }
 
@@ -234,13 +245,16 @@ impl Shared {
     }
 
     fn apply_borrowed(&self, records: &[Record]) {
-        let events = self.lag.apply(records);
-        self.deliveries.apply(records, &events, &self.lag);
-        self.pathways.apply(records);
-        self.audit.apply(records);
-        self.redrives.apply(records);
+        let events = self.timed(0, || self.lag.apply(records));
+        self.timed(1, || self.deliveries.apply(records, &events, &self.lag));
+        self.timed(2, || self.pathways.apply(records));
+        self.timed(3, || self.audit.apply(records));
+        self.timed(4, || self.redrives.apply(records));
     }
 }
+
+/// The base services, in the order they apply a batch (their timings' names).
+const BASE_SERVICES: [&str; 5] = ["lag", "deliveries", "pathways", "audit", "redrives"];
 
 /// A feature's own state, built from the log like the base services': the
 /// writer applies every stored record to it, on replay too, and a sharded
@@ -248,6 +262,9 @@ impl Shared {
 /// features install themselves when the collector builds a node; the base
 /// knows none of them by name.
 pub trait Feature: std::any::Any + Send + Sync + std::fmt::Debug {
+    /// Its name where its work is counted (`/metrics`' apply timings).
+    fn name(&self) -> &'static str;
+
     /// Applies records already on disk (or being replayed from it).
     fn apply(&self, records: &[Record]);
 

@@ -9,6 +9,7 @@
 use crate::state::Shared;
 use crate::sync::lock;
 use crate::telemetry::Failure;
+use crate::timings::Stage;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use streamsight_core::{Millis, Record};
@@ -49,6 +50,8 @@ enum Job {
         /// Applied after `records`, never stored: answers that only confirm.
         transient: Vec<Record>,
         done: oneshot::Sender<Result<(), AppendError>>,
+        /// When it was handed over: its wait in the queue is timed.
+        sent: std::time::Instant,
     },
     DeleteBefore(Millis),
 }
@@ -155,6 +158,7 @@ impl Writer {
             records,
             transient,
             done,
+            sent: std::time::Instant::now(),
         };
         if self.tx.send(job).is_err() {
             self.queued.fetch_sub(n, Ordering::AcqRel);
@@ -303,8 +307,10 @@ fn write_loop(
                 records,
                 transient: t,
                 done,
+                sent,
             } => {
                 queued.fetch_sub(records.len() + t.len(), Ordering::AcqRel);
+                shared.timings.stage(Stage::Queue).observe(sent.elapsed());
                 // The first job's records become the batch: not copied.
                 if batch.is_empty() {
                     batch = records;
@@ -321,7 +327,11 @@ fn write_loop(
             take(job);
         }
         if !waiting.is_empty() {
-            let result = store.append(&batch).map_err(|e| AppendError::Storage(e.to_string()));
+            let result = shared
+                .timings
+                .stage(Stage::Append)
+                .time(|| store.append(&batch))
+                .map_err(|e| AppendError::Storage(e.to_string()));
             if result.is_err() {
                 shared
                     .storage_failed_at_ms
@@ -337,10 +347,10 @@ fn write_loop(
                 }
             }
             match &result {
-                Ok(()) if applies => {
+                Ok(()) if applies => shared.timings.stage(Stage::Apply).time(|| {
                     shared.apply_owned(std::mem::take(&mut batch));
                     shared.apply(&transient);
-                }
+                }),
                 Ok(()) => {}
                 Err(e) => shared
                     .telemetry

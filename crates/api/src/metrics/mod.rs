@@ -16,6 +16,7 @@ use streamsight_node::Shared;
 use streamsight_node::config::Granularity;
 use streamsight_node::pathways::Graph;
 use streamsight_node::telemetry::IntakeStats;
+use streamsight_node::timings::{BOUNDS_S, EngineHolder, HistogramSnapshot, Stage};
 
 /// On a sharded log: which shards this node holds (every series above is of
 /// those only), and how many nobody answers for.
@@ -170,7 +171,57 @@ pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String 
     }
     render_shards(&mut out, shared);
     render_leases(&mut out, shared);
+    render_timings(&mut out, shared);
     out
+}
+
+/// Where writes' time goes (see `streamsight_node::timings`), as histograms.
+fn render_timings(out: &mut String, shared: &Shared) {
+    let mut stages = Family::new(
+        "streamsight_intake_stage_seconds",
+        "histogram",
+        "Time in each stage of a write: read and decode (intake requests), queue, append and apply (every write).",
+    );
+    for stage in Stage::ALL {
+        histogram(
+            &mut stages,
+            &format!("stage=\"{}\"", stage.as_str()),
+            &shared.timings.stage(stage).snapshot(),
+        );
+    }
+    stages.write(out);
+    let mut services = Family::new(
+        "streamsight_apply_seconds",
+        "histogram",
+        "Time each service took to apply a stored batch.",
+    );
+    for (name, h) in shared.timings.services() {
+        histogram(&mut services, &format!("service=\"{name}\""), &h.snapshot());
+    }
+    services.write(out);
+    let mut waits = Family::new(
+        "streamsight_engine_lock_wait_seconds",
+        "histogram",
+        "Time writers (apply) and readers (intake's translation, the API, housekeeping) waited for the engine.",
+    );
+    for by in EngineHolder::ALL {
+        histogram(
+            &mut waits,
+            &format!("by=\"{}\"", by.as_str()),
+            &shared.lag.engine_waits().snapshot(by),
+        );
+    }
+    waits.write(out);
+}
+
+/// One histogram's series in `family`: its buckets, sum and count.
+fn histogram(family: &mut Family, labels: &str, h: &HistogramSnapshot) {
+    for (bound, n) in BOUNDS_S.iter().zip(h.at_or_below) {
+        family.suffixed("_bucket", &format!("{labels},le=\"{bound}\""), n);
+    }
+    family.suffixed("_bucket", &format!("{labels},le=\"+Inf\""), h.count);
+    family.suffixed("_sum", labels, h.sum_seconds);
+    family.suffixed("_count", labels, h.count);
 }
 
 fn render_dlq(out: &mut String, monitors: &[streamsight_dlq::DlqMonitor]) {

@@ -2,6 +2,7 @@
 //! group's recent samples and every group's summary.
 
 use crate::sync::lock;
+use crate::timings::{EngineHolder, EngineWaits};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;
@@ -199,6 +200,8 @@ pub struct LagService {
     /// Bumped when the engine holds other shards: summaries made before are
     /// not reused, however young.
     generation: std::sync::atomic::AtomicU64,
+    /// How long writers and readers waited for the engine.
+    waits: EngineWaits,
 }
 
 impl LagService {
@@ -212,7 +215,21 @@ impl LagService {
             summaries: Mutex::new(Arc::default()),
             summarizing: Mutex::new(()),
             generation: std::sync::atomic::AtomicU64::new(0),
+            waits: EngineWaits::default(),
         }
+    }
+
+    /// The engine, once `by`'s wait for it is counted.
+    fn lock_as(&self, by: EngineHolder) -> parking_lot::MutexGuard<'_, Engine> {
+        let began = std::time::Instant::now();
+        let engine = self.engine.lock();
+        self.waits.waited(by, began.elapsed());
+        engine
+    }
+
+    /// How long writers and readers waited for the engine.
+    pub fn engine_waits(&self) -> &EngineWaits {
+        &self.waits
     }
 
     /// The groups' histories hold at most `bytes` of samples together (see
@@ -238,7 +255,7 @@ impl LagService {
     }
 
     pub fn engine(&self) -> EngineView<'_> {
-        EngineView(self.engine.lock())
+        EngineView(self.lock_as(EngineHolder::Read))
     }
 
     /// The recent engine events, oldest first.
@@ -277,7 +294,7 @@ impl LagService {
         // chunk, never for a whole large batch.
         let mut new_events = Vec::new();
         for chunk in records.chunks(APPLY_CHUNK) {
-            let mut engine = self.engine.lock();
+            let mut engine = self.lock_as(EngineHolder::Apply);
             for r in chunk {
                 r.apply(&mut engine);
             }
@@ -328,7 +345,7 @@ impl LagService {
             // vector of 100,000 summaries (tens of MB moved, fresh pages
             // touched) under the lock kept intake waiting 24-32 ms.
             out.reserve(GROUP_PIECE as usize);
-            let engine = self.engine.lock();
+            let engine = self.lock_as(EngineHolder::Read);
             if from >= engine.group_slots() {
                 return out;
             }
@@ -344,7 +361,7 @@ impl LagService {
     pub fn each_partition(&self, mut f: impl FnMut(&Engine, PartitionId)) {
         let mut from = 0;
         loop {
-            let engine = self.engine.lock();
+            let engine = self.lock_as(EngineHolder::Read);
             if from >= engine.partition_slots() {
                 return;
             }
