@@ -247,6 +247,10 @@ def main():
                     help="[serve.journeys] max_spans: the journeys store fills to it (by default 300,000, "
                          "about 16 hours of this mix); a bound reached within the warm-up leaves RSS "
                          "growth that no bounded store explains")
+    ap.add_argument("--pin", action="store_true",
+                    help="the collector on one CPU, the broker and this generator on the others: the "
+                         "broker's own CPU grows over a run (tansu's memory engine keeps every record), "
+                         "and unpinned it takes the collector's CPU as it grows")
     args = ap.parse_args()
     if not 0 <= args.warmup < args.minutes:
         sys.exit(f"--warmup ({args.warmup:g} min) must be shorter than --minutes ({args.minutes:g}): "
@@ -255,6 +259,8 @@ def main():
         sys.exit(f"--journey-spans {args.journey_spans}: the journeys store's bound is a count of spans, at least 1")
     if args.retention is not None and not re.fullmatch(r"(\d+\s*[a-z]+\s*)+", args.retention):
         sys.exit(f"--retention {args.retention!r}: a duration such as 10m or 1h 30m")
+    if args.pin and len(os.sched_getaffinity(0)) < 2:
+        sys.exit("--pin needs two CPUs or more: one for the collector, the others for the rest")
     if args.hog < 0:
         sys.exit(f"--hog {args.hog}: a count of busy processes, 0 or more")
     for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
@@ -279,12 +285,18 @@ def main():
 
 
 def run(args, work, children, stop):
+    # With --pin: the collector alone on the first CPU; the broker, this process
+    # and every thread it starts (set before any starts) on the others.
+    cpus = sorted(os.sched_getaffinity(0))
+    collector_cpus, other_cpus = ({cpus[0]}, set(cpus[1:])) if args.pin else (set(cpus), set(cpus))
+    os.sched_setaffinity(0, other_cpus)
     # The broker, its topics, and the groups' first commits.
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    children.append(subprocess.Popen(
+    broker = subprocess.Popen(
         [args.tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+         "--storage-engine", "memory://tansu/"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children.append(broker)
     wait_listening(port)
     bootstrap = f"127.0.0.1:{port}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -372,7 +384,8 @@ refresh = "10s"
     serve = subprocess.Popen(
         [args.binary, "serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
          "--otlp-listen", "127.0.0.1:0", "--storage", f"sqlite://{work}/soak.db", "--config", config],
-        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "STREAMSIGHT_LOG": "warn"})
+        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "STREAMSIGHT_LOG": "warn"},
+        preexec_fn=lambda: os.sched_setaffinity(0, collector_cpus))
     children.append(serve)
     line = serve.stdout.readline()
     m = re.search(r"intake=(\S+).*api=(\S+).*otlp=(\S+)", line)
@@ -461,9 +474,14 @@ refresh = "10s"
         fields = text.rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / clk
 
-    def cpu_s():
-        with open(f"/proc/{serve.pid}/stat") as f:
+    def cpu_s(pid=None):
+        with open(f"/proc/{pid or serve.pid}/stat") as f:
             return stat_cpu_s(f.read())
+
+    def peers_cpu_s():
+        """CPU seconds so far of what runs beside the collector: the broker and
+        this generator (every thread of each)."""
+        return {"broker": cpu_s(broker.pid), "generator": cpu_s(os.getpid())}
 
     def cpu_by_thread():
         """CPU seconds so far by thread name (tokio workers, the writer, the
@@ -508,7 +526,9 @@ refresh = "10s"
                 (round(evaluation[0] * 1000, 1) if evaluation else None), histograms(body))
 
     for _ in range(args.hog):
-        children.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        # On every CPU, the collector's too: a loaded machine, pinned or not.
+        children.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                         preexec_fn=lambda: os.sched_setaffinity(0, set(cpus))))
     # RSS every 5 s: the dashboard's refreshes allocate and free ~30 MB every
     # 5 s, so one reading a minute swung 105-138 MB and made steps of noise;
     # a minute's median says what it held.
@@ -527,14 +547,14 @@ refresh = "10s"
     samples, bad = [], []
     began, began_wall = time.monotonic(), time.time()
     last_cpu, last_at = cpu_s(), began
-    last_threads = cpu_by_thread()
+    last_threads, last_peers = cpu_by_thread(), peers_cpu_s()
     last_timings = held()[4]
     minutes = int(round(args.minutes))
     for minute in range(1, minutes + 1):
         stop.wait(max(0, began + minute * 60 - time.monotonic()))
         if serve.poll() is not None:
             sys.exit(f"soak: the collector exited with {serve.returncode} in minute {minute}; see {log_path}")
-        now, cpu, threads = time.monotonic(), cpu_s(), cpu_by_thread()
+        now, cpu, threads, peers = time.monotonic(), cpu_s(), cpu_by_thread(), peers_cpu_s()
         # Threads that ended took their seconds along: a name's share can only be
         # told while it lives, so a negative difference counts as 0.
         by_thread = {k: round(100 * max(0.0, v - last_threads.get(k, 0.0)) / (now - last_at), 2)
@@ -554,6 +574,7 @@ refresh = "10s"
              "engine_mb": engine, "history_mb": history,
              "journey_spans": spans,
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1), "cpu_percent_by_thread": by_thread,
+             "peers_cpu_percent": {k: round(100 * (v - last_peers[k]) / (now - last_at), 1) for k, v in peers.items()},
              "alerts_evaluation_ms": evaluation_ms,
              # The collector's own account of where a write's time went this minute.
              "timings": timings_p99(timings, last_timings),
@@ -562,6 +583,7 @@ refresh = "10s"
              "api_p99_ms": p99(ams), "api_p99_ms_by_request": ams_by_path, "errors_logged": text.count(" ERROR "), "warnings_logged": text.count(" WARN "),
              "non_2xx": len(ibad) + len(abad)}
         last_cpu, last_at, last_threads, last_timings = cpu, now, threads, timings or last_timings
+        last_peers = peers
         samples.append(s)
         print("soak: " + json.dumps(s), flush=True)
     stop.set()
@@ -619,7 +641,7 @@ def explain_drops(notified, sends, began_wall):
 def report(args, samples, bad, log_path, alive, mix, notified, drops):
     judged = [s for s in samples if s["minute"] > args.warmup]
     out = {"minutes": args.minutes, "warmup": args.warmup, "groups": args.groups, "services": args.services,
-           "binary": args.binary, "hog": args.hog, "journey_spans": args.journey_spans, "samples": samples, "saw": mix, "notified": notified,
+           "binary": args.binary, "hog": args.hog, "pin": args.pin, "journey_spans": args.journey_spans, "samples": samples, "saw": mix, "notified": notified,
            "produce_rate_drops": drops}
     goals = {}
     if len(judged) >= 2:
