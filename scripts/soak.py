@@ -7,7 +7,7 @@ warm-up.
 The mix: Data Streams payloads from --services services (each flushing every
 10 s, as tracers do), OTLP/HTTP spans and logs (JSON) every second, a tansu
 broker with --groups consumer groups polled every 10 s while a producer writes
-and the groups commit, a DLQ monitor on a topic that receives dead letters, an
+(40 records a second, a batch a partition every 10 s) and the groups commit, a DLQ monitor on a topic that receives dead letters, an
 end-to-end probe, the default alert rules, and a dashboard that refreshes its
 pages every 5 s.
 
@@ -26,7 +26,7 @@ Every alert notification is received (a webhook) and kept in soak.json. For
 each `produce_rate_drop` that fired, the report gives the longest gap between
 the generator's own sends to that topic in the five minutes before: a gap
 far beyond the topic's usual period (10 s for a service's Data Streams
-payloads, 1 s for the broker's traffic) means the generator itself fell
+payloads and the broker's traffic) means the generator itself fell
 silent, and the drop was real; otherwise it is a misreading to look into.
 
 Needs the venv scripts/test installs (confluent-kafka, msgpack, matplotlib) and
@@ -247,10 +247,6 @@ def main():
                     help="[serve.journeys] max_spans: the journeys store fills to it (by default 300,000, "
                          "about 16 hours of this mix); a bound reached within the warm-up leaves RSS "
                          "growth that no bounded store explains")
-    ap.add_argument("--pin", action="store_true",
-                    help="the collector on one CPU, the broker and this generator on the others: the "
-                         "broker's own CPU grows over a run (tansu's memory engine keeps every record), "
-                         "and unpinned it takes the collector's CPU as it grows")
     args = ap.parse_args()
     if not 0 <= args.warmup < args.minutes:
         sys.exit(f"--warmup ({args.warmup:g} min) must be shorter than --minutes ({args.minutes:g}): "
@@ -259,8 +255,6 @@ def main():
         sys.exit(f"--journey-spans {args.journey_spans}: the journeys store's bound is a count of spans, at least 1")
     if args.retention is not None and not re.fullmatch(r"(\d+\s*[a-z]+\s*)+", args.retention):
         sys.exit(f"--retention {args.retention!r}: a duration such as 10m or 1h 30m")
-    if args.pin and len(os.sched_getaffinity(0)) < 2:
-        sys.exit("--pin needs two CPUs or more: one for the collector, the others for the rest")
     if args.hog < 0:
         sys.exit(f"--hog {args.hog}: a count of busy processes, 0 or more")
     for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
@@ -285,11 +279,6 @@ def main():
 
 
 def run(args, work, children, stop):
-    # With --pin: the collector alone on the first CPU; the broker, this process
-    # and every thread it starts (set before any starts) on the others.
-    cpus = sorted(os.sched_getaffinity(0))
-    collector_cpus, other_cpus = ({cpus[0]}, set(cpus[1:])) if args.pin else (set(cpus), set(cpus))
-    os.sched_setaffinity(0, other_cpus)
     # The broker, its topics, and the groups' first commits.
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
@@ -371,7 +360,9 @@ name = "soak"
 bootstrap = "{bootstrap}"
 topic = "{PROBE}"
 group = "streamsight-probe"
-interval = "1s"
+# Not the default 1 s: each probe record is a batch tansu keeps and lists on
+# every fetch (see broker_traffic).
+interval = "10s"
 
 [[serve.dlq]]
 name = "soak"
@@ -384,8 +375,7 @@ refresh = "10s"
     serve = subprocess.Popen(
         [args.binary, "serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0",
          "--otlp-listen", "127.0.0.1:0", "--storage", f"sqlite://{work}/soak.db", "--config", config],
-        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "STREAMSIGHT_LOG": "warn"},
-        preexec_fn=lambda: os.sched_setaffinity(0, collector_cpus))
+        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "STREAMSIGHT_LOG": "warn"})
     children.append(serve)
     line = serve.stdout.readline()
     m = re.search(r"intake=(\S+).*api=(\S+).*otlp=(\S+)", line)
@@ -442,21 +432,32 @@ refresh = "10s"
     committing = {"n": 0}
 
     def broker_traffic():
-        for i in range(40):
+        # 40 records a second, sent as one batch a partition every 10 s: tansu's
+        # memory engine keeps each batch as an object and lists every one of a
+        # partition's on each ListOffsets and Fetch, so its CPU grows with the
+        # batches it holds. A batch a second took it from 4 % of a core to 35 %
+        # in 25 minutes, taking the collector's CPU as it grew (RELIABILITY.md).
+        for i in range(400):
             traffic.produce(TOPIC, value=b"order", partition=i % PARTITIONS)
         for p in range(PARTITIONS):
-            produced[p] += 40 // PARTITIONS
-        traffic.produce(DLQ, value=b"{}", headers={"streamsight.source.topic": TOPIC,
-                                                   "streamsight.error.class": "ValueError"})
+            produced[p] += 400 // PARTITIONS
+        for _ in range(10):
+            traffic.produce(DLQ, value=b"{}", headers={"streamsight.source.topic": TOPIC,
+                                                       "streamsight.error.class": "ValueError"})
         traffic.flush(10)
         sent(TOPIC)
         sent(DLQ)
-        # A tenth of the groups commit each round: all of them every 10 s.
+    every(10.0, broker_traffic)
+
+    def commits():
+        # A tenth of the groups commit each second: all of them every 10 s, a
+        # little behind the end. (A commit replaces the group's object: the
+        # broker's cost of them does not grow.)
         start = committing["n"] % 10
         committing["n"] += 1
         for g in groups[start::10]:
-            commit(g, random.randint(0, 30))
-    every(1.0, broker_traffic)
+            commit(g, random.randint(0, 300))
+    every(1.0, commits)
 
     dash = Client(api, api_lat)
 
@@ -526,9 +527,7 @@ refresh = "10s"
                 (round(evaluation[0] * 1000, 1) if evaluation else None), histograms(body))
 
     for _ in range(args.hog):
-        # On every CPU, the collector's too: a loaded machine, pinned or not.
-        children.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                         preexec_fn=lambda: os.sched_setaffinity(0, set(cpus))))
+        children.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
     # RSS every 5 s: the dashboard's refreshes allocate and free ~30 MB every
     # 5 s, so one reading a minute swung 105-138 MB and made steps of noise;
     # a minute's median says what it held.
@@ -641,7 +640,7 @@ def explain_drops(notified, sends, began_wall):
 def report(args, samples, bad, log_path, alive, mix, notified, drops):
     judged = [s for s in samples if s["minute"] > args.warmup]
     out = {"minutes": args.minutes, "warmup": args.warmup, "groups": args.groups, "services": args.services,
-           "binary": args.binary, "hog": args.hog, "pin": args.pin, "journey_spans": args.journey_spans, "samples": samples, "saw": mix, "notified": notified,
+           "binary": args.binary, "hog": args.hog, "journey_spans": args.journey_spans, "samples": samples, "saw": mix, "notified": notified,
            "produce_rate_drops": drops}
     goals = {}
     if len(judged) >= 2:

@@ -349,7 +349,10 @@ fn write_loop(
             match &result {
                 Ok(()) if applies => shared.timings.stage(Stage::Apply).time(|| {
                     shared.apply_owned(std::mem::take(&mut batch));
-                    shared.apply(&transient);
+                    // Most writes have none: each service's apply counted once a batch.
+                    if !transient.is_empty() {
+                        shared.apply(&transient);
+                    }
                 }),
                 Ok(()) => {}
                 Err(e) => shared
