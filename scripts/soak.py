@@ -38,7 +38,9 @@ import gzip
 import http.client
 import http.server
 import json
+import multiprocessing
 import os
+import queue
 import random
 import re
 import shutil
@@ -114,7 +116,7 @@ def p99(ms):
 # The collector's own timings (streamsight_node::timings): where a write's time
 # goes, by stage, by applying service, and the waits for the engine's lock.
 TIMINGS = {"streamsight_intake_stage_seconds": "stage", "streamsight_apply_seconds": "service",
-           "streamsight_engine_lock_wait_seconds": "by"}
+           "streamsight_engine_lock_wait_seconds": "by", "streamsight_request_seconds": "listener"}
 BUCKET = re.compile(r'^(\w+)_bucket\{(\w+)="([^"]+)",le="([^"]+)"\} (\S+)$')
 
 
@@ -154,6 +156,66 @@ def timings_p99(now, last):
         name = family.removeprefix("streamsight_").removesuffix("_seconds")
         out.setdefault(name, {})[label] = {"p99_ms": quantile_ms(0.99, delta), "n": int(delta[-1][1])}
     return out
+
+
+def broker_traffic(bootstrap, groups, produced, sends, stop):
+    """The broker's traffic until `stop`: 40 records a second to the topic and
+    a dead letter a second, each sent as one batch a partition every 10 s, and
+    a tenth of the groups committing each second, a little behind the end.
+    Each send's time goes to `sends` as (topic, unix seconds).
+
+    A batch every 10 s, not every second: tansu's memory engine keeps each
+    batch as an object and lists every one of a partition's on each ListOffsets
+    and Fetch, so its CPU grows with the batches it holds. A batch a second
+    took it from 4 % of a core to 35 % in 25 minutes, taking the collector's
+    CPU as it grew (RELIABILITY.md). A commit replaces the group's object: the
+    broker's cost of commits does not grow."""
+    traffic = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    next_batch = next_commit = time.monotonic()
+    round_ = 0
+    while not stop.is_set():
+        now = time.monotonic()
+        if now >= next_batch:
+            for i in range(400):
+                traffic.produce(TOPIC, value=b"order", partition=i % PARTITIONS)
+            for p in range(PARTITIONS):
+                produced[p] += 400 // PARTITIONS
+            for _ in range(10):
+                traffic.produce(DLQ, value=b"{}", headers={"streamsight.source.topic": TOPIC,
+                                                           "streamsight.error.class": "ValueError"})
+            traffic.flush(10)
+            sends.put((TOPIC, time.time()))
+            sends.put((DLQ, time.time()))
+            next_batch += 10.0
+        if now >= next_commit:
+            for g in groups[round_ % 10::10]:
+                offsets = [TopicPartition(TOPIC, p, max(0, end - random.randint(0, 300)))
+                           for p, end in enumerate(produced)]
+                for f in admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, offsets)]).values():
+                    f.result(30)
+            round_ += 1
+            next_commit += 1.0
+        stop.wait(max(0.0, min(next_batch, next_commit) - time.monotonic()))
+
+
+class Ended:
+    """A process among the children: stopped, then killed if it lingers."""
+
+    def __init__(self, process, stop):
+        self.process, self.stop = process, stop
+
+    def kill(self):
+        self.stop.set()
+        self.process.join(15)
+        if self.process.is_alive():
+            self.process.kill()
+
+    def wait(self):
+        self.process.join()
+
+    def poll(self):
+        return None if self.process.is_alive() else self.process.exitcode
 
 
 class Client:
@@ -427,37 +489,26 @@ refresh = "10s"
         otlp_client.request("POST", "/v1/logs", logs_body(), {"Content-Type": "application/json"})
     every(1.0, spans_and_logs)
 
-    # The broker's traffic: records in, groups committing, dead letters.
-    traffic = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    committing = {"n": 0}
+    # The broker's traffic, in a process of its own: 50 commits a second and a
+    # 400-record burst every 10 s on this one's interpreter lock were held
+    # against the timed requests (OTLP requests' client-side p99 10-50 ms
+    # while the collector answered them within a few).
+    spawn = multiprocessing.get_context("spawn")
+    traffic_sends, traffic_stop = spawn.Queue(), spawn.Event()
+    traffic = spawn.Process(target=broker_traffic, args=(bootstrap, groups, produced, traffic_sends, traffic_stop),
+                            daemon=True)
+    traffic.start()
+    children.append(Ended(traffic, traffic_stop))
 
-    def broker_traffic():
-        # 40 records a second, sent as one batch a partition every 10 s: tansu's
-        # memory engine keeps each batch as an object and lists every one of a
-        # partition's on each ListOffsets and Fetch, so its CPU grows with the
-        # batches it holds. A batch a second took it from 4 % of a core to 35 %
-        # in 25 minutes, taking the collector's CPU as it grew (RELIABILITY.md).
-        for i in range(400):
-            traffic.produce(TOPIC, value=b"order", partition=i % PARTITIONS)
-        for p in range(PARTITIONS):
-            produced[p] += 400 // PARTITIONS
-        for _ in range(10):
-            traffic.produce(DLQ, value=b"{}", headers={"streamsight.source.topic": TOPIC,
-                                                       "streamsight.error.class": "ValueError"})
-        traffic.flush(10)
-        sent(TOPIC)
-        sent(DLQ)
-    every(10.0, broker_traffic)
-
-    def commits():
-        # A tenth of the groups commit each second: all of them every 10 s, a
-        # little behind the end. (A commit replaces the group's object: the
-        # broker's cost of them does not grow.)
-        start = committing["n"] % 10
-        committing["n"] += 1
-        for g in groups[start::10]:
-            commit(g, random.randint(0, 300))
-    every(1.0, commits)
+    def drain_sends():
+        while True:
+            try:
+                topic, at = traffic_sends.get_nowait()
+            except queue.Empty:
+                return
+            with sends_lock:
+                sends.setdefault(topic, []).append(at)
+    every(5.0, drain_sends)
 
     dash = Client(api, api_lat)
 
@@ -480,9 +531,9 @@ refresh = "10s"
             return stat_cpu_s(f.read())
 
     def peers_cpu_s():
-        """CPU seconds so far of what runs beside the collector: the broker and
-        this generator (every thread of each)."""
-        return {"broker": cpu_s(broker.pid), "generator": cpu_s(os.getpid())}
+        """CPU seconds so far of what runs beside the collector: the broker,
+        this generator and its broker traffic's process (every thread of each)."""
+        return {"broker": cpu_s(broker.pid), "generator": cpu_s(os.getpid()), "broker_traffic": cpu_s(traffic.pid)}
 
     def cpu_by_thread():
         """CPU seconds so far by thread name (tokio workers, the writer, the
@@ -551,6 +602,8 @@ refresh = "10s"
     minutes = int(round(args.minutes))
     for minute in range(1, minutes + 1):
         stop.wait(max(0, began + minute * 60 - time.monotonic()))
+        if traffic.exitcode is not None:
+            sys.exit(f"soak: the broker's traffic stopped (exit {traffic.exitcode}) in minute {minute}")
         if serve.poll() is not None:
             sys.exit(f"soak: the collector exited with {serve.returncode} in minute {minute}; see {log_path}")
         now, cpu, threads, peers = time.monotonic(), cpu_s(), cpu_by_thread(), peers_cpu_s()
@@ -588,6 +641,7 @@ refresh = "10s"
     stop.set()
     mix = what_it_saw(api)
     print("soak: saw " + json.dumps(mix), flush=True)
+    drain_sends()
     drops = explain_drops(notified, sends, began_wall)
     for d in drops:
         print("soak: produce_rate_drop " + json.dumps(d), flush=True)

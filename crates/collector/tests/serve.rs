@@ -428,6 +428,26 @@ async fn malformed_payloads_are_refused_with_json_errors_and_change_nothing() {
         ),
     ];
     for (name, body, gz, status, kind) in corpus {
+        if kind == "body_too_large" {
+            // Answered once the limit is read, and the connection closed: a
+            // client still writing may see its write fail (a broken pipe)
+            // before it reads the answer. Either way it is refused and counted.
+            let sent = client
+                .post(&intake)
+                .header("Content-Type", "application/msgpack")
+                .body(body)
+                .send()
+                .await;
+            if let Ok(resp) = sent {
+                assert_eq!(resp.status().as_u16(), status, "{name}");
+                let json: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+                assert_eq!(json["error"], kind, "{name}: {json}");
+            }
+            let metrics = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+            let series = "streamsight_refusals_total{listener=\"intake\",kind=\"body_too_large\"}";
+            assert_eq!(streamsight_testkit::http::sample(&metrics, series), Some(1.0), "{name}");
+            continue;
+        }
         let (got, json) = post(&client, &intake, body, gz).await;
         assert_eq!(got, status, "{name}: {json}");
         assert_eq!(json["error"], kind, "{name}: {json}");
@@ -981,7 +1001,8 @@ async fn history_samples_out_of_bounds_is_refused_naming_its_table() {
 
 /// Every write's stages are timed where a scrape sees them: intake requests'
 /// read and decode (Data Streams and OTLP alike), every write's queue,
-/// append and apply, each service's apply and the engine's lock waits.
+/// append and apply, each service's apply, the engine's lock waits and each
+/// listener's requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_stage_of_a_write_is_timed_on_metrics() {
     let dir = temp_dir("timings");
@@ -1042,5 +1063,11 @@ async fn each_stage_of_a_write_is_timed_on_metrics() {
     assert!(read("0.00005") <= read("0.001") && read("0.001") <= read("2.5"));
     assert_eq!(read("+Inf"), 3.0);
     assert!(count(&metrics, "streamsight_intake_stage_seconds_sum{stage=\"read\"}") > 0.0);
+    // Each listener's requests, whole: two on the intake, one on OTLP's, and
+    // on the API's at least the scrape before.
+    for (listener, n) in [("intake", 2.0), ("otlp", 1.0), ("api", 1.0)] {
+        let series = format!("streamsight_request_seconds_count{{listener=\"{listener}\"}}");
+        assert!(count(&metrics, &series) >= n, "{series}\n{metrics}");
+    }
     running.shutdown().await;
 }

@@ -38,6 +38,8 @@ pub struct Guard {
     auth: Option<Auth>,
     /// Paths answered without a key: they carry no data (the dashboard's pages).
     public: fn(&str) -> bool,
+    /// This listener's requests' time (`streamsight_request_seconds`).
+    requests: Arc<streamsight_node::timings::Histogram>,
     shared: Arc<Shared>,
 }
 
@@ -57,6 +59,7 @@ impl Guard {
             tls: None,
             auth: None,
             public: |_| false,
+            requests: shared.timings.listener(name),
             shared,
         }
     }
@@ -410,7 +413,9 @@ async fn refuse_on(mut stream: impl tokio::io::AsyncWrite + Unpin) {
 /// Host check, in-flight cap and deadline, for every request.
 /// Every request through the guard; every refusal counted by its kind.
 async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let began = std::time::Instant::now();
     let response = guarded(&guard, request, next).await;
+    guard.requests.observe(began.elapsed());
     if let Some(kind) = response.extensions().get::<ErrorKind>() {
         guard.shared.telemetry.refused(Refusal {
             listener: guard.name,

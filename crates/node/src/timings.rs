@@ -6,6 +6,7 @@
 //! Counting is a few relaxed atomic adds per observation: cheap enough to be
 //! always on.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -150,13 +151,17 @@ impl EngineWaits {
     }
 }
 
-/// Every stage's histogram, and each applying service's.
+/// Every stage's histogram, each applying service's, and each listener's
+/// requests'.
 #[derive(Debug)]
 pub struct Timings {
     stages: [Histogram; Stage::ALL.len()],
     /// By service name: the base's, then each feature's, in the order they
     /// apply.
     services: Vec<(&'static str, Histogram)>,
+    /// By listener name (`intake`, `otlp`, `api`): the collector's own names,
+    /// a fixed few, never a client's.
+    listeners: std::sync::Mutex<Vec<(&'static str, Arc<Histogram>)>>,
 }
 
 impl Timings {
@@ -165,7 +170,26 @@ impl Timings {
         Self {
             stages: Default::default(),
             services: services.into_iter().map(|s| (s, Histogram::default())).collect(),
+            listeners: std::sync::Mutex::default(),
         }
+    }
+
+    /// The histogram of `listener`'s requests (from the request's arrival at
+    /// its guard to the answer's head: body read, work, refusals alike);
+    /// listeners of one name share it.
+    pub fn listener(&self, listener: &'static str) -> Arc<Histogram> {
+        let mut listeners = crate::sync::lock(&self.listeners);
+        if let Some((_, h)) = listeners.iter().find(|(name, _)| *name == listener) {
+            return h.clone();
+        }
+        let h = Arc::new(Histogram::default());
+        listeners.push((listener, h.clone()));
+        h
+    }
+
+    /// Each listener's name and requests' histogram, in the order they started.
+    pub fn listeners(&self) -> Vec<(&'static str, Arc<Histogram>)> {
+        crate::sync::lock(&self.listeners).clone()
     }
 
     pub fn stage(&self, stage: Stage) -> &Histogram {
@@ -205,6 +229,16 @@ mod tests {
         assert_eq!(s.quantile_bound(0.75), Some(0.005));
         assert_eq!(s.quantile_bound(0.99), Some(f64::INFINITY));
         assert_eq!(Histogram::default().snapshot().quantile_bound(0.99), None);
+    }
+
+    #[test]
+    fn listeners_of_one_name_share_their_histogram() {
+        let t = Timings::new([]);
+        t.listener("intake").observe(Duration::from_millis(1));
+        t.listener("api").observe(Duration::from_millis(1));
+        t.listener("intake").observe(Duration::from_millis(2));
+        let counts: Vec<(&str, u64)> = t.listeners().iter().map(|(n, h)| (*n, h.snapshot().count)).collect();
+        assert_eq!(counts, [("intake", 2), ("api", 1)]);
     }
 
     #[test]

@@ -177,51 +177,85 @@ pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String 
 
 /// Where writes' time goes (see `streamsight_node::timings`), as histograms.
 fn render_timings(out: &mut String, shared: &Shared) {
-    let mut stages = Family::new(
-        "streamsight_intake_stage_seconds",
-        "histogram",
-        "Time in each stage of a write: read and decode (intake requests), queue, append and apply (every write).",
+    let stages: Vec<_> = Stage::ALL
+        .iter()
+        .map(|s| (format!("stage=\"{}\"", s.as_str()), shared.timings.stage(*s).snapshot()))
+        .collect();
+    histograms(
+        out,
+        Family::new(
+            "streamsight_intake_stage_seconds",
+            "histogram",
+            "Time in each stage of a write: read and decode (intake requests), queue, append and apply (every write).",
+        ),
+        &stages,
     );
-    for stage in Stage::ALL {
-        histogram(
-            &mut stages,
-            &format!("stage=\"{}\"", stage.as_str()),
-            &shared.timings.stage(stage).snapshot(),
-        );
-    }
-    stages.write(out);
-    let mut services = Family::new(
-        "streamsight_apply_seconds",
-        "histogram",
-        "Time each service took to apply a stored batch.",
+    let services: Vec<_> = shared
+        .timings
+        .services()
+        .map(|(name, h)| (format!("service=\"{name}\""), h.snapshot()))
+        .collect();
+    histograms(
+        out,
+        Family::new(
+            "streamsight_apply_seconds",
+            "histogram",
+            "Time each service took to apply a stored batch.",
+        ),
+        &services,
     );
-    for (name, h) in shared.timings.services() {
-        histogram(&mut services, &format!("service=\"{name}\""), &h.snapshot());
-    }
-    services.write(out);
-    let mut waits = Family::new(
-        "streamsight_engine_lock_wait_seconds",
-        "histogram",
-        "Time writers (apply) and readers (intake's translation, the API, housekeeping) waited for the engine.",
+    let waits: Vec<_> = EngineHolder::ALL
+        .iter()
+        .map(|by| {
+            (
+                format!("by=\"{}\"", by.as_str()),
+                shared.lag.engine_waits().snapshot(*by),
+            )
+        })
+        .collect();
+    histograms(
+        out,
+        Family::new(
+            "streamsight_engine_lock_wait_seconds",
+            "histogram",
+            "Time writers (apply) and readers (intake's translation, the API, housekeeping) waited for the engine.",
+        ),
+        &waits,
     );
-    for by in EngineHolder::ALL {
-        histogram(
-            &mut waits,
-            &format!("by=\"{}\"", by.as_str()),
-            &shared.lag.engine_waits().snapshot(by),
-        );
-    }
-    waits.write(out);
+    let listeners: Vec<_> = shared
+        .timings
+        .listeners()
+        .iter()
+        .map(|(name, h)| (format!("listener=\"{name}\""), h.snapshot()))
+        .collect();
+    histograms(
+        out,
+        Family::new(
+            "streamsight_request_seconds",
+            "histogram",
+            "Time from a request's arrival at its listener to its answer's head, by listener (the collector's side of a client's latency).",
+        ),
+        &listeners,
+    );
 }
 
-/// One histogram's series in `family`: its buckets, sum and count.
-fn histogram(family: &mut Family, labels: &str, h: &HistogramSnapshot) {
-    for (bound, n) in BOUNDS_S.iter().zip(h.at_or_below) {
-        family.suffixed("_bucket", &format!("{labels},le=\"{bound}\""), n);
+/// Histograms of one family, each series labelled `labels`: every series'
+/// buckets, then their sums, then their counts, so that each sample name
+/// stays in one block.
+fn histograms(out: &mut String, mut family: Family, series: &[(String, HistogramSnapshot)]) {
+    for (labels, h) in series {
+        for (bound, n) in BOUNDS_S.iter().zip(h.at_or_below) {
+            family.suffixed("_bucket", &format!("{labels},le=\"{bound}\""), n);
+        }
+        family.suffixed("_bucket", &format!("{labels},le=\"+Inf\""), h.count);
     }
-    family.suffixed("_bucket", &format!("{labels},le=\"+Inf\""), h.count);
-    family.suffixed("_sum", labels, h.sum_seconds);
-    family.suffixed("_count", labels, h.count);
+    for (labels, h) in series {
+        family.suffixed("_sum", labels, h.sum_seconds);
+    }
+    for (labels, h) in series {
+        family.suffixed("_count", labels, h.count);
+    }
+    family.write(out);
 }
 
 fn render_dlq(out: &mut String, monitors: &[streamsight_dlq::DlqMonitor]) {
