@@ -334,7 +334,8 @@ def main():
         return run(args, work, children, stop)
     finally:
         stop.set()
-        for c in children:
+        # The last started first: the broker's clients before the broker.
+        for c in reversed(children):
             c.kill()
             c.wait()
         shutil.rmtree(work, ignore_errors=True)
