@@ -115,7 +115,7 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
         "kafka://{}/streamsight-log?partitions=4&timeout_ms=3000",
         broker.bootstrap
     );
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let start_ns = now_ns() - 60_000_000_000;
 
     let a = start(&log).await;
@@ -224,7 +224,7 @@ async fn one_node_at_a_time_polls_a_cluster_and_another_takes_over() {
     let log = broker.log("leases-log?partitions=2&timeout_ms=3000");
     let (_mock, polled) = mock_cluster();
     let node = || polling_node(&log, &polled);
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let a = node().await;
     let b = node().await;
     // Once the group has settled, only one of the two polls.
@@ -321,7 +321,7 @@ async fn own_partitions(client: &reqwest::Client, node: &Running) -> usize {
 async fn sharded_nodes_each_hold_some_shards_and_any_answers_for_all() {
     let broker = Broker::start("shards");
     let log = broker.log("sharded-log?partitions=6&timeout_ms=3000&mode=sharded");
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let start_ns = now_ns() - 60_000_000_000;
     let topics: Vec<String> = (0..12).map(|i| format!("topic-{i}")).collect();
     let nodes = [start(&log).await, start(&log).await, start(&log).await];
@@ -467,7 +467,7 @@ async fn counter(client: &reqwest::Client, node: &Running, name: &str) -> u64 {
 async fn a_node_taking_shards_over_starts_from_their_snapshots() {
     let broker = Broker::start("snapshots");
     let log = broker.log("snap-log?partitions=4&timeout_ms=3000&mode=sharded&snapshot_ms=200");
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let start_ns = now_ns() - 600_000_000_000;
     let topics: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
     let shards: std::collections::BTreeSet<u32> = topics
@@ -572,7 +572,7 @@ async fn a_sharded_node_that_cannot_reach_the_log_says_so_without_being_asked_to
         "kafka://{}/unreachable-log?partitions=2&timeout_ms=2000&mode=sharded",
         broker.bootstrap
     );
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let node = start(&log).await;
     ready(&client, &node).await;
     assert_eq!(
@@ -646,7 +646,7 @@ async fn alert_rules_on_a_sharded_log_with_keys_run_on_every_shard() {
     };
     let a = serve(config(), EngineConfig::default()).await.unwrap();
     let b = serve(config(), EngineConfig::default()).await.unwrap();
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let get_with = async |node: &Running, path: &str, key: &str| {
         let response = client
             .get(format!("http://{}{path}", node.api_addr))
@@ -708,7 +708,7 @@ async fn alert_rules_on_a_sharded_log_with_keys_run_on_every_shard() {
 async fn a_journey_whose_spans_are_in_every_shard_is_whole_on_any_node() {
     let broker = Broker::start("journeys");
     let log = broker.log("journeys-log?partitions=4&timeout_ms=3000&mode=sharded");
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let config = || {
         let mut c = support::loopback(&log);
         c.journeys.decision_wait = Duration::from_secs(3600);
@@ -788,7 +788,7 @@ async fn events_of_every_shard_are_listed_on_any_node() {
     use streamsight_core::{Millis, Observation, Partition, Record};
     let broker = Broker::start("events");
     let log = broker.log("events-log?partitions=4&timeout_ms=3000&mode=sharded");
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let nodes = [start(&log).await, start(&log).await];
     let directory = shards_spread(&client, &nodes[0], 2).await;
     // A data loss on topic-0 (shard 1), seen by the node holding it.
@@ -853,7 +853,7 @@ async fn on_a_sharded_log_any_node_shows_the_poll_of_a_cluster_another_polls() {
     let log = broker.log("clusters-log?partitions=2&timeout_ms=3000&mode=sharded");
     let (_mock, polled) = mock_cluster();
     let node = || polling_node(&log, &polled);
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let nodes = [node().await, node().await];
     shards_spread(&client, &nodes[0], 2).await;
     // One node polls; both show its polls and what the brokers said.
@@ -876,7 +876,7 @@ async fn a_snapshot_the_log_holds_that_cannot_be_used_is_said_so_and_the_shard_r
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     let broker = Broker::start("hostile-snapshots");
     let log = broker.log("hostile-log?partitions=2&timeout_ms=3000&mode=sharded&snapshot_ms=200");
-    let client = reqwest::Client::new();
+    let client = streamsight_testkit::http::client();
     let topics: Vec<String> = (0..4).map(|i| format!("topic-{i}")).collect();
     let first = start(&log).await;
     ready(&client, &first).await;

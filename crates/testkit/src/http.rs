@@ -3,6 +3,20 @@
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+/// How long a test client keeps an idle connection: less than the
+/// collector's `limits.header_timeout` (10 s), after which the collector
+/// closes it. A client that kept it longer could send on it as it is closed,
+/// and read a reset instead of an answer.
+const POOL_IDLE: Duration = Duration::from_secs(5);
+
+/// A client that lets idle connections go before the collector does.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_idle_timeout(POOL_IDLE)
+        .build()
+        .expect("a client")
+}
+
 /// A client that sends `key` as its bearer key on every request.
 pub fn keyed_client(key: &str) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
@@ -10,6 +24,7 @@ pub fn keyed_client(key: &str) -> reqwest::Client {
     headers.insert(reqwest::header::AUTHORIZATION, value);
     reqwest::Client::builder()
         .default_headers(headers)
+        .pool_idle_timeout(POOL_IDLE)
         .build()
         .expect("a client")
 }
