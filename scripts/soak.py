@@ -9,7 +9,9 @@ The mix: Data Streams payloads from --services services (each flushing every
 broker with --groups consumer groups polled every 10 s while a producer writes
 (40 records a second, a batch a partition every 10 s) and the groups commit, a DLQ monitor on a topic that receives dead letters, an
 end-to-end probe, the default alert rules, and a dashboard that refreshes its
-pages every 5 s.
+pages every 5 s. The broker and its traffic run at niceness 19 (--broker-nice):
+they stand in for a cluster on other hosts, and the collector, not they,
+should have the machine's turns when both want one.
 
 Goals (issue 28), judged after --warmup minutes: RSS growth <= 5 % an hour (a
 least-squares slope over the minutes' medians), p99 intake and API latency within 20 %
@@ -158,7 +160,7 @@ def timings_p99(now, last):
     return out
 
 
-def broker_traffic(bootstrap, groups, produced, sends, stop):
+def broker_traffic(bootstrap, groups, produced, sends, stop, niceness):
     """The broker's traffic until `stop`: 40 records a second to the topic and
     a dead letter a second, each sent as one batch a partition every 10 s, and
     a tenth of the groups committing each second, a little behind the end.
@@ -170,6 +172,7 @@ def broker_traffic(bootstrap, groups, produced, sends, stop):
     took it from 4 % of a core to 35 % in 25 minutes, taking the collector's
     CPU as it grew (RELIABILITY.md). A commit replaces the group's object: the
     broker's cost of commits does not grow."""
+    os.nice(niceness)
     traffic = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     admin = AdminClient({"bootstrap.servers": bootstrap})
     next_batch = next_commit = time.monotonic()
@@ -299,6 +302,10 @@ def main():
     ap.add_argument("--tansu", default=os.environ.get("STREAMSIGHT_TANSU",
                                                       os.path.join(ROOT, ".tools/tansu/bin/tansu")))
     ap.add_argument("--groups", type=int, default=500)
+    ap.add_argument("--broker-nice", type=int, default=19,
+                    help="niceness of the broker and its traffic (0-19; by default 19): they stand in for a "
+                         "cluster on other hosts, and tansu's CPU grows with the batches it holds, so at "
+                         "the collector's priority they take its turns on a small machine; 0 runs them alike")
     ap.add_argument("--services", type=int, default=200)
     ap.add_argument("--out", default=os.path.join(ROOT, "target/soak"), help="samples (JSON) and plots (PNG)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
@@ -317,6 +324,8 @@ def main():
         sys.exit(f"--journey-spans {args.journey_spans}: the journeys store's bound is a count of spans, at least 1")
     if args.retention is not None and not re.fullmatch(r"(\d+\s*[a-z]+\s*)+", args.retention):
         sys.exit(f"--retention {args.retention!r}: a duration such as 10m or 1h 30m")
+    if not 0 <= args.broker_nice <= 19:
+        sys.exit(f"--broker-nice {args.broker_nice}: a niceness from 0 to 19")
     if args.hog < 0:
         sys.exit(f"--hog {args.hog}: a count of busy processes, 0 or more")
     for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
@@ -347,7 +356,8 @@ def run(args, work, children, stop):
     url = f"tcp://127.0.0.1:{port}"
     broker = subprocess.Popen(
         [args.tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--storage-engine", "memory://tansu/"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: os.nice(args.broker_nice))
     children.append(broker)
     wait_listening(port)
     bootstrap = f"127.0.0.1:{port}"
@@ -496,7 +506,8 @@ refresh = "10s"
     # while the collector answered them within a few).
     spawn = multiprocessing.get_context("spawn")
     traffic_sends, traffic_stop = spawn.Queue(), spawn.Event()
-    traffic = spawn.Process(target=broker_traffic, args=(bootstrap, groups, produced, traffic_sends, traffic_stop),
+    traffic = spawn.Process(target=broker_traffic, args=(bootstrap, groups, produced, traffic_sends, traffic_stop,
+                                                                args.broker_nice),
                             daemon=True)
     traffic.start()
     children.append(Ended(traffic, traffic_stop))
@@ -550,12 +561,30 @@ refresh = "10s"
             out[name] = out.get(name, 0) + stat_cpu_s(text)
         return out
 
-    def rss_mb():
+    def rss_kinds_mb():
+        """(RSS, its anonymous part, its file-backed part) in MB: a step in the
+        file-backed part is code and files paged in, not memory held."""
+        kinds = {}
         with open(f"/proc/{serve.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
+                key = line.split(":", 1)[0]
+                if key in ("VmRSS", "RssAnon", "RssFile"):
+                    kinds[key] = int(line.split()[1]) / 1024
+        return kinds.get("VmRSS", 0.0), kinds.get("RssAnon", 0.0), kinds.get("RssFile", 0.0)
+
+    def rss_mb():
+        return rss_kinds_mb()[0]
+
+    def huge_pages_mb():
+        """Anonymous memory in transparent huge pages (smaps_rollup), in MB."""
+        try:
+            with open(f"/proc/{serve.pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("AnonHugePages:"):
+                        return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            pass
+        return None
 
     def held():
         """What the bounded stores hold by their own accounting: the engine's bytes
@@ -587,14 +616,14 @@ refresh = "10s"
 
     def read_rss():
         with rss_lock:
-            rss_readings.append(rss_mb())
+            rss_readings.append(rss_kinds_mb())
     every(RSS_EVERY_S, read_rss)
 
     def take_rss():
         with rss_lock:
             readings = rss_readings[:]
             rss_readings.clear()
-        return readings or [rss_mb()]
+        return readings or [rss_kinds_mb()]
     samples, bad = [], []
     began, began_wall = time.monotonic(), time.time()
     last_cpu, last_at = cpu_s(), began
@@ -621,9 +650,13 @@ refresh = "10s"
         engine, history, spans, evaluation_ms, timings = held()
         disk = {name: round(os.path.getsize(os.path.join(work, name)) / 1e6, 1)
                 for name in ("soak.db", "soak.db-wal") if os.path.exists(os.path.join(work, name))}
-        rss = take_rss()
+        kinds = take_rss()
+        rss = [k[0] for k in kinds]
         s = {"minute": minute, "rss_mb": round(statistics.median(rss), 1), "rss_min_mb": round(min(rss), 1),
              "rss_max_mb": round(max(rss), 1), "rss_now_mb": round(rss_mb(), 1),
+             "rss_anon_mb": round(statistics.median(k[1] for k in kinds), 1),
+             "rss_file_mb": round(statistics.median(k[2] for k in kinds), 1),
+             "anon_huge_pages_mb": huge_pages_mb(),
              "engine_mb": engine, "history_mb": history,
              "journey_spans": spans,
              "cpu_percent": round(100 * (cpu - last_cpu) / (now - last_at), 1), "cpu_percent_by_thread": by_thread,
@@ -695,7 +728,7 @@ def explain_drops(notified, sends, began_wall):
 def report(args, samples, bad, log_path, alive, mix, notified, drops):
     judged = [s for s in samples if s["minute"] > args.warmup]
     out = {"minutes": args.minutes, "warmup": args.warmup, "groups": args.groups, "services": args.services,
-           "binary": args.binary, "hog": args.hog, "journey_spans": args.journey_spans, "samples": samples, "saw": mix, "notified": notified,
+           "binary": args.binary, "hog": args.hog, "broker_nice": args.broker_nice, "journey_spans": args.journey_spans, "samples": samples, "saw": mix, "notified": notified,
            "produce_rate_drops": drops}
     goals = {}
     if len(judged) >= 2:
@@ -755,6 +788,10 @@ def plot(args, samples):
             ax.fill_between(minutes, [s.get("rss_min_mb", s[key]) for s in samples],
                             [s.get("rss_max_mb", s[key]) for s in samples], alpha=0.2,
                             label=f"least and most of the minute (read every {RSS_EVERY_S:g} s)")
+            ax.plot(minutes, [s.get("rss_anon_mb") or float("nan") for s in samples], marker=".",
+                    label="of it anonymous (heap), median")
+            ax.plot(minutes, [s.get("rss_file_mb") or float("nan") for s in samples], marker=".",
+                    label="of it file-backed (code, files), median")
             ax.plot(minutes, [s.get("engine_mb") or float("nan") for s in samples], marker=".",
                     label="engine's own accounting (MB)")
             ax.plot(minutes, [s.get("history_mb") or float("nan") for s in samples], marker=".",

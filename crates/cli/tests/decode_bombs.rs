@@ -12,7 +12,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 use streamsight_testkit::gzip;
-use streamsight_testkit::process::{reset_peak, rss_kib};
+use streamsight_testkit::process::{huge_pages, reset_peak, rss_kib};
 
 /// Most one request may raise the collector's peak RSS (the goal).
 const MAX_RISE_MB: u64 = 64;
@@ -439,6 +439,33 @@ async fn no_decode_bomb_raises_peak_memory_past_its_bound() {
         println!("{row}");
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The collector's RSS is what it holds, not huge pages around it: mimalloc's
+/// arenas were given transparent huge pages, and a 2 MB page stays resident
+/// while any 4 KB of it is in use. Under the soak's mix 32-42 MB of RSS were
+/// huge pages on a host set to `madvise`, and RSS grew 76 → 100 MB in 6
+/// minutes on one set to `always` (RELIABILITY.md, "Huge pages"), so `main`
+/// turns them off for the whole process (`PR_SET_THP_DISABLE`) and the
+/// allocator is built not to ask (`no_thp`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_collector_takes_no_transparent_huge_pages() {
+    let _watchdog = streamsight_testkit::Watchdog::arm("huge pages", Duration::from_secs(120));
+    let client = reqwest::Client::new();
+    let c = collector("thp");
+    let (_, at_start_kib) = huge_pages(c.pid);
+    for _ in 0..20 {
+        assert_eq!(valid_export(&client, &c).await, 200);
+    }
+    let (enabled, held_kib) = huge_pages(c.pid);
+    assert_ne!(enabled, Some(true), "THP_enabled in /proc/{}/status", c.pid);
+    // What came before `main` may have them on a host whose THP is `always`;
+    // nothing after may add to it.
+    assert!(
+        held_kib <= at_start_kib,
+        "AnonHugePages in /proc/{}/smaps_rollup: {at_start_kib} KiB at start, {held_kib} KiB after",
+        c.pid
+    );
 }
 
 /// Attributes nested 20,000 deep, as protobuf and as OTLP JSON: answered (the

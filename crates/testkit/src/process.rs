@@ -1,5 +1,6 @@
 //! What a test reads off a running process or its files: resident memory and
-//! its peak, and the bytes a directory holds.
+//! its peak, whether it may have transparent huge pages, and the bytes a
+//! directory holds.
 
 /// (current, peak) resident set of process `pid`, in KiB.
 pub fn rss_kib(pid: u32) -> (u64, u64) {
@@ -13,6 +14,25 @@ pub fn rss_kib(pid: u32) -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Whether process `pid` may be given transparent huge pages, and the anonymous
+/// memory it holds in them now, in KiB: (`THP_enabled` from its status, which
+/// kernels before 6.x do not report; `AnonHugePages` from `smaps_rollup`).
+pub fn huge_pages(pid: u32) -> (Option<bool>, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let enabled = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .map(|v| v.trim() != "0");
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let held = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (enabled, held)
 }
 
 /// Sets process `pid`'s peak resident set (`VmHWM`) back to its current one,
