@@ -316,7 +316,11 @@ def main():
                     help="[serve.journeys] max_spans: the journeys store fills to it (by default 300,000, "
                          "about 16 hours of this mix); a bound reached within the warm-up leaves RSS "
                          "growth that no bounded store explains")
+    ap.add_argument("--replot", metavar="DIR", default=None,
+                    help="draw DIR/soak.png again from DIR/soak.json (a run's samples) and exit")
     args = ap.parse_args()
+    if args.replot is not None:
+        return replot(args.replot)
     if not 0 <= args.warmup < args.minutes:
         sys.exit(f"--warmup ({args.warmup:g} min) must be shorter than --minutes ({args.minutes:g}): "
                  "the goals are judged on the minutes after it")
@@ -774,6 +778,18 @@ def report(args, samples, bad, log_path, alive, mix, notified, drops):
     return 0
 
 
+def replot(out):
+    try:
+        with open(os.path.join(out, "soak.json")) as f:
+            run = json.load(f)
+        args = argparse.Namespace(out=out, **{k: run[k] for k in ("minutes", "warmup", "services", "groups")})
+        samples = run["samples"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"soak: --replot {out}: no run's samples there ({e})")
+    plot(args, samples)
+    print(f"soak: plot in {out}")
+
+
 def plot(args, samples):
     import matplotlib
     matplotlib.use("Agg")
@@ -792,6 +808,9 @@ def plot(args, samples):
                     label="of it anonymous (heap), median")
             ax.plot(minutes, [s.get("rss_file_mb") or float("nan") for s in samples], marker=".",
                     label="of it file-backed (code, files), median")
+            ax.plot(minutes, [s["anon_huge_pages_mb"] if s.get("anon_huge_pages_mb") is not None
+                              else float("nan") for s in samples], marker=".",
+                    label="of it in transparent huge pages")
             ax.plot(minutes, [s.get("engine_mb") or float("nan") for s in samples], marker=".",
                     label="engine's own accounting (MB)")
             ax.plot(minutes, [s.get("history_mb") or float("nan") for s in samples], marker=".",
@@ -802,7 +821,7 @@ def plot(args, samples):
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("minute")
-    axes[0][0].legend(loc="lower right")
+    axes[0][0].legend(loc="best", fontsize="x-small", framealpha=0.7)
     fig.suptitle(f"streamsight soak: {args.services} services, {args.groups} groups, {args.minutes:g} min")
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "soak.png"), dpi=90)
