@@ -2,36 +2,36 @@
 //! its peak, whether it may have transparent huge pages, and the bytes a
 //! directory holds.
 
+/// The whole text of `/proc/{pid}/{file}`, or none when it cannot be read.
+fn proc_text(pid: u32, file: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default()
+}
+
+/// The value after `name` (such as `VmRSS:`) on its line of a `/proc` file.
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| l.strip_prefix(name)).map(str::trim)
+}
+
+/// A `/proc` field given in kB (`VmRSS:   1234 kB`), or 0 when absent.
+fn kib_field(text: &str, name: &str) -> u64 {
+    field(text, name)
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// (current, peak) resident set of process `pid`, in KiB.
 pub fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    let status = proc_text(pid, "status");
+    (kib_field(&status, "VmRSS:"), kib_field(&status, "VmHWM:"))
 }
 
 /// Whether process `pid` may be given transparent huge pages, and the anonymous
 /// memory it holds in them now, in KiB: (`THP_enabled` from its status, which
-/// kernels before 6.x do not report; `AnonHugePages` from `smaps_rollup`).
+/// older kernels do not report; `AnonHugePages` from `smaps_rollup`).
 pub fn huge_pages(pid: u32) -> (Option<bool>, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let enabled = status
-        .lines()
-        .find_map(|l| l.strip_prefix("THP_enabled:"))
-        .map(|v| v.trim() != "0");
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    let held = rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("AnonHugePages:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let enabled = field(&proc_text(pid, "status"), "THP_enabled:").map(|v| v != "0");
+    let held = kib_field(&proc_text(pid, "smaps_rollup"), "AnonHugePages:");
     (enabled, held)
 }
 
