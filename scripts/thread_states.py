@@ -9,7 +9,7 @@ each (state, wait channel), then the longest stretches spent in one of them
 other than waiting on a futex (idle: a tokio or writer thread waiting for
 work). A writer held in `D submit_bio_wait` for tens of milliseconds is
 waiting on the disk's flush, and every request queued behind it waits too
-(RELIABILITY.md, "The disk's flushes"). Costs a few % of a core; nothing is
+(RELIABILITY.md, "Intake p99 follows the disk's flushes"). Costs a few % of a core; nothing is
 written to the process.
 """
 
@@ -32,10 +32,17 @@ def main():
     args = ap.parse_args()
     if args.seconds <= 0 or args.every_ms <= 0:
         sys.exit("--seconds and --every-ms must be positive")
+    if args.longest < 0:
+        sys.exit(f"--longest {args.longest}: a count of stretches, 0 or more")
     tasks = f"/proc/{args.pid}/task"
+    def name(tid):
+        try:
+            with open(f"{tasks}/{tid}/comm") as f:
+                return f.read().strip()
+        except OSError:
+            return None  # a thread that ended meanwhile
     try:
-        tids = [t for t in os.listdir(tasks)
-                if open(f"{tasks}/{t}/comm").read().strip() == args.thread]
+        tids = [t for t in os.listdir(tasks) if name(t) == args.thread]
     except OSError as e:
         sys.exit(f"no process {args.pid} to read ({e})")
     if not tids:
@@ -62,6 +69,8 @@ def main():
                 stretches.append((now - since, current))
             current, since = key, now
         time.sleep(args.every_ms / 1000)
+    if current is not None and current[0] != "idle":
+        stretches.append((time.monotonic() - since, current))
     total = sum(counts.values()) or 1
     print(f"{total} readings of thread {tid} ({args.thread}) every {args.every_ms:g} ms:")
     for (state, wchan), n in counts.most_common(12):
