@@ -22,13 +22,12 @@ fn main() -> std::process::ExitCode {
 }
 
 /// mimalloc's arenas are given transparent huge pages, and a 2 MB page stays
-/// resident while any 4 KB of it is in use, so RSS read more than the
-/// collector held and grew as the kernel collapsed pages. Measured under the
-/// soak's mix (RELIABILITY.md, "Huge pages"): on this machine's `madvise`
-/// setting 32-42 MB of RSS were huge pages; with the host at `always`, RSS
-/// went 76 → 100 MB in 6 minutes against 50 → 58 MB with them off. Off for
-/// the whole process, whatever the host's setting, so RSS follows what is
-/// held. Where the kernel refuses, the collector runs as before.
+/// resident while any 4 KB of it is in use, so RSS grows while what is held
+/// does not. Measured under the soak's mix (RELIABILITY.md, "Huge pages"): on
+/// this machine's `madvise` setting 32-42 MB of RSS were huge pages; with the
+/// host at `always`, RSS went 76 → 100 MB in 6 minutes against 50 → 58 MB
+/// with them off. Off for the whole process, whatever the host's setting.
+/// Where the kernel refuses, the collector runs as before.
 fn no_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
