@@ -179,26 +179,38 @@ async fn bind(config: ServeConfig, engine: EngineConfig) -> Result<Bound, ServeE
         let (listener, at) = bind_any(&b.listen).await?;
         bound_intakes.push((listener, at, b.tenant.clone()));
     }
-    let keys = Arc::new(auth::ReloadingKeys::new(config.keys_file.clone())?);
-    if keys.keys().is_empty() && !config.insecure_no_auth {
-        let bound = config
-            .intake_listeners
-            .iter()
-            .filter_map(|b| b.listen.parse::<SocketAddr>().ok());
-        for addr in [intake.1, api.1, otlp.1].into_iter().chain(bound) {
-            if !addr.ip().is_loopback() {
-                return Err(ServeError::Unauthenticated { addr });
-            }
+    let keys = Arc::new(auth::ReloadingKeys::new(
+        config.keys_file.clone(),
+        config.insecure_no_auth,
+    )?);
+    let bound = config
+        .intake_listeners
+        .iter()
+        .filter_map(|b| b.listen.parse::<SocketAddr>().ok());
+    if let Some(addr) = [intake.1, api.1, otlp.1]
+        .into_iter()
+        .chain(bound)
+        .find(|addr| !addr.ip().is_loopback())
+    {
+        if keys.keys().is_empty() && !config.insecure_no_auth {
+            return Err(ServeError::Unauthenticated { addr });
         }
+        // Beyond loopback, keys stay required while serving: the last key
+        // revoked locks everyone out, never lets everyone in.
+        keys.require();
     }
-    let reloading_tls = |settings: &Option<tls::ListenerTls>| {
+    let reloading_tls = |listeners: &[&'static str], settings: &Option<tls::ListenerTls>| {
         settings
             .clone()
-            .map(tls::Reloading::new)
+            .map(|s| tls::Reloading::new(listeners, s))
             .transpose()
             .map(|t| t.map(Arc::new))
     };
-    let (intake_tls, api_tls) = (reloading_tls(&config.intake_tls)?, reloading_tls(&config.api_tls)?);
+    // The OTLP listener serves the intake's certificate (docs/collector.md).
+    let (intake_tls, api_tls) = (
+        reloading_tls(&["intake", "otlp"], &config.intake_tls)?,
+        reloading_tls(&["api"], &config.api_tls)?,
+    );
     let mut tenants = Tenants::new();
     // One pool of decode memory for the process, whatever the tenant.
     let decode_memory = streamsight_node::memory::DecodeMemory::new(config.limits.decode_memory_bytes);
@@ -256,7 +268,7 @@ impl Bound {
                     .map(|(name, shared)| (name.clone(), shared.clone()))
                     .collect(),
             )
-            .tenants(tenants.keys());
+            .tenants(&tenants);
         let api_routes = tenants
             .iter()
             .map(|(name, shared)| (name.clone(), routes::api(shared.clone())))
@@ -285,7 +297,7 @@ impl Bound {
             server::Guard::new("intake", default.clone())
                 .tls(intake_tls.clone())
                 .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
-                .tenants(tenants.keys()),
+                .tenants(&tenants),
             stop_rx.clone(),
         ));
         // OTLP clients and Fluent Bit send like tracers: ingest keys, the same tenants.
@@ -295,7 +307,7 @@ impl Bound {
             server::Guard::new("otlp", default.clone())
                 .tls(intake_tls.clone())
                 .auth(keys.clone(), auth::Scope::Ingest, config.intake_tenant.clone())
-                .tenants(tenants.keys()),
+                .tenants(&tenants),
             stop_rx.clone(),
         ));
         let mut bound_at = Vec::new();
@@ -306,7 +318,7 @@ impl Bound {
             let guard = server::Guard::new("intake", shared.clone())
                 .auth(keys.clone(), auth::Scope::Ingest, None)
                 .bound_to(tenant.clone())
-                .tenants([&tenant]);
+                .tenants([(&tenant, shared)]);
             tasks.spawn(server::serve(listener, routes, guard, stop_rx.clone()));
             bound_at.push(at);
         }
@@ -382,7 +394,13 @@ fn audit_sink(writers: Writers, tenants: Tenants) -> reload::AuditSink {
     let runtime = tokio::runtime::Handle::current();
     // Keys and certificates are the listeners' (every tenant's): counted on `default`.
     let default = tenants[config::DEFAULT_TENANT].clone();
-    let failed = move |failure: Failure, why: &str| default.telemetry.failed(failure, &why);
+    let failed = {
+        let default = default.clone();
+        move |failure: Failure, why: &str| default.telemetry.failed(failure, &why)
+    };
+    let certificate = move |listener: &'static str, not_after_s: i64| {
+        default.telemetry.tls_certificate(listener, not_after_s);
+    };
     reload::AuditSink::new(
         move |tenant: &str, event| {
             let tenant = if writers.contains_key(tenant) {
@@ -403,6 +421,7 @@ fn audit_sink(writers: Writers, tenants: Tenants) -> reload::AuditSink {
             }
         },
         failed,
+        certificate,
     )
 }
 

@@ -192,3 +192,152 @@ async fn a_non_loopback_address_without_keys_is_refused_unless_said_on_purpose()
     let running = serve(on_purpose, EngineConfig::default()).await.unwrap();
     running.shutdown().await;
 }
+
+/// How the last live key goes while serving.
+#[derive(Copy, Clone, Debug)]
+enum LastKeyGoes {
+    Revoked,
+    FileEmptied,
+    FileDeleted,
+}
+
+/// Keys required (a listener on `0.0.0.0`, or a key once live on loopback):
+/// whichever way the last key goes, no request without a key is ever let in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_key_going_locks_everyone_out_and_never_lets_everyone_in() {
+    use streamsight_collector::telemetry::Failure;
+    let client = reqwest::Client::new();
+    for (way, listen) in [
+        (LastKeyGoes::Revoked, "0.0.0.0:0"),
+        (LastKeyGoes::FileEmptied, "0.0.0.0:0"),
+        (LastKeyGoes::FileDeleted, "0.0.0.0:0"),
+        (LastKeyGoes::Revoked, "127.0.0.1:0"),
+    ] {
+        let dir = std::env::temp_dir().join(format!("streamsight-lastkey-{way:?}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("keys.json");
+        let read = generate("default", Scope::Read, 1).unwrap();
+        let mut file = KeyFile {
+            keys: vec![read.stored.clone()],
+        };
+        file.save(&path).unwrap();
+        let running = serve(
+            ServeConfig {
+                api_listen: listen.parse().unwrap(),
+                ..config(path.clone())
+            },
+            EngineConfig::default(),
+        )
+        .await
+        .unwrap();
+        // Asked on 127.0.0.1 whatever the listener is bound to.
+        let api = format!("http://127.0.0.1:{}", running.api_addr.port());
+        let groups = || client.get(format!("{api}/api/v1/groups"));
+        assert_eq!(status(groups(), Some(&read.token)).await, 200, "{way:?}");
+        assert_eq!(status(groups(), None).await, 401, "{way:?}");
+        // The scheme's name is case-insensitive (RFC 7235).
+        let lower = groups()
+            .header("Authorization", format!("bearer {}", read.token))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(lower.status().as_u16(), 200, "{way:?}");
+
+        match way {
+            LastKeyGoes::Revoked => {
+                file.revoke(&read.stored.id, 2).unwrap();
+                file.save(&path).unwrap();
+            }
+            LastKeyGoes::FileEmptied => std::fs::write(&path, b"").unwrap(),
+            LastKeyGoes::FileDeleted => std::fs::remove_file(&path).unwrap(),
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        match way {
+            LastKeyGoes::Revoked | LastKeyGoes::FileEmptied => {
+                // Until the reload the key works; after it nobody does.
+                while status(groups(), Some(&read.token)).await != 401 {
+                    assert!(Instant::now() < deadline, "{way:?}: the key still works");
+                    assert_eq!(status(groups(), None).await, 401, "{way:?}: opened");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let refused = groups().send().await.unwrap();
+                assert_eq!(refused.status().as_u16(), 401, "{way:?}");
+                let body = refused.text().await.unwrap();
+                assert!(body.contains("no live key") && body.contains("keys create"), "{body}");
+                for page in ["/", "/api/v1/lag", "/metrics", "/v3/kafka"] {
+                    assert_eq!(
+                        status(client.get(format!("{api}{page}")), None).await,
+                        401,
+                        "{way:?} {page}"
+                    );
+                }
+                assert_eq!(status(client.get(format!("{api}/healthz")), None).await, 200);
+                let ready = client.get(format!("{api}/readyz")).send().await.unwrap();
+                assert_eq!(ready.status().as_u16(), 503, "{way:?}");
+                let body = ready.text().await.unwrap();
+                assert!(body.contains("no_live_keys"), "{body}");
+                // A key created again opens it again.
+                let again = generate("default", Scope::Read, 3).unwrap();
+                KeyFile {
+                    keys: vec![again.stored.clone()],
+                }
+                .save(&path)
+                .unwrap();
+                while status(groups(), Some(&again.token)).await != 200 {
+                    assert!(Instant::now() < deadline, "{way:?}: a new key never worked");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                assert_eq!(status(groups(), None).await, 401, "{way:?}");
+                assert_eq!(status(client.get(format!("{api}/readyz")), None).await, 200);
+            }
+            LastKeyGoes::FileDeleted => {
+                // A file that went is said, and the keys last read stay.
+                while running.shared.telemetry.failures(Failure::KeysReload) == 0 {
+                    assert!(Instant::now() < deadline, "the deletion was never noticed");
+                    assert_eq!(status(groups(), None).await, 401, "opened");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                assert_eq!(status(groups(), None).await, 401);
+                assert_eq!(status(groups(), Some(&read.token)).await, 200);
+            }
+        }
+        running.shutdown().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// `insecure_no_auth` said on purpose: the last key going opens the listener
+/// again, as it was before any key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_no_auth_is_open_again_when_the_last_key_goes() {
+    let dir = std::env::temp_dir().join(format!("streamsight-insecure-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("keys.json");
+    let read = generate("default", Scope::Read, 1).unwrap();
+    let mut file = KeyFile {
+        keys: vec![read.stored.clone()],
+    };
+    file.save(&path).unwrap();
+    let running = serve(
+        ServeConfig {
+            api_listen: "0.0.0.0:0".parse().unwrap(),
+            insecure_no_auth: true,
+            ..config(path.clone())
+        },
+        EngineConfig::default(),
+    )
+    .await
+    .unwrap();
+    let client = reqwest::Client::new();
+    let groups = || client.get(format!("http://127.0.0.1:{}/api/v1/groups", running.api_addr.port()));
+    assert_eq!(status(groups(), None).await, 401);
+    file.revoke(&read.stored.id, 2).unwrap();
+    file.save(&path).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status(groups(), None).await != 200 {
+        assert!(Instant::now() < deadline, "never open again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

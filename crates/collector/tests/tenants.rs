@@ -507,3 +507,75 @@ async fn intake_listeners_bound_to_tenants_take_keyless_tracers_over_tcp_and_uni
     running.shutdown().await;
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A refused key is counted for its own team: `team-b`'s read keys see the
+/// refusals of `team-b`'s keys by key id on their `/metrics`, and `team-a`
+/// and `default` see none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_counted_for_the_tenant_of_the_key_named_by_its_id() {
+    let dir = test_dir("refusals");
+    let [a_read, b_read, b_ingest, b_gone]: [_; 4] = keys(
+        &dir,
+        &[
+            ("team-a", Scope::Read),
+            ("team-b", Scope::Read),
+            ("team-b", Scope::Ingest),
+            ("team-b", Scope::Read),
+        ],
+    )
+    .try_into()
+    .unwrap();
+    let mut file = KeyFile::load(&dir.join("keys.json")).unwrap();
+    file.revoke(&b_gone.stored.id, 1).unwrap();
+    file.save(&dir.join("keys.json")).unwrap();
+    let running = serve(two_tenants(&dir, "memory://"), EngineConfig::default())
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let api = format!("http://{}", running.api_addr);
+    let get = |path: &str, key: &str| client.get(format!("{api}{path}")).bearer_auth(key.to_owned()).send();
+    // A revoked key of team-b's, twice; an ingest key of team-b's reading; a
+    // key id nobody ever made (never a label).
+    for _ in 0..2 {
+        assert_eq!(get("/api/v1/lag", &b_gone.token).await.unwrap().status(), 401);
+    }
+    assert_eq!(get("/api/v1/lag", &b_ingest.token).await.unwrap().status(), 403);
+    assert_eq!(get("/api/v1/lag", "ssk_0123456789ab_00").await.unwrap().status(), 401);
+    let metrics = |key: &str| {
+        let key = key.to_owned();
+        let url = format!("{api}/metrics");
+        let client = client.clone();
+        async move {
+            client
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let b = metrics(&b_read.token).await;
+    let gone = format!(
+        "streamsight_refusals_total{{listener=\"api\",kind=\"unauthorized\",key_id=\"{}\"}} 2",
+        b_gone.stored.id
+    );
+    let ingest = format!(
+        "streamsight_refusals_total{{listener=\"api\",kind=\"forbidden\",key_id=\"{}\"}} 1",
+        b_ingest.stored.id
+    );
+    assert!(b.contains(&gone) && b.contains(&ingest), "{b}");
+    let a = metrics(&a_read.token).await;
+    assert!(
+        !a.contains(&b_gone.stored.id) && !a.contains(&b_ingest.stored.id),
+        "{a}"
+    );
+    assert!(!a.contains("0123456789ab") && !b.contains("0123456789ab"));
+    // The made-up id is counted where unnamed refusals go: `default`, unlabelled.
+    let default = running.shared.telemetry.refusals("api", "unauthorized");
+    assert_eq!(default, 1);
+    running.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

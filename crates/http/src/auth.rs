@@ -250,22 +250,38 @@ impl Caller {
     }
 }
 
-/// The live keys, by id.
+/// The live keys, by id, and the tenant of each revoked one (a refusal of a
+/// revoked key is counted for the team it concerns).
 #[derive(Debug, Default)]
 pub struct Keys {
     by_id: HashMap<String, StoredKey>,
+    revoked: HashMap<String, String>,
 }
 
 impl Keys {
     pub fn new(file: &KeyFile) -> Self {
+        let (live, revoked): (Vec<&StoredKey>, Vec<&StoredKey>) =
+            file.keys.iter().partition(|k| k.revoked_ms.is_none());
         Self {
-            by_id: file
-                .keys
-                .iter()
-                .filter(|k| k.revoked_ms.is_none())
-                .map(|k| (k.id.clone(), k.clone()))
-                .collect(),
+            by_id: live.into_iter().map(|k| (k.id.clone(), k.clone())).collect(),
+            revoked: revoked.into_iter().map(|k| (k.id.clone(), k.tenant.clone())).collect(),
         }
+    }
+
+    /// True when a key was ever made here (a revoked key was once live).
+    fn ever_had_a_key(&self) -> bool {
+        !self.by_id.is_empty() || !self.revoked.is_empty()
+    }
+
+    /// The tenant and id of the key a token names, live or revoked, whether or
+    /// not its secret matches; `None` for an id the keys file never held (a
+    /// caller's guess is never a label).
+    pub fn named(&self, token: &str) -> Option<(String, String)> {
+        let id = token.strip_prefix(PREFIX)?.split_once('_')?.0;
+        self.by_id
+            .get(id)
+            .map(|k| (k.tenant.clone(), k.id.clone()))
+            .or_else(|| self.revoked.get(id).map(|tenant| (tenant.clone(), id.to_owned())))
     }
 
     /// The live keys of a keys file's bytes; none when it is empty.
@@ -292,23 +308,106 @@ impl Keys {
     }
 }
 
+/// What the keys file means for a request now.
+#[derive(Debug)]
+pub enum KeyState {
+    /// No key was ever needed: loopback listeners, no key ever made (or
+    /// `insecure_no_auth`). Every request is let through.
+    Open,
+    /// Requests need one of these keys.
+    Keyed(Arc<Keys>),
+    /// Keys are required and none is live: every request but the probes is
+    /// refused, with this reason. Never open again by a key going.
+    Locked(&'static str),
+}
+
+/// Why a collector whose keys are required, and none live, refuses everyone.
+pub const NO_LIVE_KEY: &str = "the keys file holds no live key, and this collector requires one (a listener beyond loopback, or keys were in use): every request but /healthz and /readyz is refused until an admin creates one (`streamsight keys create`)";
+
 /// The keys file, read again when it changes.
 #[derive(Debug)]
 pub struct ReloadingKeys {
     path: PathBuf,
     current: RwLock<(Arc<Keys>, Vec<u8>)>,
     audit: std::sync::OnceLock<crate::reload::AuditSink>,
+    /// Set for good once keys are required: a listener beyond loopback, or a
+    /// key was ever live. From then on a file with no live key locks every
+    /// request out instead of letting every request in.
+    required: std::sync::atomic::AtomicBool,
+    /// `insecure_no_auth`: said on purpose, so never required.
+    insecure: bool,
+    /// Whether the lock was said (once each time it begins).
+    locked_said: std::sync::atomic::AtomicBool,
+    /// The last reload failure said: the same one is not said every check.
+    last_failure: std::sync::Mutex<Option<String>>,
 }
 
 impl ReloadingKeys {
-    pub fn new(path: PathBuf) -> Result<Self, AuthError> {
+    /// The keys at `path` (none when it does not exist). With `insecure`
+    /// (`insecure_no_auth`), a file with no live key lets everyone in;
+    /// without it, that happens only until keys are required.
+    pub fn new(path: PathBuf, insecure: bool) -> Result<Self, AuthError> {
         let bytes = std::fs::read(&path).unwrap_or_default();
         let keys = Keys::from_file(&path, &bytes)?;
-        Ok(Self {
+        let ever = keys.ever_had_a_key();
+        let reloading = Self {
             path,
             current: RwLock::new((Arc::new(keys), bytes)),
             audit: std::sync::OnceLock::new(),
-        })
+            required: std::sync::atomic::AtomicBool::new(ever && !insecure),
+            insecure,
+            locked_said: std::sync::atomic::AtomicBool::new(false),
+            last_failure: std::sync::Mutex::new(None),
+        };
+        reloading.say_lock();
+        Ok(reloading)
+    }
+
+    /// From now on a file with no live key refuses everyone (a listener is
+    /// beyond loopback); nothing with `insecure_no_auth`.
+    pub fn require(&self) {
+        if !self.insecure {
+            self.required.store(true, std::sync::atomic::Ordering::Release);
+            self.say_lock();
+        }
+    }
+
+    /// What a request meets now.
+    pub fn state(&self) -> KeyState {
+        let keys = self.keys();
+        if !keys.is_empty() {
+            KeyState::Keyed(keys)
+        } else if self.required.load(std::sync::atomic::Ordering::Acquire) {
+            KeyState::Locked(NO_LIVE_KEY)
+        } else {
+            KeyState::Open
+        }
+    }
+
+    /// Says once, at error level, that everyone is locked out (and once more
+    /// each time that begins again).
+    fn say_lock(&self) {
+        use std::sync::atomic::Ordering;
+        match self.state() {
+            KeyState::Locked(why) => {
+                if !self.locked_said.swap(true, Ordering::AcqRel) {
+                    tracing::error!(path = %self.path.display(), "{why}");
+                }
+            }
+            _ => self.locked_said.store(false, Ordering::Release),
+        }
+    }
+
+    /// A reload that failed, said when it differs from the last one said.
+    fn failed(&self, why: String) {
+        let mut last = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.as_deref() != Some(why.as_str()) {
+            crate::reload::reload_failed(self.audit.get(), Failure::KeysReload, &why);
+            *last = Some(why);
+        }
     }
 
     /// From now on, keys that appear or go are reported to `sink`.
@@ -329,11 +428,21 @@ impl crate::reload::Reload for ReloadingKeys {
     fn reload_if_changed(&self) -> bool {
         let bytes = match std::fs::read(&self.path) {
             Ok(b) => b,
-            // A deleted file revokes every key: no keys, no access beyond loopback.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            // A file that went is no statement about keys (a volume not yet
+            // mounted, a deploy's mistake): the last good keys stay, so
+            // nothing opens. Keys are ended by revoking them.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.failed(format!(
+                    "keys file {} is gone; keeping the keys last read (end keys with `streamsight keys revoke`)",
+                    self.path.display()
+                ));
+                return false;
+            }
             Err(e) => {
-                let why = format!("keys file {} unreadable; keeping the keys: {e}", self.path.display());
-                crate::reload::reload_failed(self.audit.get(), Failure::KeysReload, &why);
+                self.failed(format!(
+                    "keys file {} unreadable; keeping the keys: {e}",
+                    self.path.display()
+                ));
                 return false;
             }
         };
@@ -343,11 +452,17 @@ impl crate::reload::Reload for ReloadingKeys {
         let keys = match Keys::from_file(&self.path, &bytes) {
             Ok(keys) => keys,
             Err(e) => {
-                let why = format!("keys file invalid; keeping the keys: {e}");
-                crate::reload::reload_failed(self.audit.get(), Failure::KeysReload, &why);
+                self.failed(format!("keys file invalid; keeping the keys: {e}"));
                 return false;
             }
         };
+        *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        if keys.ever_had_a_key() && !self.insecure {
+            self.required.store(true, std::sync::atomic::Ordering::Release);
+        }
         let previous = self.keys();
         if let Some(sink) = self.audit.get() {
             for k in keys.by_id.values().filter(|k| !previous.by_id.contains_key(&k.id)) {
@@ -366,8 +481,10 @@ impl crate::reload::Reload for ReloadingKeys {
                 sink.report(&k.tenant, event);
             }
         }
+        let live = keys.by_id.len();
         *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = (Arc::new(keys), bytes);
-        tracing::info!(path = %self.path.display(), "keys reloaded");
+        tracing::info!(path = %self.path.display(), live, "keys reloaded");
+        self.say_lock();
         true
     }
 }

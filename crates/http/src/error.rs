@@ -54,6 +54,8 @@ pub enum ErrorKind {
     LogUnreachable,
     /// The last append to storage failed.
     StorageUnavailable,
+    /// Keys are required and none is live: everyone is refused.
+    NoLiveKeys,
     /// The node holding a shard cannot be asked.
     ShardUnavailable,
     /// A refusal of the intake, counted by its own kind.
@@ -86,9 +88,12 @@ impl ErrorKind {
             K::Forbidden => StatusCode::FORBIDDEN,
             K::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,
             K::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            K::Overloaded | K::NotReady | K::LogUnreachable | K::StorageUnavailable | K::ShardUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            K::Overloaded
+            | K::NotReady
+            | K::LogUnreachable
+            | K::StorageUnavailable
+            | K::ShardUnavailable
+            | K::NoLiveKeys => StatusCode::SERVICE_UNAVAILABLE,
             K::Intake(e) => intake_status(e),
             K::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -126,6 +131,7 @@ impl ErrorKind {
             K::NotReady => "not_ready",
             K::LogUnreachable => "log_unreachable",
             K::StorageUnavailable => "storage_unavailable",
+            K::NoLiveKeys => "no_live_keys",
             K::ShardUnavailable => "shard_unavailable",
             K::Intake(e) => e.as_str(),
             K::Internal => "internal",

@@ -12,15 +12,24 @@ type Report = dyn Fn(&str, streamsight_core::AuditEvent) + Send + Sync;
 /// Where a reload that failed is said and counted (the old files stay in use).
 type Failed = dyn Fn(Failure, &str) + Send + Sync;
 
+/// Where a listener's served certificate's end is kept (unix seconds).
+type Certificate = dyn Fn(&'static str, i64) + Send + Sync;
+
 #[derive(Clone)]
-pub struct AuditSink(Arc<Report>, Arc<Failed>);
+pub struct AuditSink(Arc<Report>, Arc<Failed>, Arc<Certificate>);
 
 impl AuditSink {
     pub fn new(
         report: impl Fn(&str, streamsight_core::AuditEvent) + Send + Sync + 'static,
         failed: impl Fn(Failure, &str) + Send + Sync + 'static,
+        certificate: impl Fn(&'static str, i64) + Send + Sync + 'static,
     ) -> Self {
-        Self(Arc::new(report), Arc::new(failed))
+        Self(Arc::new(report), Arc::new(failed), Arc::new(certificate))
+    }
+
+    /// The certificate `listener` serves ends at `not_after_s`.
+    pub fn certificate(&self, listener: &'static str, not_after_s: i64) {
+        (self.2)(listener, not_after_s);
     }
 
     pub fn report(&self, tenant: &str, event: streamsight_core::AuditEvent) {

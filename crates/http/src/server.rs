@@ -3,7 +3,7 @@
 //! cap on requests in flight. Over a cap the answer is 503 with `Retry-After`
 //! at once, never a queue that grows with the attack.
 
-use crate::auth::{Caller, ReloadingKeys, Scope};
+use crate::auth::{Caller, KeyState, ReloadingKeys, Scope};
 use crate::error::{ApiError, ErrorKind};
 use axum::Router;
 use axum::extract::{Request, State};
@@ -41,6 +41,9 @@ pub struct Guard {
     /// This listener's requests' time (`streamsight_request_seconds`).
     requests: Arc<streamsight_node::timings::Histogram>,
     shared: Arc<Shared>,
+    /// Each tenant's node: a refusal is counted where its team reads it.
+    nodes: Arc<std::collections::HashMap<String, Arc<Shared>>>,
+    failed_auth: Arc<FailedAuth>,
 }
 
 impl Guard {
@@ -60,6 +63,8 @@ impl Guard {
             auth: None,
             public: |_| false,
             requests: shared.timings.listener(name),
+            nodes: Arc::default(),
+            failed_auth: Arc::default(),
             shared,
         }
     }
@@ -83,15 +88,18 @@ impl Guard {
         self
     }
 
-    /// Gives each of `tenants` its own `max_in_flight` places.
-    pub fn tenants<'a>(mut self, tenants: impl IntoIterator<Item = &'a String>) -> Self {
+    /// Gives each of `tenants` its own `max_in_flight` places, and counts
+    /// each one's refusals on its own node.
+    pub fn tenants<'a>(mut self, tenants: impl IntoIterator<Item = (&'a String, &'a Arc<Shared>)>) -> Self {
         let max = self.shared.config.limits.max_in_flight.max(1);
+        let tenants: Vec<_> = tenants.into_iter().collect();
         self.in_flight = Arc::new(
             tenants
-                .into_iter()
-                .map(|t| (t.clone(), Arc::new(Semaphore::new(max))))
+                .iter()
+                .map(|(t, _)| ((*t).clone(), Arc::new(Semaphore::new(max))))
                 .collect(),
         );
+        self.nodes = Arc::new(tenants.into_iter().map(|(t, s)| (t.clone(), s.clone())).collect());
         self
     }
 
@@ -206,15 +214,16 @@ impl Auth {
         {
             return Ok(Some(Caller::keyless(tenant.trim().to_owned(), self.needed)));
         }
-        let keys = self.keys.keys();
-        if keys.is_empty() {
-            return Ok(None);
-        }
+        let keys = match self.keys.state() {
+            KeyState::Open => return Ok(None),
+            KeyState::Keyed(keys) => Some(keys),
+            KeyState::Locked(_) => None,
+        };
         let token = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer);
         let unauthorized = |message: &str| {
             ApiError::new(ErrorKind::Unauthorized, message)
                 .challenge("Bearer")
@@ -234,10 +243,18 @@ impl Auth {
                     }
                 });
         }
-        match token.map(|t| keys.verify(t.trim())) {
-            Some(Some(caller)) if caller.scope.allows(self.needed) => Ok(Some(caller)),
-            Some(Some(caller)) => Err(Box::new(
-                ApiError::new(
+        let Some(keys) = keys else {
+            // Locked: no live key. A keyless intake said on purpose
+            // (`intake_tenant`) stays what it was; nothing else is let in.
+            return match (&self.open_tenant, token) {
+                (Some(tenant), None) => Ok(Some(Caller::keyless(tenant.clone(), self.needed))),
+                _ => Err(Box::new(unauthorized(crate::auth::NO_LIVE_KEY))),
+            };
+        };
+        match token.map(|t| (t, keys.verify(t))) {
+            Some((_, Some(caller))) if caller.scope.allows(self.needed) => Ok(Some(caller)),
+            Some((_, Some(caller))) => {
+                let mut refused = ApiError::new(
                     ErrorKind::Forbidden,
                     format!(
                         "a {} key cannot do this; it needs {}",
@@ -245,15 +262,76 @@ impl Auth {
                         self.needed.as_str()
                     ),
                 )
-                .into_response(),
-            )),
-            Some(None) => Err(Box::new(unauthorized(
-                "the key is not valid (unknown, revoked or mistyped)",
-            ))),
+                .into_response();
+                refused.extensions_mut().insert(caller);
+                Err(Box::new(refused))
+            }
+            Some((t, None)) => {
+                let mut refused = unauthorized("the key is not valid (unknown, revoked or mistyped)");
+                // A key this file holds (a revoked one, a mistyped secret):
+                // counted for its tenant, by its id.
+                if let Some((tenant, key_id)) = keys.named(t) {
+                    refused.extensions_mut().insert(Caller {
+                        tenant,
+                        scope: self.needed,
+                        key_id,
+                    });
+                }
+                Err(Box::new(refused))
+            }
             None => match &self.open_tenant {
                 Some(tenant) => Ok(Some(Caller::keyless(tenant.clone(), self.needed))),
                 None => Err(Box::new(unauthorized("this listener needs Authorization: Bearer KEY"))),
             },
+        }
+    }
+
+    /// Whether every request is refused for want of a live key.
+    fn locked(&self) -> bool {
+        self.bound.is_none() && matches!(self.keys.state(), KeyState::Locked(_))
+    }
+}
+
+/// The credentials of an `Authorization` value of the Bearer scheme, whose
+/// name is case-insensitive (RFC 7235 §2.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim())
+        .filter(|c| !c.is_empty())
+}
+
+/// Failed authentication, said at most once a minute for each peer with the
+/// count since it was last said: a thousand bad keys are one line, not none
+/// and not a thousand.
+#[derive(Debug, Default)]
+struct FailedAuth {
+    /// By peer: when it was last said (unix seconds), and failures since.
+    by_peer: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u64, u64)>>,
+}
+
+impl FailedAuth {
+    /// Peers remembered at most: beyond, those said over a minute ago go.
+    const MAX_PEERS: usize = 4096;
+
+    /// The failures to say now for `peer`, when it is time to say them.
+    fn note(&self, peer: std::net::IpAddr, now_s: u64) -> Option<u64> {
+        let mut by_peer = streamsight_node::sync::lock(&self.by_peer);
+        if by_peer.len() >= Self::MAX_PEERS && !by_peer.contains_key(&peer) {
+            by_peer.retain(|_, (said, _)| now_s.saturating_sub(*said) < 60);
+            if by_peer.len() >= Self::MAX_PEERS {
+                return None;
+            }
+        }
+        let (said, unsaid) = by_peer.entry(peer).or_insert((0, 0));
+        *unsaid += 1;
+        if *said == 0 || now_s.saturating_sub(*said) >= 60 {
+            let n = *unsaid;
+            (*said, *unsaid) = (now_s.max(1), 0);
+            Some(n)
+        } else {
+            None
         }
     }
 }
@@ -414,14 +492,39 @@ async fn refuse_on(mut stream: impl tokio::io::AsyncWrite + Unpin) {
 /// Every request through the guard; every refusal counted by its kind.
 async fn per_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let began = std::time::Instant::now();
+    let peer = request.extensions().get::<Peer>().map(|p| p.0.ip());
     let response = guarded(&guard, request, next).await;
     guard.requests.observe(began.elapsed());
     if let Some(kind) = response.extensions().get::<ErrorKind>() {
-        guard.shared.telemetry.refused(Refusal {
+        // Counted on the node of the tenant it concerns (the key's, when
+        // one was named), by key id: what that team's read keys see.
+        let caller = response.extensions().get::<Caller>();
+        let node = caller.and_then(|c| guard.nodes.get(&c.tenant)).unwrap_or(&guard.shared);
+        node.telemetry.refused(Refusal {
             listener: guard.name,
             kind: kind.as_str(),
             status: response.status().as_u16(),
+            key_id: caller.map(|c| c.key_id.as_str()).filter(|id| !id.is_empty()),
         });
+        if matches!(
+            kind,
+            ErrorKind::Unauthorized | ErrorKind::Forbidden | ErrorKind::UnknownTenant
+        ) && let Some(peer) = peer
+        {
+            let now_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if let Some(failures) = guard.failed_auth.note(peer, now_s) {
+                tracing::warn!(
+                    listener = guard.name,
+                    %peer,
+                    failures,
+                    kind = kind.as_str(),
+                    key_id = caller.map_or("", |c| c.key_id.as_str()),
+                    "authentication failed (said at most once a minute for each peer, with the count since)"
+                );
+            }
+        }
     }
     response
 }
@@ -442,6 +545,20 @@ async fn guarded(guard: &Guard, request: Request, next: Next) -> Response {
     let mut request = request;
     // Dashboard pages carry no data: a browser loads them, then asks for a key.
     let public = probe || (guard.public)(request.uri().path());
+    if let Some(auth) = &guard.auth
+        && auth.locked()
+    {
+        // No live key where one is required: the probes say so, the rest
+        // (the dashboard's pages too) is refused.
+        if request.uri().path() == "/readyz" {
+            return ApiError::new(ErrorKind::NoLiveKeys, crate::auth::NO_LIVE_KEY).into_response();
+        }
+        if public && !probe {
+            return ApiError::new(ErrorKind::Unauthorized, crate::auth::NO_LIVE_KEY)
+                .challenge("Bearer")
+                .into_response();
+        }
+    }
     if !public && let Some(auth) = &guard.auth {
         match auth.check(&request) {
             Ok(Some(caller)) => {
@@ -463,8 +580,16 @@ async fn guarded(guard: &Guard, request: Request, next: Next) -> Response {
             }
         }
     };
+    let caller = request.extensions().get::<Caller>().cloned();
     let response = match tokio::time::timeout(guard.request_timeout, next.run(request)).await {
-        Ok(r) => r,
+        Ok(mut r) => {
+            if let Some(caller) = caller
+                && r.extensions().get::<ErrorKind>().is_some()
+            {
+                r.extensions_mut().insert(caller);
+            }
+            r
+        }
         Err(_) => ApiError::new(
             ErrorKind::RequestTimeout,
             format!(
@@ -521,5 +646,27 @@ mod tests {
             assert!(!host_allowed(bad.as_bytes(), &allowed), "{bad}");
         }
         assert!(!host_allowed(&[0xff, 0xfe], &allowed));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_whatever_its_case() {
+        for ok in ["Bearer k", "bearer k", "BEARER  k ", " Bearer k"] {
+            assert_eq!(bearer(ok), Some("k"), "{ok:?}");
+        }
+        for bad in ["Basic k", "Bearerk", "Bearer", "Bearer   ", ""] {
+            assert_eq!(bearer(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn failed_authentication_is_said_once_a_minute_per_peer_with_the_count() {
+        let log = FailedAuth::default();
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        assert_eq!(log.note(a, 1_000), Some(1), "the first is said at once");
+        let said: Vec<_> = (0..899).filter_map(|i| log.note(a, 1_000 + i / 20)).collect();
+        assert!(said.is_empty(), "{said:?}");
+        assert_eq!(log.note(b, 1_001), Some(1), "another peer is its own");
+        assert_eq!(log.note(a, 1_060), Some(900), "a minute on: the count since");
+        assert_eq!(log.note(a, 1_061), None);
     }
 }

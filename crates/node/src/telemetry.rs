@@ -251,15 +251,19 @@ impl Failure {
 
 /// An answer refused on a listener: its kind, as the client read it in `error`.
 #[derive(Copy, Clone, Debug)]
-pub struct Refusal {
+pub struct Refusal<'a> {
     pub listener: &'static str,
     pub kind: &'static str,
     pub status: u16,
+    /// The key the request named, when the keys file holds it (live or
+    /// revoked): never an id a client made up.
+    pub key_id: Option<&'a str>,
 }
 
-/// Refusals of one (listener, kind) at most: the kinds are the collector's
-/// own (a fixed set), so this bounds nothing a client chooses.
-type RefusalCounts = std::sync::Mutex<std::collections::BTreeMap<(&'static str, &'static str), u64>>;
+/// Refusals of one (listener, kind, key) at most: the kinds are the
+/// collector's own (a fixed set) and the keys the keys file's, so this bounds
+/// nothing a client chooses.
+type RefusalCounts = std::sync::Mutex<std::collections::BTreeMap<(&'static str, &'static str, Option<String>), u64>>;
 
 #[derive(Debug, Default)]
 pub struct IntakeTelemetry {
@@ -275,6 +279,8 @@ pub struct IntakeTelemetry {
     corrupt_batches: AtomicU64,
     failures: [AtomicU64; Failure::ALL.len()],
     refusals: RefusalCounts,
+    /// Each TLS listener's served certificate's end (unix seconds).
+    tls_expiry: std::sync::Mutex<std::collections::BTreeMap<&'static str, i64>>,
     log_gate: LogGate,
     refusal_gate: LogGate,
 }
@@ -307,12 +313,16 @@ pub struct IntakeStats {
     pub failures: Vec<(Failure, u64)>,
     /// Every refused answer, by listener and kind.
     pub refusals: Vec<RefusalCount>,
+    /// Each TLS listener's served certificate's end (unix seconds).
+    pub tls_expiry: Vec<(&'static str, i64)>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct RefusalCount {
     pub listener: &'static str,
     pub kind: &'static str,
+    /// The key refused, when the request named one the keys file holds.
+    pub key_id: Option<String>,
     pub count: u64,
 }
 
@@ -379,9 +389,9 @@ impl IntakeTelemetry {
     /// An answer refused on a listener: counted by listener and kind, logged
     /// at debug (a 5xx at warn, once a second: a flood of bad requests never
     /// becomes a flood of log lines).
-    pub fn refused(&self, r: Refusal) {
+    pub fn refused(&self, r: Refusal<'_>) {
         *crate::sync::lock(&self.refusals)
-            .entry((r.listener, r.kind))
+            .entry((r.listener, r.kind, r.key_id.map(str::to_owned)))
             .or_default() += 1;
         if r.status >= 500 && self.refusal_gate.open() {
             tracing::warn!(
@@ -404,9 +414,14 @@ impl IntakeTelemetry {
     pub fn refusals(&self, listener: &str, kind: &str) -> u64 {
         crate::sync::lock(&self.refusals)
             .iter()
-            .filter(|((l, k), _)| *l == listener && *k == kind)
+            .filter(|((l, k, _), _)| *l == listener && *k == kind)
             .map(|(_, n)| *n)
             .sum()
+    }
+
+    /// The certificate `listener` serves ends at `not_after_s` (unix seconds).
+    pub fn tls_certificate(&self, listener: &'static str, not_after_s: i64) {
+        crate::sync::lock(&self.tls_expiry).insert(listener, not_after_s);
     }
 
     /// Stored batches a replay could not decode and skipped.
@@ -454,7 +469,16 @@ impl IntakeTelemetry {
                 .collect(),
             refusals: crate::sync::lock(&self.refusals)
                 .iter()
-                .map(|(&(listener, kind), &count)| RefusalCount { listener, kind, count })
+                .map(|((listener, kind, key_id), &count)| RefusalCount {
+                    listener,
+                    kind,
+                    key_id: key_id.clone(),
+                    count,
+                })
+                .collect(),
+            tls_expiry: crate::sync::lock(&self.tls_expiry)
+                .iter()
+                .map(|(&l, &t)| (l, t))
                 .collect(),
         }
     }
@@ -473,6 +497,7 @@ mod tests {
             listener: "api",
             kind: "bad_query",
             status: 400,
+            key_id: None,
         });
         assert_eq!(t.failures(Failure::StoreAppend), 2);
         assert_eq!(t.failures(Failure::Retention), 0);

@@ -136,7 +136,9 @@ pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String 
         "Memory held by the groups' recent histories (the group page's chart), within limits.max_history_bytes.",
     );
     let _ = writeln!(out, "streamsight_group_history_bytes {}", shared.lag.history_bytes());
-    render_intake(&mut out, &shared.telemetry.snapshot());
+    let intake = shared.telemetry.snapshot();
+    render_intake(&mut out, &intake);
+    render_tls(&mut out, &intake);
     header(
         &mut out,
         "streamsight_decode_memory_bytes",
@@ -640,13 +642,38 @@ fn render_intake(out: &mut String, s: &IntakeStats) {
         out,
         "streamsight_refusals_total",
         "counter",
-        "Requests answered with an error, by listener and kind.",
+        "Requests answered with an error, by listener and kind, and by key id where the request named a key of this tenant.",
     );
     for r in &s.refusals {
+        let key = r
+            .key_id
+            .as_deref()
+            .map_or(String::new(), |id| format!(",key_id=\"{}\"", esc(id)));
         let _ = writeln!(
             out,
-            "streamsight_refusals_total{{listener=\"{}\",kind=\"{}\"}} {}",
+            "streamsight_refusals_total{{listener=\"{}\",kind=\"{}\"{key}}} {}",
             r.listener, r.kind, r.count
+        );
+    }
+}
+
+/// Each TLS listener's certificate's end, as Prometheus' blackbox exporter
+/// says it (`probe_ssl_earliest_cert_expiry`): a unix time, so an alert reads
+/// `streamsight_tls_certificate_expiry_seconds - time() < 14 * 86400`.
+fn render_tls(out: &mut String, s: &IntakeStats) {
+    if s.tls_expiry.is_empty() {
+        return;
+    }
+    header(
+        out,
+        "streamsight_tls_certificate_expiry_seconds",
+        "gauge",
+        "When each TLS listener's served certificate stops being valid, in unix seconds.",
+    );
+    for (listener, not_after) in &s.tls_expiry {
+        let _ = writeln!(
+            out,
+            "streamsight_tls_certificate_expiry_seconds{{listener=\"{listener}\"}} {not_after}"
         );
     }
 }
