@@ -225,6 +225,20 @@ async fn redrive(
     {
         return refused;
     }
+    // A dry run reads the whole topic (up to `redrive::MAX_SCANNED` records): of a
+    // DLQ this collector watches, a read key's question; of any other topic, a
+    // load on the cluster only an admin key may put.
+    if body.dry_run
+        && !is_known_dlq(&shared, &cluster, &dlq)
+        && let Some(refused) = unless_admin(
+            caller.as_deref(),
+            &format!(
+                "a redrive dry run of {dlq}, which is not a DLQ this collector watches on {cluster} (it reads the whole topic)"
+            ),
+        )
+    {
+        return refused;
+    }
     let config = match polled(&shared, &cluster) {
         Ok(c) => c.clone(),
         Err(e) => return ApiError::from(e).into_response(),
@@ -298,6 +312,23 @@ async fn redrive(
         axum::Json(json!({ "dry_run": false, "run": run, "status": format!("/api/v1/redrives/{run}") })),
     )
         .into_response()
+}
+
+/// Whether `topic` of `cluster` is a DLQ this collector was told of
+/// (`[[serve.dlq]]`'s topics, or a conventional name where it finds DLQs by
+/// name) or found (its DLQ monitors' topics).
+fn is_known_dlq(shared: &Shared, cluster: &str, topic: &str) -> bool {
+    let configured = shared.config.dlq.iter().filter(|d| d.name == cluster).any(|d| {
+        d.topics.iter().any(|t| t == topic)
+            || (d.by_convention && streamsight_wire::dlq::source_of_dlq_name(topic).is_some())
+    });
+    configured
+        || shared
+            .dlq
+            .view()
+            .iter()
+            .filter(|m| m.config.name == cluster)
+            .any(|m| m.report().iter().any(|t| t.dlq_topic == topic))
 }
 
 /// A run as the log has it, and as this process runs it.

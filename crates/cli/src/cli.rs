@@ -14,6 +14,11 @@ pub struct Cli {
     /// TOML configuration file; embedded defaults when absent.
     #[arg(long, global = true, env = "STREAMSIGHT_CONFIG")]
     pub config: Option<PathBuf>,
+    /// PEM file of CA certificates (or a collector's own self-signed
+    /// certificate) to trust when a command talks to a collector over
+    /// https, besides the public CAs and the system's bundle.
+    #[arg(long, global = true, env = "STREAMSIGHT_CA_FILE", value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }

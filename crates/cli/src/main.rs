@@ -10,6 +10,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     no_transparent_huge_pages();
+    private_files();
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         // The reader went away (`| head`): what it wanted it has.
@@ -33,6 +34,13 @@ fn no_transparent_huge_pages() {
     let _ = rustix::thread::disable_transparent_huge_pages(true);
 }
 
+/// What the collector writes (stores, keys, tenants' logs) is its teams'
+/// data: readable by its own user only, whatever umask it was started with.
+fn private_files() {
+    #[cfg(target_os = "linux")]
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+}
+
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -44,6 +52,7 @@ fn run() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = Config::load(cli.config.as_deref())?;
+    streamsight::collector_client::trust(cli.ca_file.as_deref()).map_err(anyhow::Error::msg)?;
     match cli.command {
         Command::Serve(args) => commands::serve::run(config, args),
         Command::Demo(args) => commands::demo::run(args),

@@ -209,6 +209,41 @@ async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_se
         !ok && err.contains("404") && err.contains("not a cluster this collector polls"),
         "{err}"
     );
+    // A dry run reads the whole topic: of a topic that is no DLQ this
+    // collector watches, an admin key's question, not a read key's.
+    let (ok, _, err) = support::run_keyed(
+        &[
+            "dlq",
+            "redrive",
+            "--collector",
+            &api,
+            "--cluster",
+            "tansu",
+            "--dlq",
+            "orders",
+        ],
+        &read,
+    );
+    assert!(
+        !ok && err.contains("403") && err.contains("not a DLQ this collector watches") && err.contains("admin"),
+        "{err}"
+    );
+    let (_, _, err) = support::run_keyed(
+        &[
+            "dlq",
+            "redrive",
+            "--collector",
+            &api,
+            "--cluster",
+            "tansu",
+            "--dlq",
+            "orders",
+            "--format",
+            "json",
+        ],
+        &admin,
+    );
+    assert!(!err.contains("403"), "an admin key may: {err}");
 
     // 2. The collector aborts once the second batch is acknowledged and
     //    before its log says so: 100 recorded sent, 50 sent but in flight.

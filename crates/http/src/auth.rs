@@ -432,6 +432,16 @@ impl crate::reload::Reload for ReloadingKeys {
             // mounted, a deploy's mistake): the last good keys stay, so
             // nothing opens. Keys are ended by revoking them.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Never there (a collector with no keys yet): nothing to say.
+                if self
+                    .current
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .1
+                    .is_empty()
+                {
+                    return false;
+                }
                 self.failed(format!(
                     "keys file {} is gone; keeping the keys last read (end keys with `streamsight keys revoke`)",
                     self.path.display()

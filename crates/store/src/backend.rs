@@ -13,6 +13,8 @@ pub enum StoreError {
     BadUrl(String),
     #[error("cannot create data directory {path}: {source}")]
     CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot create database file {path}: {source}")]
+    CreateFile { path: PathBuf, source: std::io::Error },
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("kafka: {0}")]

@@ -24,11 +24,31 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     pub fn open(path: PathBuf) -> Result<Self, StoreError> {
+        // A team's topics, groups and audit log are its own: directories
+        // made 0700 and the database 0600 whatever the umask (SQLite gives
+        // its -wal and -shm files the database's mode).
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| StoreError::CreateDir {
+                    path: dir.to_owned(),
+                    source,
+                })?;
+        }
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|source| StoreError::CreateFile {
+                    path: path.clone(),
+                    source,
+                })?;
         }
         let conn = Connection::open(&path)?;
         // FULL: a commit is on disk, WAL included, before `append` returns.

@@ -70,11 +70,17 @@ fn configured(mut config: Config, args: Args) -> Config {
 pub fn run(config: Config, args: Args) -> anyhow::Result<()> {
     let config = configured(config, args);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // The OTLP listener serves the intake's certificate.
+    let scheme = |tls: bool| if tls { "https" } else { "http" };
+    let (intake, api) = (
+        scheme(config.serve.intake_tls.is_some()),
+        scheme(config.serve.api_tls.is_some()),
+    );
     runtime.block_on(async move {
         let mut running = streamsight_collector::serve(config.serve, config.engine).await?;
         // Tests and scripts read the bound addresses from this line.
         println!(
-            "streamsight serving intake=http://{} api=http://{} otlp=http://{}",
+            "streamsight serving intake={intake}://{} api={api}://{} otlp={intake}://{}",
             running.intake_addr, running.api_addr, running.otlp_addr
         );
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
