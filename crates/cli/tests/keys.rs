@@ -30,6 +30,21 @@ fn keys_are_created_once_listed_without_their_secret_and_revoked() {
     let (_, list, _) = support::run(&["keys", "list", "--keys-file", file]);
     let row = list.lines().find(|l| l.starts_with(id)).unwrap();
     assert!(!row.trim_end().ends_with('-'), "not marked revoked: {row}");
+    // Revoking it again says it already was, and when; nothing changes.
+    let before = std::fs::read(&path).unwrap();
+    let (ok, _, err) = support::run(&["keys", "revoke", id, "--keys-file", file]);
+    assert!(ok && err.contains("already revoked at 20"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // Columns line up whatever the scope (`payloads` is the longest) and
+    // times read as ISO-8601 UTC.
+    let payloads = support::create_key(file, "payloads");
+    let (_, list, _) = support::run(&["keys", "list", "--keys-file", file]);
+    let lines: Vec<&str> = list.lines().collect();
+    let column = |line: &str, word: &str| line.find(word).unwrap();
+    let created = column(lines[0], "CREATED");
+    let row = lines.iter().find(|l| l.starts_with(&payloads[4..16])).unwrap();
+    assert_eq!(column(row, "payloads"), column(lines[0], "SCOPE"), "{list}");
+    assert_eq!(&row[created..created + 2], "20", "{list}");
     let (ok, _, err) = support::run(&["keys", "revoke", "nope", "--keys-file", file]);
     assert!(!ok && err.contains("no key nope"), "{err}");
     // Given whole, a key is revoked by its id; its secret is never printed back.

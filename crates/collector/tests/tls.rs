@@ -172,3 +172,53 @@ async fn unusable_tls_files_stop_the_start_with_their_path_and_never_their_conte
     assert!(!err.contains("SECRET"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Each TLS listener's certificate's end is on `/metrics`, the OTLP listener's
+/// being the intake's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tls_listener_exports_when_its_certificate_ends() {
+    let dir = std::env::temp_dir().join(format!("streamsight-tls-expiry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = Ca::new();
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let end = rcgen::date_time_ymd(2099, 6, 1);
+    params.not_after = end;
+    let cert = params.signed_by(&key, &ca.0).unwrap();
+    let (api_cert, api_key) = ca.issue(&["localhost"]);
+    let tls = |name: &str, cert: &str, key: &str| ListenerTls {
+        cert_file: write(&dir, &format!("{name}.pem"), cert),
+        key_file: write(&dir, &format!("{name}.key"), key),
+        client_ca_file: None,
+    };
+    let config = ServeConfig {
+        api_tls: Some(tls("api", &api_cert, &api_key)),
+        intake_tls: Some(tls("intake", &cert.pem(), &key.serialize_pem())),
+        ..support::loopback("memory://")
+    };
+    let running = serve(config, EngineConfig::default()).await.unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+        .resolve("localhost", running.api_addr)
+        .build()
+        .unwrap();
+    let metrics = client
+        .get(format!("https://localhost:{}/metrics", running.api_addr.port()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let intake_end = end.unix_timestamp();
+    for listener in ["intake", "otlp"] {
+        let line = format!("streamsight_tls_certificate_expiry_seconds{{listener=\"{listener}\"}} {intake_end}");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+    assert!(
+        metrics.contains("streamsight_tls_certificate_expiry_seconds{listener=\"api\"} "),
+        "{metrics}"
+    );
+    running.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}

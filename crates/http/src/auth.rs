@@ -177,6 +177,12 @@ impl KeyFile {
         std::fs::rename(&tmp, path).map_err(fail)
     }
 
+    /// The key of public id `id`, or of the whole key `id`.
+    pub fn find(&self, id: &str) -> Option<&StoredKey> {
+        let id = public_id(id);
+        self.keys.iter().find(|k| k.id == id)
+    }
+
     /// Revokes the key of public id `id`, or of the whole key `id` (only its
     /// id is read, and only its id is ever shown again); the id revoked.
     pub fn revoke(&mut self, id: &str, now_ms: i64) -> Result<String, AuthError> {

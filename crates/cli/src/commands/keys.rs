@@ -68,28 +68,56 @@ pub fn run(command: Command, serve: &streamsight_collector::ServeConfig) -> anyh
         }
         Command::List { keys_file } => {
             let file = KeyFile::load(&path_of(keys_file))?;
-            println!(
-                "{:<14} {:<16} {:<7} {:<15} REVOKED_MS",
-                "ID", "TENANT", "SCOPE", "CREATED_MS"
-            );
-            for k in &file.keys {
-                let revoked = k.revoked_ms.map_or("-".to_owned(), |t| t.to_string());
-                println!(
-                    "{:<14} {:<16} {:<7} {:<15} {revoked}",
-                    k.id,
-                    k.tenant,
-                    k.scope.as_str(),
-                    k.created_ms
-                );
+            let rows: Vec<[String; 5]> = file
+                .keys
+                .iter()
+                .map(|k| {
+                    [
+                        k.id.clone(),
+                        k.tenant.clone(),
+                        k.scope.as_str().to_owned(),
+                        utc(k.created_ms),
+                        k.revoked_ms.map_or("-".to_owned(), utc),
+                    ]
+                })
+                .collect();
+            let header = ["ID", "TENANT", "SCOPE", "CREATED", "REVOKED"].map(str::to_owned);
+            // Each column as wide as its widest cell (a tenant's name, `payloads`).
+            let mut widths = header.clone().map(|h| h.len());
+            for row in &rows {
+                for (w, cell) in widths.iter_mut().zip(row) {
+                    *w = (*w).max(cell.len());
+                }
+            }
+            for row in std::iter::once(&header).chain(&rows) {
+                let line: Vec<String> = row.iter().zip(widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+                println!("{}", line.join("  ").trim_end());
             }
         }
         Command::Revoke { id, keys_file } => {
             let path = path_of(keys_file);
             let mut file = KeyFile::load(&path)?;
+            if let Some(k) = file.find(&id)
+                && let Some(at) = k.revoked_ms
+            {
+                eprintln!(
+                    "key {} was already revoked at {}; nothing changed in {}",
+                    k.id,
+                    utc(at),
+                    path.display()
+                );
+                return Ok(());
+            }
             let id = file.revoke(&id, now_ms)?;
             file.save(&path)?;
             eprintln!("key {id} revoked in {}", path.display());
         }
     }
     Ok(())
+}
+
+/// A key's time as ISO-8601 UTC, to the second.
+fn utc(ms: i64) -> String {
+    let ms = u64::try_from(ms).unwrap_or(0);
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
 }
