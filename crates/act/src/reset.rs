@@ -143,14 +143,12 @@ pub async fn plan(cluster: &ClusterConfig, request: &ResetRequest, now: Millis) 
     let mut plan = ResetPlan::new(&cluster.name, &request.group, request.to, &states);
     let group = snap.group(&request.group);
     plan.state = group.and_then(|g| g.state.clone());
+    // Only the broker's positive word that nobody is in the group lets a
+    // reset through: a failed describe, ListGroups' "unknown", a type nothing
+    // here describes are unknown membership, and refused.
     plan.describe_error = match group {
-        Some(g) if g.state.is_none() => Some(
-            g.error
-                .clone()
-                .unwrap_or_else(|| "the coordinator did not describe the group".into()),
-        ),
+        Some(g) => g.not_known_empty(),
         None => Some("the coordinator did not describe the group".into()),
-        _ => None,
     };
     plan.members = group
         .map(|g| {

@@ -216,7 +216,10 @@ fn owner(shared: &Shared, cluster: &str, group: &str, topic: &str, partition: i3
 struct Described {
     state: Option<String>,
     group_type: Option<String>,
-    members: usize,
+    /// `None` while no describe answered: unknown, never 0.
+    members: Option<usize>,
+    /// Why the membership is unknown.
+    membership_error: Option<String>,
 }
 
 fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<Described> {
@@ -225,7 +228,8 @@ fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<Described>
     Some(Described {
         state: g.state.clone(),
         group_type: g.group_type.clone(),
-        members: g.members.len(),
+        members: g.described.then_some(g.members.len()),
+        membership_error: if g.described { None } else { g.error.clone() },
     })
 }
 
@@ -315,7 +319,7 @@ fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool, par
         return Some(json!({
             "cluster": cluster, "group": group, "status": "WARN", "complete": 0.0,
             "partitions": [], "partition_count": 0, "maxlag": null, "totallag": 0,
-            "streamsight": { "status": Status::Stale, "state": d.state, "group_type": d.group_type, "members": d.members },
+            "streamsight": { "status": Status::Stale, "state": d.state, "group_type": d.group_type, "members": d.members, "membership_error": d.membership_error },
         }));
     }
     let count = partitions.len();
@@ -356,7 +360,8 @@ fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool, par
             "max_lag_seconds": max_lag_seconds,
             "state": state.as_ref().and_then(|s| s.state.clone()),
             "group_type": state.as_ref().and_then(|s| s.group_type.clone()),
-            "members": state.map(|s| s.members),
+            "members": state.as_ref().and_then(|s| s.members),
+            "membership_error": state.and_then(|s| s.membership_error),
         },
     }))
 }

@@ -242,7 +242,8 @@ fn cluster_rows(shared: &Shared) -> Vec<(String, serde_json::Value)> {
                             "group_type": g.group_type,
                             "group_epoch": g.group_epoch,
                             "protocol_type": g.protocol_type,
-                            "members": g.members,
+                            // Unknown (null) unless a describe answered: never "none".
+                            "members": g.described.then_some(&g.members),
                             "committed_partitions": g.offsets.len(),
                             "share_partitions": share_partitions,
                             "share_lag": share_lag,

@@ -478,3 +478,102 @@ const CARD_AVRO: &str = r#"{"type":"record","name":"Payment","fields":[
     {"name":"card","type":{"type":"record","name":"Card","fields":[
         {"name":"number","type":"string"},{"name":"holder","type":"string"}]}},
     {"name":"amount","type":"long"}]}"#;
+
+/// tansu's sqlite engine: DescribeGroups fails (the broker drops the
+/// connection) and ListGroups says "unknown". A reset of a group with a live
+/// confluent-kafka member is refused there, directly and through a collector,
+/// with the broker's error in the refusal; the collector shows the membership
+/// as unknown with its cause, never as "no members".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undescribed_group_is_never_reset_blind_and_its_membership_reads_unknown() {
+    let _watchdog = Watchdog::arm("the blind reset test against tansu sqlite", Duration::from_secs(300));
+    let dir = std::env::temp_dir().join(format!("streamsight-act-blind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(support::free_port(), "sqlite://tansu.db", &dir, &[]);
+    let b = broker.bootstrap.clone();
+    support::fill_topic(&b, "orders", 2, 20).await;
+    let member = Member::join(&b, "orders", "stuck", "stuck-py-1", 5);
+    member.until("read 5");
+
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        &b,
+        "--group",
+        "stuck",
+        "--topic",
+        "orders:0",
+        "--to-offset",
+        "10",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let refusal = json(&out)["would_refuse"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        refusal.contains("unknown") && refusal.contains("nothing is reset blind") && refusal.contains("DescribeGroups"),
+        "{out}"
+    );
+    let (ok, _, err) = reset(&[
+        "--bootstrap-server",
+        &b,
+        "--group",
+        "stuck",
+        "--topic",
+        "orders:0",
+        "--to-offset",
+        "10",
+        "--execute",
+    ]);
+    assert!(!ok && err.contains("nothing is reset blind"), "{err}");
+
+    // Through a collector polling it: refused the same; the group's
+    // membership is unknown, with why.
+    let toml = format!(
+        "[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\ngroups = [\"stuck\"]\npoll_interval = \"500ms\"\n"
+    );
+    let (_serve, api) = support::serve_with_config("act-blind", &toml);
+    let client = reqwest::Client::new();
+    let clusters = wait_for_json(
+        &client,
+        &format!("{api}/api/v1/clusters"),
+        60,
+        "the group polled",
+        |v| {
+            v["clusters"][0]["groups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|g| g["group"] == "stuck"))
+        },
+    )
+    .await;
+    let group = clusters["clusters"][0]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == "stuck")
+        .unwrap()
+        .clone();
+    assert!(group["members"].is_null(), "unknown is not none: {group}");
+    assert!(
+        group["error"].as_str().is_some_and(|e| e.contains("DescribeGroups")),
+        "{group}"
+    );
+    let (ok, _, err) = support::run(&[
+        "groups",
+        "reset",
+        "--collector",
+        &api,
+        "--cluster",
+        "tansu",
+        "--group",
+        "stuck",
+        "--topic",
+        "orders:0",
+        "--to-offset",
+        "10",
+        "--execute",
+    ]);
+    assert!(!ok && err.contains("nothing is reset blind"), "{err}");
+    member.close();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -23,7 +23,11 @@ pub struct MembershipPoint {
     pub at_ms: i64,
     pub state: Option<String>,
     pub epoch: Option<i32>,
-    pub members: usize,
+    /// `None` when no describe answered this poll: unknown, never 0.
+    pub members: Option<usize>,
+    /// Why the members are unknown this poll (the describe's error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_because: Option<String>,
 }
 
 /// A member that left the group, and whether the same client came back.
@@ -87,11 +91,28 @@ fn push<T>(q: &mut VecDeque<T>, v: T) {
 
 impl GroupMembership {
     fn observe(&mut self, g: &GroupSnapshot, at: Millis) {
+        if !g.described {
+            // Nobody said who is in the group: a point that says so, and
+            // nothing counted from it (no rebalance, no time not Stable, no
+            // member leaving); the next described poll compares with the
+            // last described one.
+            let why = g.error.clone().unwrap_or_else(|| "the group was not described".into());
+            let point = MembershipPoint {
+                at_ms: at.0,
+                state: g.state.clone(),
+                epoch: None,
+                members: None,
+                unknown_because: Some(why),
+            };
+            push(&mut self.timeline, point);
+            return;
+        }
         let point = MembershipPoint {
             at_ms: at.0,
             state: g.state.clone(),
             epoch: g.group_epoch,
-            members: g.members.len(),
+            members: Some(g.members.len()),
+            unknown_because: None,
         };
         let members: BTreeMap<String, (String, String)> = g
             .members
@@ -139,7 +160,7 @@ impl GroupMembership {
         let last_hour = self.rebalances.iter().filter(|&&t| t > since).count();
         let departures: Vec<Departure> = self.departures.iter().filter(|d| d.at_ms > since).cloned().collect();
         let timeline: Vec<MembershipPoint> = self.timeline.iter().filter(|p| p.at_ms > since).cloned().collect();
-        let most_members = timeline.iter().map(|p| p.members).max().unwrap_or(0);
+        let most_members = timeline.iter().filter_map(|p| p.members).max().unwrap_or(0);
         let cause = (last_hour > 0).then(|| cause(&departures, last_hour, most_members));
         Rebalances {
             last_hour,
@@ -239,9 +260,41 @@ mod tests {
         let mut g = GroupSnapshot::new("g");
         g.listed = true;
         g.state = Some(state.into());
+        g.described = true;
         g.members = members;
         s.groups.push(g);
         m.observe(&s);
+    }
+
+    #[test]
+    fn a_poll_that_could_not_describe_the_group_counts_nothing_and_says_unknown() {
+        let mut m = Membership::default();
+        poll(&mut m, 0, "Stable", vec![member("a-1", "a")]);
+        for t in [10, 20, 30] {
+            // tansu's sqlite engine: ListGroups says "unknown", the describe fails.
+            let mut s = Snapshot::new("c", Millis(t * 1000));
+            s.groups_listed = true;
+            let mut g = GroupSnapshot::new("g");
+            g.listed = true;
+            g.state = Some("unknown".into());
+            g.error = Some("DescribeGroups failed: broker closed the connection".into());
+            s.groups.push(g);
+            m.observe(&s);
+        }
+        poll(&mut m, 40, "Stable", vec![member("a-1", "a")]);
+        let r = m.group("g").unwrap().at(Millis(41_000));
+        assert_eq!((r.last_hour, r.not_stable_ms), (0, 0), "{r:?}");
+        assert!(r.departures.is_empty(), "{r:?}");
+        let unknown: Vec<_> = r.timeline.iter().filter(|p| p.members.is_none()).collect();
+        assert_eq!(unknown.len(), 3);
+        assert!(
+            unknown[0]
+                .unknown_because
+                .as_deref()
+                .unwrap()
+                .contains("DescribeGroups")
+        );
+        assert_eq!(r.timeline.last().unwrap().members, Some(1));
     }
 
     #[test]

@@ -83,6 +83,12 @@ pub struct GroupSnapshot {
     pub group_epoch: Option<i32>,
     /// Found by ListGroups (rather than only asked for by name).
     pub listed: bool,
+    /// A describe (DescribeGroups, ConsumerGroupDescribe) answered for it: its
+    /// state and `members` are the broker's word. False, `members` is empty
+    /// because nobody knows them (a failed describe: `error` says why; a share
+    /// group, which nothing here describes), never because there are none.
+    #[serde(default)]
+    pub described: bool,
     pub members: Vec<MemberSnapshot>,
     pub offsets: Vec<CommittedOffset>,
     /// A share group's share-partition start offsets (KIP-932's SPSO, from
@@ -230,6 +236,7 @@ impl GroupSnapshot {
             group_type: None,
             group_epoch: None,
             listed: false,
+            described: false,
             members: Vec::new(),
             offsets: Vec::new(),
             share_starts: Vec::new(),
@@ -249,6 +256,34 @@ impl GroupSnapshot {
                 .iter()
                 .any(|(t, parts)| t == topic && parts.contains(&partition))
         })
+    }
+
+    /// Why nothing may act on this group as one without live members, if it
+    /// may not: only a describe's positive answer, no member and a state of
+    /// `Empty` or `Dead`, lets an act through. A describe that failed, a state
+    /// nobody described (ListGroups' "unknown"), a type nothing here describes
+    /// (share, streams) is unknown membership, never "no members".
+    pub fn not_known_empty(&self) -> Option<String> {
+        if !self.described {
+            let why = self.error.clone().unwrap_or_else(|| match self.group_type.as_deref() {
+                Some(t @ ("share" | "streams")) => format!("a {t} group, which this collector does not describe"),
+                _ => "the coordinator did not describe the group".into(),
+            });
+            return Some(match &self.state {
+                Some(s) => format!("{why}; ListGroups says {s:?}, which names no members"),
+                None => why,
+            });
+        }
+        if !self.members.is_empty() {
+            return None;
+        }
+        match self.state.as_deref() {
+            Some(s) if s.eq_ignore_ascii_case("empty") || s.eq_ignore_ascii_case("dead") => None,
+            Some(s) => Some(format!(
+                "the broker describes it as {s:?} with no members listed: a state between members, not an empty group"
+            )),
+            None => Some("the broker described it with no state".into()),
+        }
     }
 
     /// The group exists: listed, or with committed offsets, whatever one API

@@ -495,7 +495,7 @@ fn render_poller(
     let mut members = Family::new(
         "streamsight_consumer_group_members",
         "gauge",
-        "Members of a group as its coordinator describes it, by group state.",
+        "Members of a group as its coordinator describes it, by group state; absent while no describe answered (membership unknown, see /api/v1/clusters' error).",
     );
     let mut share_lag = Family::new(
         "streamsight_share_group_lag",
@@ -525,7 +525,12 @@ fn render_poller(
             seconds.sample(&labels, ms / 1000.0);
             poll_time.sample(&labels, ms);
         }
-        for g in v.last.iter().flat_map(|s| &s.groups).filter(|g| g.exists()) {
+        for g in v
+            .last
+            .iter()
+            .flat_map(|s| &s.groups)
+            .filter(|g| g.exists() && g.described)
+        {
             let state = g.state.as_deref().unwrap_or("unknown");
             members.sample(
                 &format!("{labels},group=\"{}\",state=\"{}\"", esc(&g.name), esc(state)),

@@ -316,15 +316,21 @@ function membership(r) {
   const settled = (state) => state === 'Stable' || state === 'Empty' || state === 'Dead';
   const changes = r.timeline.filter((p, i, all) => i === 0 || p.state !== all[i - 1].state || p.epoch !== all[i - 1].epoch || p.members !== all[i - 1].members);
   const when = (ms) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19);
+  const latest = r.timeline.length ? r.timeline[r.timeline.length - 1] : null;
   return h('section', { id: 'membership', 'aria-label': 'Membership' }, title,
     r.storm ? h('div', { class: 'banner bad', role: 'alert', id: 'rebalance-storm' }, h('strong', {}, 'Rebalance storm: '), `${r.last_hour} rebalances in the last hour. ${r.cause || ''}`) : null,
     h('dl', { class: 'facts' },
       h('dt', {}, 'Rebalances in the last hour'), h('dd', {}, num(r.last_hour)),
       h('dt', {}, 'Not Stable in the last hour'), h('dd', {}, duration(r.not_stable_ms / 1000)),
       h('dt', {}, 'Likely cause'), h('dd', {}, r.cause || h('span', { class: 'muted' }, 'no rebalance seen'))),
-    chart('Members (each poll)', r.timeline, (p) => p.members, (v) => `${num(v)} members`, r.timeline.map((p) => !settled(p.state)), '', 'rebalancing', true),
+    latest && latest.members === null
+      ? h('div', { class: 'banner warn', role: 'status', id: 'membership-unknown' }, h('strong', {}, 'Membership unknown: '),
+        `the broker did not describe this group at the last poll (${latest.unknown_because || 'no reason given'}). Nothing here counts it as empty, and nothing acts on it.`)
+      : null,
+    // A poll that could not describe the group is a gap, never a rebalance.
+    chart('Members (each poll)', r.timeline, (p) => p.members, (v) => `${num(v)} members`, r.timeline.map((p) => p.members !== null && !settled(p.state)), '', 'rebalancing', true),
     table(`State changes (${changes.length})`, [['When'], ['State'], ['Epoch', 'num'], ['Members', 'num']],
-      changes.slice().reverse().map((p) => [when(p.at_ms), p.state ? badge(p.state.toLowerCase()) : unknown(), p.epoch === null ? unknown() : num(p.epoch), num(p.members)]),
+      changes.slice().reverse().map((p) => [when(p.at_ms), p.state ? badge(p.state.toLowerCase()) : unknown(), p.epoch === null ? unknown() : num(p.epoch), p.members === null ? unknown() : num(p.members)]),
       'Not polled yet.'),
     table(`Members that left in the last hour (${r.departures.length})`, [['When'], ['Client'], ['Host']],
       r.departures.slice().reverse().map((m) => [when(m.at_ms), m.client_id || unknown(), m.host || unknown()]), 'None left.'));
@@ -616,7 +622,7 @@ const clusters = {
           s && s.errors.length ? h('div', { class: 'banner bad' }, h('strong', {}, 'Errors in the last poll: '), s.errors.join('; ')) : null,
           s ? table('Brokers', [['Id', 'num'], ['Address'], ['Reachable']], s.brokers.map((b) => [b.id, h('code', {}, b.addr), b.reachable ? 'yes' : badge('down')])) : null,
           s ? table('Groups as the brokers describe them', [['Group'], ['Type'], ['State'], ['Members', 'num'], ['Committed partitions', 'num'], ['Share-group lag', 'num'], ['Error']],
-            s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.group_type || h('span', { class: 'muted' }, 'not said'), g.state || '', num((g.members || []).length), num(g.committed_partitions),
+            s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.group_type || h('span', { class: 'muted' }, 'not said'), g.state || '', g.members === null ? h('span', { class: 'muted', title: g.error || '' }, 'unknown') : num(g.members.length), num(g.committed_partitions),
               g.group_type !== 'share' ? h('span', { class: 'muted' }, 'not a share group') : g.share_lag === null ? unknown() : `\u2264 ${num(g.share_lag)}`,
               g.error || '']), 'No group listed.') : h('p', { class: 'muted' }, 'Not polled yet.'));
       }) : h('p', { class: 'muted' }, 'No cluster is polled (configure [[serve.clusters]] or --cluster).')];

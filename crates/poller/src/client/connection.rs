@@ -330,8 +330,10 @@ impl Connection {
         }
     }
 
+    /// An I/O error on a connection already made: the broker is reachable,
+    /// and dropped it.
     fn io(&self, e: std::io::Error) -> KafkaError {
-        KafkaError::Connect {
+        KafkaError::Closed {
             broker: self.addr.clone(),
             reason: e.to_string(),
         }

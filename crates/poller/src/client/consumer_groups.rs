@@ -40,10 +40,16 @@ impl ClusterClient {
                 work.push((addr.clone(), requests));
             }
         }
-        for (_, result) in self.fan_out(work).await {
+        for (addr, result) in self.fan_out(work).await {
             let answers = match result {
                 Ok(a) => a,
                 Err(e) => {
+                    let asked: Vec<String> = by_coordinator[&addr]
+                        .iter()
+                        .filter(|n| type_of(groups, n).as_deref() == Some("consumer"))
+                        .cloned()
+                        .collect();
+                    super::groups::undescribed(groups, &asked, &format!("ConsumerGroupDescribe failed: {e}"));
                     snap.errors.push(e.to_string());
                     continue;
                 }
@@ -59,6 +65,7 @@ impl ClusterClient {
                 }
                 g.state = Some(described.group_state.to_string());
                 g.group_epoch = Some(described.group_epoch);
+                g.described = true;
                 g.members = described
                     .members
                     .iter()

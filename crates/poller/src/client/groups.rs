@@ -168,12 +168,17 @@ impl ClusterClient {
             if self.speaks::<DescribeGroupsRequest>(addr).await {
                 let requests = in_batches(names, |ids| DescribeGroupsRequest::default().with_groups(ids));
                 work.push((addr.clone(), requests));
+            } else {
+                let why = format!("its coordinator {addr} does not speak DescribeGroups");
+                undescribed(groups, names, &why);
             }
         }
-        for (_, result) in self.fan_out(work).await {
+        for (addr, result) in self.fan_out(work).await {
             let answers = match result {
                 Ok(a) => a,
                 Err(e) => {
+                    // Each group asked carries why its membership is unknown.
+                    undescribed(groups, &by_coordinator[&addr], &format!("DescribeGroups failed: {e}"));
                     snap.errors.push(e.to_string());
                     continue;
                 }
@@ -201,6 +206,7 @@ impl ClusterClient {
                 }
                 g.state = Some(described.group_state.to_string());
                 g.protocol_type = Some(described.protocol_type.to_string()).filter(|s| !s.is_empty());
+                g.described = true;
                 g.members = described
                     .members
                     .iter()
@@ -397,6 +403,18 @@ fn push_offsets<'a>(
                 partition,
                 offset,
             });
+        }
+    }
+}
+
+/// Groups whose describe did not answer: why, unless a reason is there already.
+pub(super) fn undescribed(groups: &mut BTreeMap<String, GroupSnapshot>, names: &[String], why: &str) {
+    for n in names {
+        if let Some(g) = groups.get_mut(n)
+            && !g.described
+            && g.error.is_none()
+        {
+            g.error = Some(why.to_owned());
         }
     }
 }

@@ -60,6 +60,10 @@ const READ_COMMITTED: i8 = 1;
 pub enum KafkaError {
     #[error("cannot reach broker {broker}: {reason}")]
     Connect { broker: String, reason: String },
+    /// Connected, then the broker closed the connection instead of answering
+    /// (tansu does so for requests it cannot serve).
+    #[error("broker {broker} closed the connection instead of answering ({reason})")]
+    Closed { broker: String, reason: String },
     #[error("broker {broker} did not answer in time")]
     Timeout { broker: String },
     #[error("broker {broker} does not support {api}")]
