@@ -245,15 +245,39 @@ async fn spans(client: &mut ClusterClient, snap: &Snapshot, plan: &mut ResetPlan
         let Some((first, last)) = p.span_offsets() else {
             continue;
         };
-        let read = by_partition.get(&(p.topic.as_str(), p.partition));
-        let holding = |o: i64| {
-            read.into_iter()
-                .flatten()
-                .find(|b| (b.base_offset..=b.last_offset).contains(&o))
-        };
-        p.first_time_ms = holding(first).map(|b| b.first_timestamp);
-        p.last_time_ms = holding(last).map(|b| b.last_timestamp);
+        let read = by_partition
+            .get(&(p.topic.as_str(), p.partition))
+            .map_or(&[][..], Vec::as_slice);
+        p.first_time_ms = record_time(read, first, Edge::First);
+        p.last_time_ms = record_time(read, last, Edge::Last);
     }
+}
+
+/// Which end of a span a record is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Edge {
+    First,
+    Last,
+}
+
+/// When the record at `offset` was written, from batch headers alone. The
+/// batch that begins at it says exactly (its first timestamp); one that only
+/// holds it says a bound: its first timestamp for the span's first record,
+/// its largest for the last. Brokers that build a batch per Fetch from the
+/// offset asked (tansu) answer one from the first offset that runs to the
+/// log's newest record, so the last record's time is never read from the
+/// batch read for the first (whose largest timestamp is the log's newest).
+fn record_time(batches: &[&streamsight_poller::snapshot::BatchTime], offset: i64, edge: Edge) -> Option<i64> {
+    let holding = batches
+        .iter()
+        .filter(|b| (b.base_offset..=b.last_offset).contains(&offset))
+        // The tightest: the one that begins nearest the record.
+        .max_by_key(|b| b.base_offset)?;
+    Some(if holding.base_offset == offset || edge == Edge::First {
+        holding.first_timestamp
+    } else {
+        holding.last_timestamp
+    })
 }
 
 /// Kafka's answers to an admin commit that mean the group has members.
@@ -366,6 +390,36 @@ pub fn records(plan: &ResetPlan, key: &str, at: Millis) -> Vec<Record> {
 
 #[cfg(test)]
 mod tests {
+    use streamsight_poller::snapshot::BatchTime;
+
+    fn batch(base: i64, last: i64, first_ts: i64, max_ts: i64) -> BatchTime {
+        BatchTime {
+            topic: "orders".into(),
+            partition: 0,
+            base_offset: base,
+            last_offset: last,
+            first_timestamp: first_ts,
+            last_timestamp: max_ts,
+            log_append_time: false,
+        }
+    }
+
+    #[test]
+    fn a_span_is_dated_by_the_batches_that_begin_at_its_ends() {
+        // tansu's answers: a batch from each offset asked to the log's end.
+        let (t_skipped, t_newest) = (1_000, 9_000);
+        let from_first = batch(90, 300, t_skipped, t_newest);
+        let from_last = batch(94, 300, t_skipped, t_newest);
+        let read = [&from_first, &from_last];
+        assert_eq!(super::record_time(&read, 90, super::Edge::First), Some(t_skipped));
+        assert_eq!(super::record_time(&read, 94, super::Edge::Last), Some(t_skipped));
+        // Kafka's: the producer's batch holding both, written at once.
+        let produced = batch(80, 99, 1_000, 1_003);
+        assert_eq!(super::record_time(&[&produced], 90, super::Edge::First), Some(1_000));
+        assert_eq!(super::record_time(&[&produced], 94, super::Edge::Last), Some(1_003));
+        assert_eq!(super::record_time(&[&produced], 100, super::Edge::Last), None);
+    }
+
     use super::*;
 
     #[test]

@@ -29,6 +29,16 @@ pub fn duration(ms: i64) -> String {
     }
 }
 
+/// A time as people read it in a terminal: ISO-8601 UTC and how long ago
+/// ("2026-12-07T05:04:39Z, 3 m ago"; "…, in 2 m" for one to come).
+pub fn at_ago(at: Millis, now: Millis) -> String {
+    if at.0 > now.0 {
+        format!("{}, in {}", at.iso(), duration(at.0 - now.0))
+    } else {
+        format!("{}, {} ago", at.iso(), duration(now.0 - at.0))
+    }
+}
+
 /// Lag seconds as words: "unknown", "≥ 4 m" for a lower bound.
 pub fn lag_seconds(report: &LagReport) -> String {
     match report.lag_seconds {
@@ -235,6 +245,22 @@ mod tests {
         assert_eq!(duration(7_200_000), "2 h");
         assert_eq!(duration(273_600_000), "3 d 4 h");
         assert_eq!(duration(-5), "0 s");
+    }
+
+    #[test]
+    fn times_read_as_iso_utc_with_their_age() {
+        let at = Millis(1_796_620_010_809);
+        assert_eq!(at.iso(), "2026-12-07T05:06:50Z");
+        assert_eq!(at_ago(at, Millis(at.0 + 208_000)), "2026-12-07T05:06:50Z, 3 m 28 s ago");
+        assert_eq!(at_ago(at, Millis(at.0 - 120_000)), "2026-12-07T05:06:50Z, in 2 m");
+        assert_eq!(
+            crate::reset::ResetTo::ShiftBy(-5).to_string(),
+            "5 offset(s) back from the committed offset"
+        );
+        assert_eq!(
+            crate::reset::ResetTo::Time(at).to_string(),
+            "the first record at or after 2026-12-07T05:06:50Z"
+        );
     }
 
     #[test]

@@ -33,8 +33,9 @@ impl std::fmt::Display for ResetTo {
             ResetTo::Offset(o) => write!(f, "offset {o}"),
             ResetTo::Earliest => f.write_str("the earliest offset"),
             ResetTo::Latest => f.write_str("the latest offset"),
-            ResetTo::ShiftBy(n) => write!(f, "the committed offset {n:+}"),
-            ResetTo::Time(t) => write!(f, "the first record at or after {} ms", t.0),
+            ResetTo::ShiftBy(n) if *n < 0 => write!(f, "{} offset(s) back from the committed offset", n.unsigned_abs()),
+            ResetTo::ShiftBy(n) => write!(f, "{n} offset(s) on from the committed offset"),
+            ResetTo::Time(t) => write!(f, "the first record at or after {}", t.iso()),
         }
     }
 }

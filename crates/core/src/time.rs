@@ -23,6 +23,13 @@ impl Millis {
         }
     }
 
+    /// ISO-8601 UTC to the second (`2026-12-07T05:04:39Z`), as people and
+    /// tools read times; before 1970 reads as 1970.
+    pub fn iso(self) -> String {
+        let ms = u64::try_from(self.0).unwrap_or(0);
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+    }
+
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1000.0
     }

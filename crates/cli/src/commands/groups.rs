@@ -137,7 +137,7 @@ fn reset_group(args: ResetArgs) -> anyhow::Result<()> {
             None => through_collector(&args, &request).await,
         }
     })?;
-    output::emit(args.format, &answer, |out, a| write_plan(out, a))?;
+    output::emit(args.format, &answer, |out, a| write_plan(out, a, now))?;
     Ok(())
 }
 
@@ -197,7 +197,7 @@ pub(crate) fn time(ms: Option<i64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn write_plan(out: &mut dyn Write, a: &Answer) -> std::io::Result<()> {
+fn write_plan(out: &mut dyn Write, a: &Answer, now: Millis) -> std::io::Result<()> {
     let p = &a.plan;
     writeln!(
         out,
@@ -213,10 +213,15 @@ fn write_plan(out: &mut dyn Write, a: &Answer) -> std::io::Result<()> {
         "TOPIC", "PARTITION", "COMMITTED", "TARGET", "SKIP", "READ AGAIN"
     )?;
     for part in &p.partitions {
-        let span = if part.first_time_ms.is_some() || part.last_time_ms.is_some() {
-            format!("{} .. {}", time(part.first_time_ms), time(part.last_time_ms))
-        } else {
-            "-".into()
+        // The span's ends as ISO-8601 UTC, with the age of the newest.
+        let span = match (part.first_time_ms, part.last_time_ms) {
+            (None, None) => "-".into(),
+            (first, Some(last)) => format!(
+                "{} .. {}",
+                time(first),
+                streamsight_core::explain::at_ago(Millis(last), now)
+            ),
+            (first, None) => format!("{} .. -", time(first)),
         };
         writeln!(
             out,

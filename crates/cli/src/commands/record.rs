@@ -154,10 +154,13 @@ fn write_record(out: &mut dyn Write, r: &serde_json::Value) -> std::io::Result<(
     if let Some(note) = r["note"].as_str() {
         writeln!(out, "note: {note}")?;
     }
+    let written = r["timestamp_ms"].as_i64().map_or_else(
+        || "none".to_owned(),
+        |ms| streamsight_core::explain::at_ago(streamsight_core::Millis(ms), crate::commands::groups::now()),
+    );
     writeln!(
         out,
-        "timestamp: {} ({})",
-        r["timestamp_ms"],
+        "timestamp: {written} ({})",
         r["timestamp_type"].as_str().unwrap_or("none")
     )?;
     writeln!(out, "key: {}", shown(&r["key"]))?;
