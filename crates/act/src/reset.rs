@@ -140,8 +140,18 @@ pub async fn plan(cluster: &ClusterConfig, request: &ResetRequest, now: Millis) 
             s.offset_for_time = found.get(&(s.topic.clone(), s.partition)).copied().flatten();
         }
     }
-    let mut plan = ResetPlan::new(&cluster.name, &request.group, request.to, &states);
     let group = snap.group(&request.group);
+    let exists = group.is_some_and(streamsight_poller::snapshot::GroupSnapshot::exists);
+    if !exists && request.topics.is_empty() {
+        // Named, and not there: said, never an empty plan.
+        return Err(ActError::NotFound(format!(
+            "group {} does not exist on cluster {}: the brokers list no such group and it has no committed offsets \
+             (`streamsight lag --bootstrap-server …` lists the groups there); to create it at chosen offsets, name them with --topic",
+            request.group, cluster.name
+        )));
+    }
+    let mut plan = ResetPlan::new(&cluster.name, &request.group, request.to, &states);
+    plan.new_group = !exists;
     plan.state = group.and_then(|g| g.state.clone());
     // Only the broker's positive word that nobody is in the group lets a
     // reset through: a failed describe, ListGroups' "unknown", a type nothing

@@ -540,13 +540,13 @@ async fn an_undescribed_group_is_never_reset_blind_and_its_membership_reads_unkn
         60,
         "the group polled",
         |v| {
-            v["clusters"][0]["groups"]
+            v["clusters"]["tansu"]["last_poll"]["groups"]
                 .as_array()
                 .is_some_and(|g| g.iter().any(|g| g["group"] == "stuck"))
         },
     )
     .await;
-    let group = clusters["clusters"][0]["groups"]
+    let group = clusters["clusters"]["tansu"]["last_poll"]["groups"]
         .as_array()
         .unwrap()
         .iter()
@@ -575,5 +575,110 @@ async fn an_undescribed_group_is_never_reset_blind_and_its_membership_reads_unkn
     ]);
     assert!(!ok && err.contains("nothing is reset blind"), "{err}");
     member.close();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Plans as a user reads them, on tansu's sqlite engine: the records a reset
+/// skips are dated by their own times (written with explicit timestamps), not
+/// the log's newest; a group that does not exist is said so (an error
+/// without --topic, "creates it" with one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_date_what_they_skip_and_say_when_a_group_does_not_exist() {
+    let _watchdog = Watchdog::arm("the plan test against tansu sqlite", Duration::from_secs(300));
+    let dir = std::env::temp_dir().join(format!("streamsight-act-plans-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Tansu::start_on(support::free_port(), "sqlite://tansu.db", &dir, &[]);
+    let b = broker.bootstrap.clone();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &b).create().unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(&[NewTopic::new("dated", 1, TopicReplication::Fixed(1))], &opts)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    // 0-89 written 300 s ago, 90-94 200 s ago, 95-199 100 s ago.
+    let (early, skipped, late) = (now_ms - 300_000, now_ms - 200_000, now_ms - 100_000);
+    for i in 0..200 {
+        let at = match i {
+            0..90 => early,
+            90..95 => skipped,
+            _ => late,
+        };
+        let payload = format!("r{i}");
+        producer
+            .send(
+                FutureRecord::<(), _>::to("dated")
+                    .partition(0)
+                    .payload(&payload)
+                    .timestamp(at),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+    }
+    support::seed_commits(&b, "dated", "dates", &[90]);
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        &b,
+        "--group",
+        "dates",
+        "--topic",
+        "dated:0",
+        "--to-offset",
+        "95",
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let plan = json(&out);
+    let p = part(&plan, 0);
+    assert_eq!(p["skip"], 5, "{plan}");
+    assert_eq!(
+        (p["first_time_ms"].as_i64(), p["last_time_ms"].as_i64()),
+        (Some(skipped), Some(skipped)),
+        "{plan}"
+    );
+    let (_, table, _) = reset(&[
+        "--bootstrap-server",
+        &b,
+        "--group",
+        "dates",
+        "--topic",
+        "dated:0",
+        "--to-offset",
+        "95",
+    ]);
+    assert!(table.contains(" ago"), "times carry their age: {table}");
+    assert!(!table.contains(&skipped.to_string()), "no raw milliseconds: {table}");
+
+    // A group nobody made.
+    let (ok, _, err) = reset(&["--bootstrap-server", &b, "--group", "nosuch", "--to-latest"]);
+    assert!(!ok && err.contains("group nosuch does not exist"), "{err}");
+    let (ok, out, err) = reset(&[
+        "--bootstrap-server",
+        &b,
+        "--group",
+        "nosuch",
+        "--topic",
+        "dated",
+        "--to-latest",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("does not exist") && out.contains("creates it"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -124,7 +124,7 @@ pub fn plan_partition(state: &PartitionState, to: ResetTo) -> Result<PartitionPl
         ResetTo::Time(_) => state.offset_for_time.unwrap_or(end),
     };
     let target = wanted.clamp(start, end);
-    let note = match to {
+    let mut note = match to {
         ResetTo::Time(_) if state.offset_for_time.is_none() => Some("no record is that recent: the log end".into()),
         _ if wanted < start => Some(format!("{wanted} is below the log start: clamped to {start}")),
         _ if wanted > end => Some(format!("{wanted} is past the log end: clamped to {end}")),
@@ -137,8 +137,21 @@ pub fn plan_partition(state: &PartitionState, to: ResetTo) -> Result<PartitionPl
         already_expired = start.saturating_sub(c).max(0) as u64;
         if target > from {
             skip = (target - from) as u64;
+        } else if c > end && target < c {
+            // The group read up to `c`, past the end the broker reports: an
+            // end under-reported (tansu's memory engine), or a log truncated
+            // under it. Which is unknown, so the most that may be read again
+            // is said, never 0 for a move backwards.
+            reread = (c - target) as u64;
+            let least = (end - target).max(0);
+            let past = format!(
+                "committed {c} is past the log end {end} the broker reports (an end under-reported, or a log truncated): {least} to {reread} offsets are read again"
+            );
+            note = Some(match note {
+                Some(n) => format!("{n}; {past}"),
+                None => past,
+            });
         } else {
-            // Offsets past the end were never read: only those below are read again.
             reread = (c.min(end) - target).max(0) as u64;
         }
     }
@@ -175,6 +188,10 @@ pub struct ResetPlan {
     /// live members is unknown, and the reset is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub describe_error: Option<String>,
+    /// The broker knows no such group (not listed, nothing committed):
+    /// executing creates it with these offsets.
+    #[serde(default)]
+    pub new_group: bool,
     pub skip: u64,
     pub reread: u64,
 }
@@ -190,6 +207,7 @@ impl ResetPlan {
             members: Vec::new(),
             state: None,
             describe_error: None,
+            new_group: false,
             skip: 0,
             reread: 0,
         };
@@ -248,6 +266,17 @@ impl ResetPlan {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_move_back_from_past_the_reported_end_never_reads_as_zero() {
+        let p = plan_partition(&state(Some(10), 0, 1), ResetTo::Latest).unwrap();
+        assert_eq!((p.target, p.skip, p.reread), (1, 0, 9));
+        let note = p.note.unwrap();
+        assert!(note.contains("past the log end 1") && note.contains("0 to 9"), "{note}");
+        // Within the log, as before.
+        let p = plan_partition(&state(Some(10), 0, 20), ResetTo::Offset(4)).unwrap();
+        assert_eq!((p.reread, p.note), (6, None));
+    }
 
     fn state(committed: Option<i64>, start: i64, end: i64) -> PartitionState {
         PartitionState {
@@ -358,12 +387,14 @@ mod tests {
                     prop_assert_eq!(from + p.skip as i64, p.target);
                 }
                 if p.reread > 0 {
-                    prop_assert_eq!(p.target + p.reread as i64, c.min(end));
+                    // From past the reported end: all it read, at most.
+                    prop_assert_eq!(p.target + p.reread as i64, if c > end { c } else { c.min(end) });
                 }
                 prop_assert_eq!(p.already_expired, (start - c).max(0) as u64);
                 if let Some((a, b)) = p.span_offsets() {
                     prop_assert!(a <= b && a >= start && b < end);
-                    prop_assert_eq!((b - a + 1) as u64, p.skip.max(p.reread));
+                    let in_log = if p.skip > 0 { p.skip as i64 } else { c.min(end) - p.target };
+                    prop_assert_eq!(b - a + 1, in_log);
                 }
             }
         }

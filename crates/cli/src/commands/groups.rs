@@ -207,6 +207,13 @@ fn write_plan(out: &mut dyn Write, a: &Answer, now: Millis) -> std::io::Result<(
         p.state.as_deref().unwrap_or("state unknown"),
         p.to
     )?;
+    if p.new_group {
+        writeln!(
+            out,
+            "group {} does not exist on {}: executing creates it with these offsets",
+            p.group, p.cluster
+        )?;
+    }
     writeln!(
         out,
         "{:<30} {:>9} {:>12} {:>12} {:>10} {:>10}  RECORDS WRITTEN",
