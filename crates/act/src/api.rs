@@ -55,7 +55,11 @@ async fn read_record(
         return refused;
     }
     let (Ok(partition), Ok(offset)) = (partition.parse::<i32>(), offset.parse::<i64>()) else {
-        return ApiError::new(ErrorKind::BadQuery, "a partition and an offset are numbers").into_response();
+        return ApiError::new(
+            ErrorKind::BadQuery,
+            format!("partition {partition:?} and offset {offset:?}: both are whole numbers, 0 or more"),
+        )
+        .into_response();
     };
     let config = match polled(&shared, &cluster) {
         Ok(c) => c.clone(),

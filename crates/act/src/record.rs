@@ -321,21 +321,59 @@ pub fn read(
     offset: i64,
     limits: &RecordsConfig,
 ) -> Result<ReadRecord, ActError> {
-    if topic.is_empty() || topic.len() > crate::reset::MAX_NAME_BYTES || partition < 0 || offset < 0 {
+    if topic.is_empty() || topic.len() > crate::reset::MAX_NAME_BYTES {
         return Err(ActError::BadRequest(format!(
-            "a topic of 1 to {} bytes, a partition and an offset of 0 or more",
+            "topic {topic:?}: a topic name is 1 to {} bytes",
             crate::reset::MAX_NAME_BYTES
         )));
+    }
+    if partition < 0 {
+        return Err(ActError::BadRequest(format!(
+            "partition {partition}: partitions are 0 or more"
+        )));
+    }
+    if offset < 0 {
+        return Err(ActError::BadRequest(format!("offset {offset}: offsets are 0 or more")));
     }
     let consumer: BaseConsumer = reader_config(cluster, "streamsight-record-reader")?
         .create()
         .map_err(|e| ActError::Broker(format!("cluster {}: {e}", cluster.name)))?;
     let timeout = cluster.request_timeout;
+    // What the cluster has, asked first: a topic or partition that is not
+    // there is the user's 404, never the broker's failure.
+    let metadata = consumer
+        .fetch_metadata(Some(topic), timeout)
+        .map_err(|e| ActError::Broker(format!("cluster {}: {e}", cluster.name)))?;
+    let partitions = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map(|t| t.partitions().len());
+    match partitions {
+        None | Some(0) => {
+            return Err(ActError::UnknownTopic(format!(
+                "cluster {} has no topic {topic}",
+                cluster.name
+            )));
+        }
+        Some(n) if usize::try_from(partition).is_ok_and(|p| p >= n) => {
+            return Err(ActError::UnknownTopic(format!(
+                "topic {topic} of cluster {} has partitions 0 to {}: no partition {partition}",
+                cluster.name,
+                n - 1
+            )));
+        }
+        Some(_) => {}
+    }
     let (low, high) =
         consumer
             .fetch_watermarks(topic, partition, timeout)
             .map_err(|e| match e.rdkafka_error_code() {
-                Some(rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition) => ActError::UnknownTopic(format!(
+                Some(
+                    rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition
+                    | rdkafka::types::RDKafkaErrorCode::UnknownPartition
+                    | rdkafka::types::RDKafkaErrorCode::UnknownTopic,
+                ) => ActError::UnknownTopic(format!(
                     "cluster {} has no partition {partition} of {topic}",
                     cluster.name
                 )),

@@ -362,6 +362,34 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     assert_eq!(r["timestamp_type"], "create_time");
     let (ok, _, err) = record(&payloads, 99);
     assert!(!ok && err.contains("404") && err.contains("holds 0 to 3"), "{err}");
+    // A negative offset, given either way, is refused naming the field.
+    let (ok, _, err) = record(&payloads, -1);
+    assert!(!ok && err.contains("offset -1: offsets are 0 or more"), "{err}");
+    // A topic or partition that is not there is the user's 404, not the broker's failure.
+    let elsewhere = |topic: &str, partition: &str| {
+        support::run_keyed(
+            &[
+                "record",
+                "--collector",
+                &api,
+                "--cluster",
+                "tansu",
+                "--topic",
+                topic,
+                "--partition",
+                partition,
+                "--offset=0",
+            ],
+            &payloads,
+        )
+    };
+    let (ok, _, err) = elsewhere("nosuch", "0");
+    assert!(
+        !ok && err.contains("404") && err.contains("has no topic nosuch"),
+        "{err}"
+    );
+    let (ok, _, err) = elsewhere("cards", "7");
+    assert!(!ok && err.contains("404") && err.contains("no partition 7"), "{err}");
     // Avro framed with a schema id the config names: decoded, then masked.
     let (ok, out, err) = record(&payloads, 2);
     assert!(ok, "{err}");

@@ -16,10 +16,10 @@ pub struct Args {
     #[arg(long)]
     pub topic: String,
     /// Its partition.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub partition: i32,
     /// Its offset (a record compacted away: the next one is shown, said so).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub offset: i64,
     /// Read straight from this cluster (host:port[,host:port]).
     #[arg(long)]
