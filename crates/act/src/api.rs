@@ -229,6 +229,10 @@ async fn redrive(
     {
         return refused;
     }
+    let config = match polled(&shared, &cluster) {
+        Ok(c) => c.clone(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     // A dry run reads the whole topic (up to `redrive::MAX_SCANNED` records): of a
     // DLQ this collector watches, a read key's question; of any other topic, a
     // load on the cluster only an admin key may put.
@@ -243,10 +247,6 @@ async fn redrive(
     {
         return refused;
     }
-    let config = match polled(&shared, &cluster) {
-        Ok(c) => c.clone(),
-        Err(e) => return ApiError::from(e).into_response(),
-    };
     let refused = body.selection.check(&dlq).err().or_else(|| {
         [Some(&dlq), body.selection.to_topic.as_ref()]
             .into_iter()

@@ -244,6 +244,20 @@ async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_se
         &admin,
     );
     assert!(!err.contains("403"), "an admin key may: {err}");
+    // A selection that names what is not there says what is, and fails.
+    let (ok, _, err) = redrive(&api, &read, &["--reason", "valueerror"]);
+    assert!(
+        !ok && err.contains("404")
+            && err.contains("matches --reason valueerror")
+            && err.contains("ValueError ×150")
+            && err.contains("case included"),
+        "{err}"
+    );
+    let (ok, _, err) = redrive(&api, &read, &["--letter", "0:600"]);
+    assert!(
+        !ok && err.contains("matches --letter 0:600") && err.contains("it holds 0:0-"),
+        "{err}"
+    );
 
     // 2. The collector aborts once the second batch is acknowledged and
     //    before its log says so: 100 recorded sent, 50 sent but in flight.

@@ -107,6 +107,34 @@ impl std::str::FromStr for OffsetRange {
 }
 
 impl Selection {
+    /// What the selection names, in the CLI's words, when it names anything
+    /// (a reason, letters, offsets, times): matching nothing of those is the
+    /// user's mistake, said; an unnamed selection of an empty DLQ is not.
+    pub fn named(&self) -> Option<String> {
+        let mut named = Vec::new();
+        if let Some(r) = &self.reason {
+            named.push(format!("--reason {r}"));
+        }
+        if !self.letters.is_empty() {
+            let letters: Vec<String> = self
+                .letters
+                .iter()
+                .map(|l| format!("{}:{}", l.partition, l.offset))
+                .collect();
+            named.push(format!("--letter {}", letters.join(" --letter ")));
+        }
+        if let Some(o) = self.offsets {
+            named.push(format!("--offsets {}-{}", o.first, o.last));
+        }
+        if let Some(t) = self.from_ms {
+            named.push(format!("--from {}", streamsight_core::Millis(t).iso()));
+        }
+        if let Some(t) = self.to_ms {
+            named.push(format!("--to {}", streamsight_core::Millis(t).iso()));
+        }
+        (!named.is_empty()).then(|| named.join(" "))
+    }
+
     /// Bounds every name and count before anything is asked of a broker.
     pub fn check(&self, dlq: &str) -> Result<(), ActError> {
         let bad = |why: String| Err(ActError::BadRequest(why));
@@ -214,6 +242,47 @@ pub struct Plan {
     pub letters: Vec<PlannedLetter>,
 }
 
+/// Distinct reasons said when a selection matches nothing.
+const MAX_REASONS_SAID: usize = 20;
+
+/// Why a selection that named something matched nothing, with what is there:
+/// the offsets each partition holds and the reasons the letters read carry.
+pub(super) fn nothing_matched(
+    dlq: &str,
+    named: &str,
+    held: &[(i32, i64, i64)],
+    reasons: &BTreeMap<String, u64>,
+) -> String {
+    let holds: Vec<String> = held
+        .iter()
+        .map(|&(p, low, high)| {
+            if high > low {
+                format!("{p}:{low}-{}", high - 1)
+            } else {
+                format!("{p}: empty")
+            }
+        })
+        .collect();
+    let mut said = format!(
+        "no dead letter of {dlq} matches {named}; it holds {}",
+        if holds.is_empty() {
+            "nothing".into()
+        } else {
+            holds.join(", ")
+        }
+    );
+    if !reasons.is_empty() {
+        let mut by_count: Vec<(&String, &u64)> = reasons.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let list: Vec<String> = by_count.iter().map(|(r, n)| format!("{r} ×{n}")).collect();
+        said.push_str(&format!(
+            "; reasons of the letters read: {} (a reason matches an error class or a stage exactly, case included)",
+            list.join(", ")
+        ));
+    }
+    said
+}
+
 /// Where a letter goes: `--to-topic`, else the source its provenance names,
 /// else the one its DLQ's name points at (`orders.dlq`: `orders`).
 fn destination(selection: &Selection, dlq: &str, p: Option<&Provenance>) -> (Option<String>, Option<i32>) {
@@ -266,7 +335,18 @@ pub fn plan(shared: &Shared, cluster: &ClusterConfig, dlq: &str, selection: &Sel
         selection: selection.clone(),
         ..Plan::default()
     };
+    // The reasons the letters read carry, for a selection that matches none.
+    let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
     let scanned = scan::scan(cluster, dlq, selection, |m, provenance| {
+        for r in provenance
+            .into_iter()
+            .flat_map(|p| [&p.error_class, &p.stage])
+            .flatten()
+        {
+            if reasons.len() < MAX_REASONS_SAID || reasons.contains_key(r) {
+                *reasons.entry(r.clone()).or_default() += 1;
+            }
+        }
         if !selection.takes(m, provenance) {
             return Ok(true);
         }
@@ -312,7 +392,17 @@ pub fn plan(shared: &Shared, cluster: &ClusterConfig, dlq: &str, selection: &Sel
         }
         Ok(true)
     })?;
-    plan.scanned = scanned;
+    plan.scanned = scanned.records;
+    if plan.selected == 0
+        && let Some(named) = selection.named()
+    {
+        return Err(ActError::NotFound(nothing_matched(
+            dlq,
+            &named,
+            &scanned.held,
+            &reasons,
+        )));
+    }
     if let Some(t) = plan.by_topic.keys().find(|t| shared.config.is_log_topic(t)) {
         return Err(ActError::Refused(format!(
             "{t} is this collector's own log: nothing is redriven into it"

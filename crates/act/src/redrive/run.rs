@@ -7,7 +7,7 @@ use crate::record::reader_config;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use streamsight_core::redrive::{Destination, DlqTopic, MAX_BATCH, RedriveEvent, SentLetter};
@@ -241,7 +241,7 @@ fn send_all(
     };
     let mut error = None;
     let mut held = 0usize;
-    super::scan::scan(cluster, &of.dlq, selection, |m, provenance| {
+    let scanned = super::scan::scan(cluster, &of.dlq, selection, |m, provenance| {
         if !selection.takes(m, provenance) {
             return Ok(true);
         }
@@ -305,6 +305,12 @@ fn send_all(
     })?;
     if let Some(e) = error {
         return Err(e);
+    }
+    if counts.selected == 0
+        && let Some(named) = selection.named()
+    {
+        let why = super::nothing_matched(&of.dlq, &named, &scanned.held, &BTreeMap::new());
+        return Err(ActError::NotFound(why));
     }
     flush(&mut batch, counts)?;
     lock(progress).counts = counts.clone();

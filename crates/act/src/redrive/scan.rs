@@ -11,6 +11,15 @@ use std::time::{Duration, Instant};
 use streamsight_poller::ClusterConfig;
 use streamsight_wire::dlq::Provenance;
 
+/// What a scan read, and what the DLQ holds.
+#[derive(Debug, Default)]
+pub(super) struct Scanned {
+    pub(super) records: u64,
+    /// Each selected partition's first and next offset (low and high
+    /// watermarks) when it was read: what a selection could have named.
+    pub(super) held: Vec<(i32, i64, i64)>,
+}
+
 /// Reads the DLQ's selected partitions from where the selection starts to
 /// where they end now, handing each record to `each` (which says whether to
 /// go on). Blocking.
@@ -19,7 +28,7 @@ pub(super) fn scan(
     dlq: &str,
     selection: &Selection,
     mut each: impl FnMut(&BorrowedMessage<'_>, Option<&Provenance>) -> Result<bool, ActError>,
-) -> Result<u64, ActError> {
+) -> Result<Scanned, ActError> {
     let broker = |e: rdkafka::error::KafkaError| ActError::Broker(format!("cluster {}: {e}", cluster.name));
     let consumer: BaseConsumer = reader_config(cluster, "streamsight-redrive")?
         .create()
@@ -42,8 +51,10 @@ pub(super) fn scan(
     }
     let mut ends = HashMap::new();
     let mut tpl = TopicPartitionList::new();
+    let mut held = Vec::new();
     for p in partitions {
         let (low, high) = consumer.fetch_watermarks(dlq, p, timeout).map_err(broker)?;
+        held.push((p, low, high));
         let mut start = low;
         if let Some(r) = selection.offsets {
             start = start.max(r.first);
@@ -100,7 +111,7 @@ pub(super) fn scan(
         }
     }
     if ends.is_empty() {
-        return Ok(0);
+        return Ok(Scanned { records: 0, held });
     }
     consumer.assign(&assigned).map_err(broker)?;
     let mut scanned = 0u64;
@@ -146,5 +157,5 @@ pub(super) fn scan(
             }
         }
     }
-    Ok(scanned)
+    Ok(Scanned { records: scanned, held })
 }
