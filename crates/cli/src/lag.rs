@@ -40,6 +40,11 @@ impl Filter {
 pub struct Found {
     pub rows: Vec<Row>,
     pub why_none: Option<String>,
+    /// What the rows cannot show: clusters the collector polls that did not
+    /// answer its last poll (their lag is unknown, not absent).
+    pub unreachable: Vec<String>,
+    /// Straight from a cluster, in one look: no verdict for a group behind.
+    pub bootstrap_look: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +79,62 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
         rows: Vec<Row>,
     }
     let answer: Answer = serde_json::from_str(&text).map_err(|e| err(format!("unexpected answer: {e}")))?;
+    // What the collector's pollers know: a cluster that did not answer is
+    // said, whatever the rows (its lag is unknown, not zero and not absent).
+    let polled = crate::collector_client::get_json(url, "/api/v1/clusters").await.ok();
+    let clusters = polled
+        .as_ref()
+        .and_then(|v| v["clusters"].as_object())
+        .cloned()
+        .unwrap_or_default();
+    let unreachable: Vec<String> = clusters
+        .iter()
+        .filter(|(name, _)| cluster.is_none_or(|c| c == name.as_str()))
+        .filter_map(|(name, c)| {
+            let last = &c["last_poll"];
+            if last.is_null() {
+                return Some(format!("cluster {name}: not polled yet"));
+            }
+            (last["metadata_ok"] == false).then(|| {
+                let errors: Vec<&str> = last["errors"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.as_str())
+                    .collect();
+                format!(
+                    "cluster {name} did not answer the collector's last poll ({}): its lag is unknown",
+                    if errors.is_empty() {
+                        "no reason given".to_owned()
+                    } else {
+                        errors.join("; ")
+                    }
+                )
+            })
+        })
+        .collect();
     let why_none = answer.rows.is_empty().then(|| {
+        if let Some(c) = cluster
+            && polled.is_some()
+            && !clusters.contains_key(c)
+        {
+            let names: Vec<&str> = clusters.keys().map(String::as_str).collect();
+            return format!(
+                "the collector at {url} holds no lag in cluster {c:?} and polls no cluster of that name (it polls: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+        if !unreachable.is_empty() {
+            return format!(
+                "the collector at {url} holds no lag{}: {}",
+                filter.words(),
+                unreachable.join("; ")
+            );
+        }
         let cluster = cluster.map(|c| format!(" in cluster {c:?}")).unwrap_or_default();
         format!(
             "the collector at {url} holds no lag{}{cluster}: no tracer, SDK or poller has reported a commit \
@@ -85,6 +145,8 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
     Ok(Found {
         rows: answer.rows,
         why_none,
+        unreachable,
+        bootstrap_look: false,
     })
 }
 
@@ -122,6 +184,11 @@ pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -
         .map(|(n, mut r)| {
             r.lag_seconds = r.lag_seconds.filter(|_| r.lag_messages == Some(0));
             r.lag_seconds_lower_bound = false;
+            // One look tells how far behind, not whether the group keeps up:
+            // behind, its health needs a history, so it is not "ok".
+            if r.lag_messages != Some(0) && r.status == streamsight_core::Status::Ok {
+                r.status = streamsight_core::Status::Stale;
+            }
             LagRow {
                 cluster: bootstrap.to_owned(),
                 consumer: snap.consumer(n.group, n.topic, n.partition),
@@ -151,7 +218,12 @@ pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -
             )
         }
     });
-    Ok(Found { rows, why_none })
+    Ok(Found {
+        rows,
+        why_none,
+        unreachable: Vec::new(),
+        bootstrap_look: true,
+    })
 }
 
 fn now() -> Millis {
@@ -165,7 +237,7 @@ fn now() -> Millis {
 /// and health; unknown values print as `-`, never 0.
 pub fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let table: Vec<[String; 11]> = rows
+    let table: Vec<[String; 12]> = rows
         .iter()
         .map(|r| {
             let owner = r.consumer.clone().unwrap_or_default();
@@ -190,6 +262,7 @@ pub fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
                 dash(owner.member_id.filter(|s| !s.is_empty())),
                 dash(owner.host.filter(|s| !s.is_empty())),
                 dash(owner.client_id.filter(|s| !s.is_empty())),
+                note(report),
             ]
         })
         .collect();
@@ -205,6 +278,7 @@ pub fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
         "CONSUMER-ID",
         "HOST",
         "CLIENT-ID",
+        "NOTE",
     ];
     let mut widths = header.map(str::len);
     for row in &table {
@@ -221,6 +295,29 @@ pub fn write_table(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
         line(out, &row.iter().map(String::as_str).collect::<Vec<_>>())?;
     }
     Ok(())
+}
+
+/// What a row's numbers do not say on their own, as the API says it:
+/// failing producers, messages lost, an unreachable leader, a transaction.
+fn note(report: &streamsight_core::LagReport) -> String {
+    let mut notes = Vec::new();
+    if report.producer_failing {
+        notes.push("producers failing: their unsent messages are in no lag".to_owned());
+    }
+    if report.data_loss_messages > 0 {
+        notes.push(format!("{} messages lost to retention", report.data_loss_messages));
+    }
+    if report.broker_unreachable {
+        notes.push("leader unreachable: lag unconfirmed".to_owned());
+    }
+    if report.open_transaction_since.is_some() {
+        notes.push("held by an open transaction".to_owned());
+    }
+    if notes.is_empty() {
+        "-".to_owned()
+    } else {
+        notes.join("; ")
+    }
 }
 
 #[cfg(test)]
@@ -260,7 +357,34 @@ mod tests {
         let cells: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(
             cells,
-            ["billing", "orders", "0", "4", "-", "-", "-", "STALE", "-", "-", "-"]
+            [
+                "billing", "orders", "0", "4", "-", "-", "-", "STALE", "-", "-", "-", "-"
+            ]
         );
+    }
+
+    #[test]
+    fn what_the_numbers_do_not_say_is_in_the_note() {
+        let mut report = streamsight_core::LagReport {
+            committed_offset: Some(500),
+            end_offset: Some(500),
+            log_start_offset: Some(0),
+            lag_messages: Some(0),
+            lag_seconds: Some(0.0),
+            lag_seconds_lower_bound: false,
+            status: streamsight_core::Status::Ok,
+            producer_failing: true,
+            data_loss_messages: 0,
+            at_control_marker: false,
+            broker_unreachable: false,
+            last_commit_at: None,
+            end_offset_at: None,
+            last_stable_offset: None,
+            open_transaction_since: None,
+        };
+        assert!(note(&report).starts_with("producers failing"));
+        report.producer_failing = false;
+        report.data_loss_messages = 7;
+        assert_eq!(note(&report), "7 messages lost to retention");
     }
 }

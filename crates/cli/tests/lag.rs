@@ -41,9 +41,15 @@ fn lag_from_the_cluster_and_from_a_collector_polling_it() {
         "one look cannot tell seconds: {rows:#}"
     );
     assert_eq!(rows[1]["lag_seconds"].as_f64(), Some(0.0));
+    // One look cannot tell whether a group behind keeps up: not "ok".
+    assert_eq!(
+        (rows[0]["status"].as_str(), rows[1]["status"].as_str()),
+        (Some("stale"), Some("ok")),
+        "{rows:#}"
+    );
 
-    let (ok, out, _) = lag(&["--bootstrap-server", &bootstrap, "--group", "billing"]);
-    assert!(ok);
+    let (ok, out, err) = lag(&["--bootstrap-server", &bootstrap, "--group", "billing"]);
+    assert!(ok && err.contains("one look"), "{err}");
     let mut lines = out.lines();
     assert!(lines.next().unwrap().starts_with("GROUP"));
     let first: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
@@ -81,4 +87,30 @@ fn lag_from_the_cluster_and_from_a_collector_polling_it() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A cluster the collector polls that does not answer: `lag` says so and
+/// fails, rather than "nothing reported yet".
+#[test]
+fn an_unreachable_cluster_is_said_and_fails() {
+    let nobody = support::free_port();
+    let toml = format!(
+        "[[serve.clusters]]\nname = \"wrong\"\nbootstrap = [\"127.0.0.1:{nobody}\"]\npoll_interval = \"200ms\"\n"
+    );
+    let (_guard, api) = support::serve_with_config("lag-unreachable", &toml);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ok, _, err) = lag(&["--collector", &api]);
+        if err.contains("did not answer") {
+            assert!(!ok && err.contains("wrong") && err.contains("lag is unknown"), "{err}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never said unreachable: {err}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, _, err) = lag(&["--collector", &api, "--cluster", "elsewhere"]);
+    assert!(
+        !ok && err.contains("polls no cluster of that name (it polls: wrong)"),
+        "{err}"
+    );
 }

@@ -111,6 +111,8 @@ pub struct Probe {
     tracker: Arc<Mutex<ProbeTracker>>,
     stop: Arc<AtomicBool>,
     last_error: Arc<Mutex<Option<String>>>,
+    /// The last send the broker did not take, until one is acknowledged again.
+    last_send_error: Arc<Mutex<Option<String>>>,
     /// The task that sends and reads; it ends once told to stop, having let
     /// go of the probe's clients.
     task: Option<tokio::task::JoinHandle<()>>,
@@ -155,6 +157,7 @@ impl Probe {
             tracker: Arc::new(Mutex::new(ProbeTracker::new(sla_ms))),
             stop: Arc::new(AtomicBool::new(false)),
             last_error: Arc::new(Mutex::new(None)),
+            last_send_error: Arc::new(Mutex::new(None)),
             task: None,
             config,
         };
@@ -167,7 +170,10 @@ impl Probe {
             Arc::new(consumer),
             probe.tracker.clone(),
             probe.stop.clone(),
-            probe.last_error.clone(),
+            Errors {
+                metadata: probe.last_error.clone(),
+                sends: probe.last_send_error.clone(),
+            },
         )));
         Ok(probe)
     }
@@ -192,9 +198,11 @@ impl Probe {
         lock(&self.tracker).report(now())
     }
 
-    /// Why the probe could not do its work lately (no topic, no metadata).
+    /// Why the probe could not do its work lately: no topic, no metadata, or
+    /// the last send the broker refused (until a send is acknowledged again).
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let metadata = self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        metadata.or_else(|| self.last_send_error.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 }
 
@@ -242,6 +250,15 @@ async fn assign_at_end(
     .map_err(|e| e.to_string())?
 }
 
+/// Where the probe's loop says what went wrong.
+#[derive(Clone, Debug)]
+struct Errors {
+    /// Metadata and assignment: cleared by the next that works.
+    metadata: Arc<Mutex<Option<String>>>,
+    /// Sends: cleared by the next acknowledged.
+    sends: Arc<Mutex<Option<String>>>,
+}
+
 async fn run(
     config: ProbeConfig,
     id: String,
@@ -249,9 +266,9 @@ async fn run(
     consumer: Arc<StreamConsumer>,
     tracker: Arc<Mutex<ProbeTracker>>,
     stop: Arc<AtomicBool>,
-    last_error: Arc<Mutex<Option<String>>>,
+    errors: Errors,
 ) {
-    let set_error = |e: Option<String>| *last_error.lock().unwrap_or_else(|p| p.into_inner()) = e;
+    let set_error = |e: Option<String>| *errors.metadata.lock().unwrap_or_else(|p| p.into_inner()) = e;
     let receiving = tokio::spawn(receive(id.clone(), consumer.clone(), tracker.clone(), stop.clone()));
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -304,18 +321,31 @@ async fn run(
             let sent = FutureRecord::<(), _>::to(&config.topic).partition(p).payload(&payload);
             match producer.send_result(sent) {
                 Ok(delivery) => {
-                    let tracker = tracker.clone();
+                    let (tracker, sends) = (tracker.clone(), errors.sends.clone());
                     tokio::spawn(async move {
-                        let acked = matches!(delivery.await, Ok(Ok(_)));
+                        let failed = match delivery.await {
+                            Ok(Ok(_)) => None,
+                            Ok(Err((e, _))) => Some(e.to_string()),
+                            Err(_) => Some("the delivery report was lost".to_owned()),
+                        };
+                        let at = now();
+                        *sends.lock().unwrap_or_else(|p| p.into_inner()) = failed
+                            .as_ref()
+                            .map(|e| format!("send to partition {p} failed at {}: {e}", at.iso()));
                         let mut t = lock(&tracker);
-                        if acked {
-                            t.acked(p, record.seq, now());
+                        if failed.is_none() {
+                            t.acked(p, record.seq, at);
                         } else {
-                            t.produce_failed(p, record.seq, now());
+                            t.produce_failed(p, record.seq, at);
                         }
                     });
                 }
-                Err(_) => lock(&tracker).produce_failed(p, record.seq, now()),
+                Err((e, _)) => {
+                    let at = now();
+                    *errors.sends.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(format!("send to partition {p} refused at {}: {e}", at.iso()));
+                    lock(&tracker).produce_failed(p, record.seq, at);
+                }
             }
         }
         lock(&tracker).expire(now());

@@ -58,6 +58,15 @@ async fn round_trips_then_a_broker_outage_then_recovery() {
     })
     .await;
     let received_during = outage.partitions.iter().map(|p| p.received).sum::<u64>();
+    // Sends the broker did not take are said, with the partition and when.
+    if outage.partitions.iter().any(|p| p.produce_errors > 0) {
+        let said = until(&probe, "the failed send said", |_| probe.last_error().is_some()).await;
+        let error = probe.last_error().unwrap_or_default();
+        assert!(
+            error.contains("send to partition") && error.contains('Z'),
+            "{error} {said:?}"
+        );
+    }
 
     cluster.broker_up(1).unwrap();
     let recovered = until(&probe, "recovered", |r| r.partitions.iter().all(|p| p.status == "ok")).await;

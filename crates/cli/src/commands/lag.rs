@@ -41,8 +41,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         lag::write_table(&mut out, rows)?;
         writeln!(out)
     })?;
-    // Nothing is said so, on stderr; an error when something was asked for.
+    for why in &found.unreachable {
+        eprintln!("{why}");
+    }
+    if found.bootstrap_look && found.rows.iter().any(|r| r.report.lag_messages != Some(0)) {
+        eprintln!(
+            "one look at the cluster: lag in messages only; a group behind reads STALE, since whether it keeps up \
+             needs a history (run `streamsight serve --cluster NAME=HOST:PORT` and ask it)"
+        );
+    }
+    // Nothing is said so, on stderr; an error when something was asked for,
+    // or when a cluster that did not answer is why there is nothing.
     let asked = filter.group.is_some() || filter.topic.is_some() || args.cluster.is_some();
+    let asked = asked || !found.unreachable.is_empty();
     match found.why_none {
         Some(why) if asked => Err(anyhow::anyhow!(why)),
         Some(why) => {
