@@ -255,4 +255,85 @@ mod tests {
         }
         assert!(missing.is_empty(), "docs/collector.md does not name {missing:?}");
     }
+
+    /// The README's and docs/' text, by file name.
+    fn docs() -> Vec<(String, String)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = vec![root.join("README.md")];
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+        files
+            .into_iter()
+            .map(|f| {
+                let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&f).unwrap())
+            })
+            .collect()
+    }
+
+    /// Every long flag of every command.
+    fn all_flags() -> std::collections::BTreeSet<String> {
+        commands()
+            .iter()
+            .flat_map(|(_, c)| {
+                c.get_arguments()
+                    .filter_map(|a| a.get_long())
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Code that runs another program (cargo, Kafka's tools, tansu): its
+    /// flags are that program's.
+    fn another_programs(code: &str) -> bool {
+        ["cargo ", "kafka-", "tansu ", "promtool", "helm "]
+            .iter()
+            .any(|p| code.contains(p))
+    }
+
+    /// A flag written in the prose's inline code (`--flag`) is one the
+    /// binary has: docs/act.md once named an `--all-topics` nothing took.
+    #[test]
+    fn every_flag_the_prose_names_is_one_the_binary_has() {
+        let flags = all_flags();
+        let mut unknown = Vec::new();
+        for (file, text) in docs() {
+            for code in text.split('`').skip(1).step_by(2).filter(|c| !another_programs(c)) {
+                for word in code.split_whitespace() {
+                    let Some(flag) = word.strip_prefix("--") else { continue };
+                    let flag: String = flag
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                        .collect();
+                    if flag.is_empty() || flags.contains(&flag) {
+                        continue;
+                    }
+                    unknown.push(format!("{file}: --{flag} in `{code}`"));
+                }
+            }
+        }
+        assert!(unknown.is_empty(), "{unknown:#?}");
+    }
+
+    /// Every flag of every subcommand is named somewhere in the README or docs/.
+    #[test]
+    fn every_flag_of_every_subcommand_is_in_the_docs() {
+        let all: String = docs().into_iter().map(|(_, t)| t).collect();
+        let mut missing = Vec::new();
+        for (path, c) in commands() {
+            for arg in c.get_arguments() {
+                if let Some(long) = arg.get_long().filter(|l| !matches!(*l, "help" | "version"))
+                    && !all.contains(&format!("--{long}"))
+                {
+                    missing.push(format!("{path} --{long}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "not in README.md or docs/: {missing:#?}");
+    }
 }

@@ -710,3 +710,16 @@ async fn plans_date_what_they_skip_and_say_when_a_group_does_not_exist() {
     assert!(out.contains("does not exist") && out.contains("creates it"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Through a collector `--cluster` is needed; left out, the error says it is
+/// missing and how to name it, before anything is asked.
+#[test]
+fn leaving_out_the_cluster_is_said_missing() {
+    let (ok, _, err) = reset(&["--group", "g", "--to-latest"]);
+    assert!(!ok && err.contains("missing --cluster"), "{err}");
+    let (ok, _, err) = support::run(&["record", "--topic", "t", "--partition", "0", "--offset", "0"]);
+    assert!(!ok && err.contains("missing --cluster"), "{err}");
+    // A negative target is the request's mistake, named, not clap's "unexpected argument".
+    let (ok, _, err) = reset(&["--group", "g", "--cluster", "c", "--to-offset", "-5"]);
+    assert!(!ok && err.contains("offset -5: offsets are 0 or more"), "{err}");
+}

@@ -32,7 +32,7 @@ pub struct ResetArgs {
     #[arg(long = "topic")]
     pub topics: Vec<TopicSelection>,
     /// To this offset (clamped to the log).
-    #[arg(long, allow_negative_numbers = false)]
+    #[arg(long, allow_negative_numbers = true)]
     pub to_offset: Option<i64>,
     /// To the first record written at or after this time: RFC 3339
     /// (`2026-12-03T10:00:00Z`) or a duration ago (`-1h`).
@@ -131,6 +131,8 @@ fn reset_group(args: ResetArgs) -> anyhow::Result<()> {
         topics: args.topics.clone(),
         to: target(&args, now)?,
     };
+    // The request's own mistakes, said before any cluster or collector is asked.
+    request.check()?;
     let answer = output::runtime()?.block_on(async {
         match &args.bootstrap_server {
             Some(bootstrap) => direct(bootstrap, args.cluster.as_deref(), &request, args.execute, now).await,
@@ -177,7 +179,7 @@ async fn direct(
 
 async fn through_collector(args: &ResetArgs, request: &ResetRequest) -> anyhow::Result<Answer> {
     let cluster = args.cluster.as_deref().ok_or_else(|| {
-        anyhow::anyhow!("--cluster names the cluster as the collector polls it (or give --bootstrap-server)")
+        anyhow::anyhow!("missing --cluster: through a collector, name the cluster as the collector polls it (its /api/v1/clusters), or give --bootstrap-server HOST:PORT to go to the cluster itself")
     })?;
     let path = format!(
         "/api/v1/groups/{}/{}/reset",

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => {
             let cluster = args.cluster.as_deref().ok_or_else(|| {
-                anyhow::anyhow!("--cluster names the cluster as the collector polls it (or give --bootstrap-server)")
+                anyhow::anyhow!("missing --cluster: through a collector, name the cluster as the collector polls it (its /api/v1/clusters), or give --bootstrap-server HOST:PORT to go to the cluster itself")
             })?;
             let path = format!(
                 "/api/v1/records/{}/{}/{}/{}",
