@@ -1079,4 +1079,96 @@ async fn a_group_page_shows_its_membership_from_the_polls() {
         text.contains("EMPTY"),
         "the group's state after the member left: {text}"
     );
+    // The time axis: UTC clock times, the date once above the first, never
+    // a locale's "12/7/26 5:05" running into the next label.
+    let ticks = browser
+        .eval("return timeTicks([1796620000, 1796620060, 1796620120, 1796688000], 60)")
+        .await;
+    assert_eq!(
+        ticks,
+        serde_json::json!(["12-07\n05:06", "05:07", "05:08", "12-08\n00:00"]),
+        "{ticks}"
+    );
+    let drawn = browser
+        .eval("return live.charts.map((c) => (c.axes[0]._values || []).map(String))")
+        .await;
+    for chart in drawn.as_array().unwrap() {
+        let labels: Vec<&str> = chart.as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+        assert!(
+            labels
+                .iter()
+                .all(|l| !l.contains('/') && !l.contains("am") && !l.contains("pm")),
+            "{labels:?}"
+        );
+        let distinct: std::collections::BTreeSet<&&str> = labels.iter().collect();
+        assert_eq!(distinct.len(), labels.len(), "two ticks read the same: {labels:?}");
+    }
+    assert!(
+        drawn
+            .as_array()
+            .is_some_and(|c| c.iter().any(|l| l.as_array().is_some_and(|l| !l.is_empty()))),
+        "no axis drawn: {drawn}"
+    );
+}
+
+/// tansu's sqlite engine cannot describe a group: its page says the
+/// membership is unknown and why, never "0 members" or a rebalancing band,
+/// and the cluster's table says unknown where the count would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_nobody_could_describe_reads_unknown_never_empty() {
+    let dir = std::env::temp_dir().join(format!("streamsight-dashboard-undescribed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = streamsight_testkit::Tansu::start_on(support::free_port(), "sqlite://tansu.db", &dir, &[]);
+    let b = broker.bootstrap.clone();
+    support::fill_topic(&b, "orders", 1, 10).await;
+    let member = support::Member::join(&b, "orders", "stuck", "stuck-py-1", 5);
+    member.until("read 5");
+    let toml = format!(
+        "[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\ngroups = [\"stuck\"]\npoll_interval = \"500ms\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("dashboard-undescribed", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let url = format!("{api}/api/v1/groups/tansu/stuck");
+    let group = wait_for(&http, &url, "three polls that could not describe it", |v| {
+        v["rebalances"]["timeline"]
+            .as_array()
+            .is_some_and(|t| t.len() >= 3 && t.iter().all(|p| p["members"].is_null()))
+    })
+    .await;
+    assert_eq!(group["rebalances"]["not_stable_ms"], 0, "{group}");
+
+    let browser = Browser::start(1400, 1400).await;
+    browser.open(&format!("{api}/groups/tansu/stuck")).await;
+    browser
+        .wait_until(
+            "the membership-unknown banner",
+            "return !!document.getElementById('membership-unknown')",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('membership').scrollIntoView(); return true")
+        .await;
+    browser.check_page("group-membership-unknown").await;
+    let text = browser.text("#membership").await;
+    assert!(
+        text.contains("Membership unknown") && text.contains("DescribeGroups") && text.contains("nothing acts on it"),
+        "{text}"
+    );
+    assert!(!text.contains("Latest: 0 members"), "{text}");
+    browser.open(&format!("{api}/clusters")).await;
+    browser
+        .wait_until(
+            "the cluster's groups",
+            "return document.body.innerText.includes('Groups as the brokers describe them')",
+        )
+        .await;
+    browser.check_page("cluster-membership-unknown").await;
+    let row = browser
+        .eval("return [...document.querySelectorAll('tr')].map((r) => r.innerText).find((t) => t.startsWith('stuck')) || ''")
+        .await;
+    let row = row.as_str().unwrap_or_default();
+    assert!(row.contains("unknown") && row.contains("DescribeGroups"), "{row}");
+    member.close();
+    std::fs::remove_dir_all(&dir).unwrap();
 }

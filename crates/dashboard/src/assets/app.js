@@ -244,6 +244,22 @@ function compact(v) {
   return `${+v.toFixed(2)}`;
 }
 
+// Time ticks in UTC, as every time here is said: "HH:MM" (":SS" when ticks
+// are under a minute apart, ".mmm" under a second: two ticks never read the
+// same), the date above the first tick and each new day.
+// uPlot's own first label carries the date and ran into the next one.
+function timeTicks(ticks, incr) {
+  let day = null;
+  return ticks.map((t) => {
+    const iso = new Date(t * 1000).toISOString();
+    const clock = incr < 1 ? iso.slice(11, 23) : incr < 60 ? iso.slice(11, 19) : iso.slice(11, 16);
+    const d = iso.slice(5, 10);
+    const label = d !== day ? `${d}\n${clock}` : clock;
+    day = d;
+    return label;
+  });
+}
+
 function chart(title, history, value, label, failing, unit, shadeLabel = 'producers failing', stepped = false) {
   const axisLabel = (v, incr) => {
     if (unit === 's' && v >= 120 && incr >= 60) return duration(v);
@@ -252,7 +268,7 @@ function chart(title, history, value, label, failing, unit, shadeLabel = 'produc
   const fig = h('figure', {}, h('figcaption', {}, title));
   const last = history.length ? value(history[history.length - 1]) : null;
   fig.append(h('p', { class: 'legend-note' }, `Latest: ${last === null ? 'unknown' : label(last)}. `,
-    failing.some(Boolean) ? [h('span', { class: 'shade-key', 'aria-hidden': 'true' }), ` ${shadeLabel}`] : 'Gaps are unknown, not zero.'));
+    failing.some(Boolean) ? [h('span', { class: 'shade-key', 'aria-hidden': 'true' }), ` ${shadeLabel}. `] : 'Gaps are unknown, not zero. ', 'Times in UTC.'));
   const box = h('div', { role: 'img', 'aria-label': `${title}, ${history.length} samples, latest ${last === null ? 'unknown' : label(last)}` });
   fig.append(box);
   if (!window.uPlot || history.length === 0) {
@@ -280,7 +296,8 @@ function chart(title, history, value, label, failing, unit, shadeLabel = 'produc
       series: [{}, { label, stroke: '#0b57d0', width: 2, spanGaps: false, value: (_, v) => (v === null ? 'unknown' : label(v)),
         // A count that holds until the next poll (members) is drawn as steps.
         paths: stepped && window.uPlot.paths ? window.uPlot.paths.stepped({ align: 1 }) : undefined }],
-      axes: [{}, { size: 80, values: (_, ticks, __, ___, incr) => ticks.map((v) => axisLabel(v, incr)) }],
+      axes: [{ space: 70, size: 50, values: (_, ticks, __, ___, incr) => timeTicks(ticks, incr) },
+        { size: 80, values: (_, ticks, __, ___, incr) => ticks.map((v) => axisLabel(v, incr)) }],
       hooks: { drawClear: [shade] },
       legend: { show: false },
     }, [xs, ys], box);
