@@ -347,6 +347,7 @@ mod tests {
                 end_offset_at: None,
                 last_stable_offset: None,
                 open_transaction_since: None,
+                no_members_since: None,
             },
             consumer: None,
         };
@@ -381,6 +382,7 @@ mod tests {
             end_offset_at: None,
             last_stable_offset: None,
             open_transaction_since: None,
+            no_members_since: None,
         };
         assert!(note(&report).starts_with("producers failing"));
         report.producer_failing = false;

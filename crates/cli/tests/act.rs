@@ -306,6 +306,33 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     .await;
     let rows = lag["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["status"] != "rewind"), "{rows:?}");
+    // Moved back by an administrator straight on the cluster, the group
+    // (nobody in it) is behind and nothing reads: a stop, never "consuming".
+    let (ok, _, err) = reset(&[
+        "--bootstrap-server",
+        &b,
+        "--group",
+        "audit",
+        "--to-earliest",
+        "--execute",
+    ]);
+    assert!(ok, "{err}");
+    let stopped = wait_for_json(
+        &as_read,
+        &format!("{api}/api/v1/lag?group=audit"),
+        60,
+        "the empty group behind, stopped",
+        |v| {
+            v["rows"]
+                .as_array()
+                .is_some_and(|rows| rows.len() == 2 && rows.iter().all(|r| r["lag_messages"] == 20))
+        },
+    )
+    .await;
+    for r in stopped["rows"].as_array().unwrap() {
+        assert_eq!(r["status"], "stop", "{r}");
+        assert!(r["no_members_since_ms"].is_i64(), "{r}");
+    }
 
     // Only polled clusters; a body of the wrong shape is told so.
     let unknown = as_admin

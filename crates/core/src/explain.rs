@@ -117,10 +117,29 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_gr
                 "lag unconfirmed: no fresh end offset".to_owned()
             }
         }
+        Status::Stop if report.no_members_since.is_some() => {
+            let since = report.no_members_since.map_or(0, |t| now.since(t));
+            let for_how_long = if since == 0 {
+                String::new()
+            } else {
+                format!(" for {}", duration(since))
+            };
+            format!(
+                "no live members: its coordinator describes the group with none{for_how_long}, so nothing reads the {} it is behind",
+                messages(lag.unwrap_or(0))
+            )
+        }
         Status::Stop => {
-            let since = report
-                .last_commit_at
-                .map_or_else(|| "a while".to_owned(), |t| duration(now.since(t)));
+            // A commit seen only as far back as the window reaches (made
+            // before the collector started, say) is at least that old.
+            let at_least = match unchanged_since(window) {
+                Some((_, true)) => "at least ",
+                _ => "",
+            };
+            let since = report.last_commit_at.map_or_else(
+                || "a while".to_owned(),
+                |t| format!("{at_least}{}", duration(now.since(t))),
+            );
             let cadence = match crate::health::commit_interval_ms(window) {
                 Some(every) => format!("it usually commits every {}, so ", duration(every)),
                 None => String::new(),
@@ -218,6 +237,7 @@ mod tests {
             end_offset_at: Some(Millis(299_000)),
             last_stable_offset: None,
             open_transaction_since: None,
+            no_members_since: None,
         }
     }
 
@@ -279,6 +299,20 @@ mod tests {
             reason(&report(Status::Stall), &w, Millis(290_000), 60_000)
                 .starts_with("committed offset 1000 unchanged for at least 4 m while")
         );
+    }
+
+    #[test]
+    fn a_stop_whose_commit_was_only_ever_seen_once_is_at_least_that_old() {
+        // One sighting, by the collector's first poll: the commit is older.
+        let mut r = report(Status::Stop);
+        r.last_commit_at = Some(Millis(10_000));
+        let once = window(&[(1_000, 10_000)]);
+        let said = reason(&r, &once, Millis(289_000), 60_000);
+        assert!(said.starts_with("no commit for at least 4 m 39 s"), "{said}");
+        // Seen moving to it: exact.
+        let moved = window(&[(900, 5_000), (1_000, 10_000)]);
+        let said = reason(&r, &moved, Millis(289_000), 60_000);
+        assert!(said.starts_with("no commit for 4 m 39 s"), "{said}");
     }
 
     #[test]

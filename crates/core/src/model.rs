@@ -107,6 +107,11 @@ pub enum ObservationOf<S> {
     },
     /// The group is gone (deleted, or absent longer than the expiry): forget it.
     GroupDeleted { cluster: S, group: S },
+    /// The group's coordinator described it with `members` live members. With
+    /// none, nothing reads for the group, whatever its commits say (an
+    /// administrator's commit moves offsets of a group nobody is in). Only a
+    /// describe's answer is this: an unknown membership is no observation.
+    GroupMembers { cluster: S, group: S, members: u32 },
     /// The topic is gone: forget its partitions and every group's lag on them.
     TopicDeleted { cluster: S, topic: S },
 }
@@ -176,7 +181,9 @@ impl<S> ObservationOf<S> {
             | O::RecordWritten { partition: p, offset }
             | O::ControlMarker { partition: p, offset } => check_offset(*offset).and_then(|()| partition(p)),
             O::Unreachable { partition: p } => partition(p),
-            O::TopicRecreated { .. } | O::GroupDeleted { .. } | O::TopicDeleted { .. } => Ok(()),
+            O::TopicRecreated { .. } | O::GroupDeleted { .. } | O::TopicDeleted { .. } | O::GroupMembers { .. } => {
+                Ok(())
+            }
         }
     }
 
@@ -245,6 +252,15 @@ impl<S> ObservationOf<S> {
             O::GroupDeleted { cluster, group } => O::GroupDeleted {
                 cluster: f(cluster),
                 group: f(group),
+            },
+            O::GroupMembers {
+                cluster,
+                group,
+                members,
+            } => O::GroupMembers {
+                cluster: f(cluster),
+                group: f(group),
+                members: *members,
             },
             O::TopicDeleted { cluster, topic } => O::TopicDeleted {
                 cluster: f(cluster),
@@ -542,6 +558,10 @@ pub struct LagReport {
         skip_serializing_if = "Option::is_none"
     )]
     pub open_transaction_since: Option<Millis>,
+    /// Since when the group's coordinator has described it with no live
+    /// member: nothing reads what it is behind.
+    #[serde(default, rename = "no_members_since_ms", skip_serializing_if = "Option::is_none")]
+    pub no_members_since: Option<Millis>,
 }
 
 /// A group-partition's report with its names: the one row `/api/v1/lag`, Burrow's

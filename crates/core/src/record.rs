@@ -157,7 +157,7 @@ impl Record {
                 | O::RecordWritten { partition, .. }
                 | O::Unreachable { partition } => Some(&partition.topic),
                 O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } => Some(topic),
-                O::GroupDeleted { .. } => None,
+                O::GroupDeleted { .. } | O::GroupMembers { .. } => None,
             },
             Record::Pathway { point, .. } => point.topic(),
             Record::Delivery { fact, .. } => Some(fact.topic()),
@@ -186,7 +186,8 @@ impl Record {
         match self {
             Record::Audit { .. } | Record::Alert { .. } | Record::Redrive { .. } => Route::Global,
             Record::Observation {
-                observation: crate::model::ObservationOf::GroupDeleted { .. },
+                observation:
+                    crate::model::ObservationOf::GroupDeleted { .. } | crate::model::ObservationOf::GroupMembers { .. },
                 ..
             } => Route::AllShards,
             _ => Route::Shard(self.shard(shards)),

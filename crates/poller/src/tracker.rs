@@ -71,6 +71,8 @@ struct GroupSeen {
     /// poll of a million group-partitions allocates no key to compare.
     offsets: HashMap<String, HashMap<i32, i64>>,
     missing_since: Option<Millis>,
+    /// The live member count last stored, as a describe gave it.
+    members: Option<u32>,
 }
 
 impl GroupSeen {
@@ -388,6 +390,22 @@ impl Tracker {
                         offset: o.offset,
                     },
                 ));
+            }
+            // Who is in it, only as a describe said: after the commits (a
+            // group the engine follows), stored when it changes (a poller
+            // starting afresh says it again). An unknown membership says nothing.
+            if g.described {
+                let members = u32::try_from(g.members.len()).unwrap_or(u32::MAX);
+                if seen.members.replace(members) != Some(members) {
+                    u.durable.push(record(
+                        at,
+                        Observation::GroupMembers {
+                            cluster: &self.cluster,
+                            group: &g.name,
+                            members,
+                        },
+                    ));
+                }
             }
         }
         if snap.partial {

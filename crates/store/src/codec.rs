@@ -43,6 +43,7 @@ mod kind {
     pub(super) const RECORD_WRITTEN: u8 = 18;
     pub(super) const OFFSETS_RESET: u8 = 19;
     pub(super) const REDRIVE: u8 = 20;
+    pub(super) const GROUP_MEMBERS: u8 = 21;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -173,6 +174,16 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                         head(kind::GROUP_DELETED, &mut body);
                         put_u64(&mut body, names.id(cluster));
                         put_u64(&mut body, names.id(group));
+                    }
+                    O::GroupMembers {
+                        cluster,
+                        group,
+                        members,
+                    } => {
+                        head(kind::GROUP_MEMBERS, &mut body);
+                        put_u64(&mut body, names.id(cluster));
+                        put_u64(&mut body, names.id(group));
+                        put_u64(&mut body, u64::from(*members));
                     }
                 }
             }
@@ -311,6 +322,11 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
             kind::GROUP_DELETED => observation(O::GroupDeleted {
                 cluster: name(&mut r)?,
                 group: name(&mut r)?,
+            }),
+            kind::GROUP_MEMBERS => observation(O::GroupMembers {
+                cluster: name(&mut r)?,
+                group: name(&mut r)?,
+                members: u32::try_from(r.u64()?).map_err(|_| CodecError::Range)?,
             }),
             kind::TOPIC_DELETED => observation(O::TopicDeleted {
                 cluster: name(&mut r)?,

@@ -58,6 +58,7 @@ impl Engine {
             end_offset_at: p.end_seen_at,
             last_stable_offset: p.stable.offset(),
             open_transaction_since: self.open_transaction_since(p, now),
+            no_members_since: self.groups[gp.group.0 as usize].no_members_since,
         };
         if let (Some(c), Some(end)) = (committed, report.end_offset) {
             // Records below the log start are gone: loss, reported apart, not lag.
@@ -99,6 +100,15 @@ impl Engine {
         // Nothing confirms the last answer: never call it healthy.
         if report.broker_unreachable && report.status == Status::Ok {
             report.status = Status::Stale;
+        }
+        // The broker describes the group with nobody in it: whatever its
+        // commits did (an administrator's reset moves them too), nothing reads
+        // what it is behind. A stop, not "consuming".
+        if report.no_members_since.is_some()
+            && report.lag_messages.is_some_and(|l| l > self.health.allowed_lag)
+            && matches!(report.status, Status::Ok | Status::Warn | Status::Stall)
+        {
+            report.status = Status::Stop;
         }
         report
     }

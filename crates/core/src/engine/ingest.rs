@@ -164,6 +164,22 @@ impl Engine {
                 }
                 Ok(())
             }
+            Observation::GroupMembers {
+                cluster,
+                group,
+                members,
+            } => {
+                // Only of a group the engine follows: a description makes none.
+                if let Some(gid) = self.find_group(cluster, group) {
+                    let g = &mut self.groups[gid.0 as usize];
+                    g.no_members_since = if members == 0 {
+                        g.no_members_since.or(Some(at))
+                    } else {
+                        None
+                    };
+                }
+                Ok(())
+            }
             Observation::TopicDeleted { cluster, topic } => {
                 self.delete_topic(cluster, topic);
                 Ok(())

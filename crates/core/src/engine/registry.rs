@@ -211,6 +211,7 @@ impl Engine {
             name: key.1,
             partitions: Vec::new(),
             deleted: false,
+            no_members_since: None,
         });
         self.group_ids.insert(key, gid);
         Ok(gid)

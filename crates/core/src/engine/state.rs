@@ -64,6 +64,8 @@ pub(super) struct GroupState {
     pub(super) partitions: Vec<GroupPartitionId>,
     /// Forgotten: kept as a tombstone so ids stay valid.
     pub(super) deleted: bool,
+    /// Since when its coordinator describes it with no live member.
+    pub(super) no_members_since: Option<Millis>,
 }
 
 #[derive(Debug)]

@@ -756,3 +756,55 @@ fn a_producer_that_stops_reads_zero_once_its_sightings_are_overdue() {
     }
     assert_eq!(rate(&polled, 400), Some(0.0));
 }
+
+fn members(e: &mut Engine, at: i64, group: &str, n: u32) {
+    e.observe(
+        secs(at),
+        &Observation::GroupMembers {
+            cluster: "c",
+            group,
+            members: n,
+        },
+    )
+    .unwrap();
+}
+
+/// An administrator's commit moves a group nobody is in: the group is not
+/// "consuming" (the walkthrough's "OK dead — consuming: 204 messages
+/// behind"); its coordinator's word that it has no member makes it a stop,
+/// said as such, until a member is described again.
+#[test]
+fn a_group_with_no_live_member_is_a_stop_not_consuming() {
+    let mut e = engine();
+    for t in 0..=10 {
+        produce(&mut e, t, t * 100).unwrap();
+    }
+    broker_end(&mut e, 10, 1_001);
+    // An unknown group: the description makes none.
+    members(&mut e, 10, "nobody", 0);
+    assert!(e.find_group("c", "nobody").is_none());
+    commit(&mut e, 10, 797).unwrap();
+    members(&mut e, 10, "g", 0);
+    broker_end(&mut e, 11, 1_001);
+    let r = report(&e, 11);
+    assert_eq!((r.status, r.lag_messages), (Status::Stop, Some(204)), "{r:?}");
+    assert_eq!(r.no_members_since, Some(secs(10)));
+    let gp = e.find("c", "g", T, 0).unwrap();
+    let why = e.reason(gp, &r, secs(11));
+    assert!(
+        why.starts_with("no live members") && why.contains("204 messages"),
+        "{why}"
+    );
+    // A member again: judged by its commits as before.
+    members(&mut e, 12, "g", 1);
+    commit(&mut e, 12, 900).unwrap();
+    broker_end(&mut e, 12, 1_001);
+    let r = report(&e, 12);
+    assert_ne!(r.status, Status::Stop, "{r:?}");
+    assert_eq!(r.no_members_since, None);
+    // Caught up with nobody in it: nothing waits, nothing to stop.
+    commit(&mut e, 13, 1_001).unwrap();
+    members(&mut e, 13, "g", 0);
+    broker_end(&mut e, 13, 1_001);
+    assert_eq!(report(&e, 13).status, Status::Ok);
+}
