@@ -113,6 +113,33 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
             })
         })
         .collect();
+    // A group or topic named and not there: what is, to pick from.
+    let held = if answer.rows.is_empty() && (filter.group.is_some() || filter.topic.is_some()) {
+        let everything = crate::collector_client::get(url, "/api/v1/lag", &[])
+            .await
+            .unwrap_or_default();
+        let rows: Vec<Row> = serde_json::from_str::<Answer>(&everything)
+            .map(|a| a.rows)
+            .unwrap_or_default();
+        let groups: BTreeSet<&str> = rows.iter().map(|r| r.group.as_str()).collect();
+        let topics: BTreeSet<&str> = rows.iter().map(|r| r.topic.as_str()).collect();
+        let some = |names: &BTreeSet<&str>| {
+            let shown: Vec<&str> = names.iter().take(20).copied().collect();
+            let more = names.len().saturating_sub(shown.len());
+            if more > 0 {
+                format!("{} and {more} more", shown.join(", "))
+            } else {
+                shown.join(", ")
+            }
+        };
+        if groups.is_empty() {
+            String::new()
+        } else {
+            format!("; it holds groups {} on topics {}", some(&groups), some(&topics))
+        }
+    } else {
+        String::new()
+    };
     let why_none = answer.rows.is_empty().then(|| {
         if let Some(c) = cluster
             && polled.is_some()
@@ -138,8 +165,9 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
         let cluster = cluster.map(|c| format!(" in cluster {c:?}")).unwrap_or_default();
         format!(
             "the collector at {url} holds no lag{}{cluster}: no tracer, SDK or poller has reported a commit \
-             there yet (what it polls: {url}/api/v1/clusters)",
-            filter.words()
+             there yet (what it polls: {url}/api/v1/clusters){}",
+            filter.words(),
+            held
         )
     });
     Ok(Found {

@@ -87,6 +87,12 @@ fn lag_from_the_cluster_and_from_a_collector_polling_it() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // A group that is not there: said, with what is, and a failure.
+    let (ok, _, err) = lag(&["--collector", &api, "--group", "nosuch"]);
+    assert!(
+        !ok && err.contains("no lag for group \"nosuch\"") && err.contains("it holds groups billing on topics orders"),
+        "{err}"
+    );
 }
 
 /// A cluster the collector polls that does not answer: `lag` says so and
