@@ -379,6 +379,11 @@ pub fn read(
                 )),
                 _ => ActError::Broker(format!("cluster {}: {e}", cluster.name)),
             })?;
+    if high <= low {
+        return Err(ActError::NotFound(format!(
+            "offset {offset} is not in {topic}/{partition}: it holds no record (its next offset is {high})"
+        )));
+    }
     if offset < low || offset >= high {
         return Err(ActError::NotFound(format!(
             "offset {offset} is not in {topic}/{partition}: it holds {low} to {} (retention deletes from the start)",
