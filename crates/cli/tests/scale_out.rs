@@ -276,3 +276,73 @@ async fn a_sharded_node_paused_past_its_session_never_answers_from_before_the_pa
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Which of `apis` evaluates the alert rules now.
+async fn evaluators(client: &reqwest::Client, apis: &[&str]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, api) in apis.iter().enumerate() {
+        let (_, v) = get(client, api, "/api/v1/alerts").await;
+        if v["evaluates_here"] == true {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Three nodes sharding one log on tansu: `kill -9` of the node that
+/// evaluates the alert rules hands its lease to a survivor within the
+/// leases group's session (and some), measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alert_rules_lease_moves_to_a_survivor_after_kill_9_of_its_holder() {
+    let (dir, broker, log) = log_on_tansu("sharded");
+    let client = reqwest::Client::new();
+    let mut nodes: Vec<_> = (0..3).map(|_| support::serve(&log)).collect();
+    let apis: Vec<String> = nodes.iter().map(|(_, _, api)| api.clone()).collect();
+    let refs: Vec<&str> = apis.iter().map(String::as_str).collect();
+    let holder = eventually(60, "one node evaluating the rules", async || {
+        let e = evaluators(&client, &refs).await;
+        (e.len() == 1).then(|| e[0])
+    })
+    .await;
+    let (mut killed, _, _) = nodes.remove(holder);
+    killed.0.kill().unwrap();
+    killed.0.wait().unwrap();
+    let killed_at = Instant::now();
+    let survivors: Vec<&str> = refs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != holder)
+        .map(|(_, a)| *a)
+        .collect();
+    let next = eventually(60, "a survivor evaluating the rules", async || {
+        let e = evaluators(&client, &survivors).await;
+        (e.len() == 1).then(|| e[0])
+    })
+    .await;
+    let took = killed_at.elapsed();
+    eprintln!("scale_out: the alert rules' lease moved {took:?} after kill -9 of its holder");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    // Every lease is held by a survivor: the dead node's jobs (pollers, DLQ
+    // monitors, probes) moved too, not only the rules.
+    eventually(30, "every lease held by the survivors", async || {
+        let mut held = 0;
+        for api in &survivors {
+            let text = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
+            held += text
+                .lines()
+                .find_map(|l| l.strip_prefix("streamsight_leases_held "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        (held == 64).then_some(())
+    })
+    .await;
+    // A second kill -9, of the new holder, leaving one node: tansu 0.6.0's
+    // group then revokes the last node's leases and never assigns them again
+    // (measured: 3 of 4 runs, rejoining after 15 s with nothing held did not
+    // help), so it is not asserted here; docs/scale-out.md says so.
+    let _ = next;
+    drop(nodes);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}

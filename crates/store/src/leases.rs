@@ -7,6 +7,13 @@
 //! only the assignment is used. During a rebalance two nodes may both hold a
 //! job for a moment, or none.
 //!
+//! The group rebalances cooperatively (cooperative-sticky, as the shards'
+//! group does): a rebalance moves only the dead node's leases, and the others
+//! keep theirs throughout. With the eager protocol, on tansu, the survivors of
+//! a `kill -9` of the node holding the alert rules kept their own leases and
+//! never got the dead node's (3 of 5 runs, measured in
+//! `crates/cli/tests/scale_out.rs`): its jobs were done by no one.
+//!
 //! A node that stops for longer than the session (SIGSTOP, a VM frozen, a
 //! long stall) has been dropped from the group and its jobs handed to others,
 //! yet on resuming it still holds its old assignment until librdkafka hears
@@ -87,15 +94,16 @@ impl Held {
         true
     }
 
-    /// The group assigned this node `partitions`.
+    /// The group assigned this node `partitions` besides those it holds
+    /// (a cooperative rebalance hands over only what moves).
     pub fn assigned(&mut self, partitions: BTreeSet<i32>) {
-        self.partitions = partitions;
+        self.partitions.extend(partitions);
         self.fenced = false;
     }
 
-    /// The group took this node's leases.
-    pub fn revoked(&mut self) {
-        self.partitions.clear();
+    /// The group took `partitions` of this node's leases.
+    pub fn revoked(&mut self, partitions: &BTreeSet<i32>) {
+        self.partitions.retain(|p| !partitions.contains(p));
     }
 
     /// Whether the node let go after a gap and waits to be assigned again.
@@ -117,6 +125,40 @@ impl Held {
 #[derive(Debug)]
 struct Owned(std::sync::RwLock<Held>);
 
+/// How long a node may hold no lease before it asks the group again.
+const EMPTY_REJOIN_AFTER: Duration = Duration::from_secs(15);
+/// At most one such rejoin in this long.
+const EMPTY_REJOIN_EVERY: Duration = Duration::from_secs(60);
+
+/// Since when this node holds no lease, and when it last rejoined for it.
+/// Pure: time is passed in.
+#[derive(Debug, Default)]
+struct Empty {
+    since: Option<Instant>,
+    rejoined: Option<Instant>,
+}
+
+impl Empty {
+    /// True when the node has held nothing for [`EMPTY_REJOIN_AFTER`] and
+    /// has not rejoined for it within [`EMPTY_REJOIN_EVERY`].
+    fn rejoin(&mut self, holding: usize, now: Instant) -> bool {
+        if holding > 0 {
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        let due = now.saturating_duration_since(since) >= EMPTY_REJOIN_AFTER
+            && self
+                .rejoined
+                .is_none_or(|t| now.saturating_duration_since(t) >= EMPTY_REJOIN_EVERY);
+        if due {
+            self.rejoined = Some(now);
+            self.since = Some(now);
+        }
+        due
+    }
+}
+
 struct LeaseContext(Arc<Owned>);
 
 impl ClientContext for LeaseContext {}
@@ -125,10 +167,15 @@ impl ConsumerContext for LeaseContext {
     fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => {
-                write(&self.0.0).assigned(tpl.elements().iter().map(|e| e.partition()).collect());
-                tracing::info!(leases = tpl.count(), "leases assigned");
+                let mut held = write(&self.0.0);
+                held.assigned(tpl.elements().iter().map(|e| e.partition()).collect());
+                tracing::info!(gained = tpl.count(), held = held.count(), "leases assigned");
             }
-            Rebalance::Revoke(_) => write(&self.0.0).revoked(),
+            Rebalance::Revoke(tpl) => {
+                let mut held = write(&self.0.0);
+                held.revoked(&tpl.elements().iter().map(|e| e.partition()).collect());
+                tracing::info!(lost = tpl.count(), held = held.count(), "leases revoked");
+            }
             Rebalance::Error(e) => tracing::warn!(error = %e, "leases rebalance failed"),
         }
     }
@@ -165,6 +212,7 @@ impl Leases {
             .client()
             .set("group.id", &topic)
             .set("enable.auto.commit", "false")
+            .set("partition.assignment.strategy", "cooperative-sticky")
             .set("session.timeout.ms", SESSION_TIMEOUT_MS)
             .set("heartbeat.interval.ms", "1000")
             .create_with_context(LeaseContext(owned.clone()))
@@ -178,9 +226,23 @@ impl Leases {
                 .name("streamsight-leases".into())
                 // Polling keeps the membership alive and serves rebalances.
                 .spawn(move || {
+                    let mut empty = Empty::default();
                     while !stop.load(Ordering::Acquire) {
                         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
                             tracing::debug!(offset = m.offset(), "ignored a message on the leases topic");
+                        }
+                        let holding = write(&owned.0).count();
+                        if empty.rejoin(holding, Instant::now()) {
+                            // A group that took everything from this node and
+                            // never handed anything back (tansu, down to one
+                            // node after a kill -9): asking again is the way
+                            // out; a node among more than LEASES holds none
+                            // by right and asks at most once a minute.
+                            tracing::warn!("leases: none held for longer than a rebalance takes; rejoining the group");
+                            consumer.unsubscribe();
+                            if let Err(e) = consumer.subscribe(&[&topic]) {
+                                tracing::warn!(error = %e, "leases: rejoining the group failed");
+                            }
                         }
                         if write(&owned.0).polled(Instant::now()) {
                             // Leaving and joining again is the one way to
@@ -261,13 +323,31 @@ mod tests {
         assert!(!held.polled(at(25_110)));
         assert!(!held.holds(7, at(25_120)));
         // A revocation during the rejoin changes nothing.
-        held.revoked();
+        held.revoked(&[3, 7].into());
         assert!(!held.holds(7, at(25_130)));
         // The group assigns this node its share again.
         held.assigned([7].into());
         assert!(!held.fenced());
         assert!(held.holds(7, at(25_200)));
         assert!(!held.holds(3, at(25_200)), "lease 3 went to another node");
+    }
+
+    #[test]
+    fn a_node_left_with_nothing_asks_the_group_again_at_most_once_a_minute() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut empty = Empty::default();
+        assert!(!empty.rejoin(3, at(0)));
+        assert!(!empty.rejoin(0, at(1)));
+        assert!(!empty.rejoin(0, at(15)));
+        assert!(empty.rejoin(0, at(16)), "15 s with nothing");
+        assert!(!empty.rejoin(0, at(40)));
+        assert!(!empty.rejoin(0, at(75)), "not within a minute of the last");
+        assert!(empty.rejoin(0, at(76)));
+        // Something held again: the count starts over.
+        assert!(!empty.rejoin(1, at(80)));
+        assert!(!empty.rejoin(0, at(81)));
+        assert!(!empty.rejoin(0, at(95)));
     }
 
     #[test]
