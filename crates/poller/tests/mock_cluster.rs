@@ -359,7 +359,16 @@ async fn a_slow_coordinator_costs_only_its_own_groups_and_at_most_the_timeout() 
     );
     let group = |name: &str| snap.groups.iter().find(|g| g.name == name).unwrap();
     assert!(group("slow").error.is_some(), "{:?}", group("slow"));
-    assert!(group("fast").error.is_none(), "{:?}", group("fast"));
+    // Its offsets answered; the only thing said of it is that the mock
+    // cannot describe groups (its membership unknown, never "none").
+    assert!(
+        group("fast")
+            .error
+            .as_deref()
+            .is_none_or(|e| e.contains("does not speak DescribeGroups")),
+        "{:?}",
+        group("fast")
+    );
     assert_eq!(group("fast").offsets.len(), 1, "{:?}", group("fast"));
     let fast = p.report("fast", "orders", 0, secs(20));
     assert_eq!((fast.lag_messages, fast.status), (Some(3), Status::Ok), "{fast:?}");
