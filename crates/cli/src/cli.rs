@@ -118,18 +118,8 @@ mod tests {
     /// The `streamsight …` command lines in the fenced blocks of the README
     /// and docs/, continuation lines joined: (file, line).
     fn documented_commands() -> Vec<(String, String)> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut files = vec![root.join("README.md")];
-        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "md") {
-                files.push(path);
-            }
-        }
         let mut out = Vec::new();
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap();
-            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        for (name, text) in docs() {
             let (mut fenced, mut pending) = (false, String::new());
             for line in text.lines() {
                 if line.trim_start().starts_with("```") {

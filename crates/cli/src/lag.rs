@@ -352,6 +352,28 @@ fn note(report: &streamsight_core::LagReport) -> String {
 mod tests {
     use super::*;
 
+    /// A report of `status` that knows nothing, to be filled in.
+    fn nothing_known(status: streamsight_core::Status) -> streamsight_core::LagReport {
+        streamsight_core::LagReport {
+            committed_offset: None,
+            end_offset: None,
+            log_start_offset: None,
+            lag_messages: None,
+            lag_seconds: None,
+            lag_seconds_lower_bound: false,
+            status,
+            producer_failing: false,
+            data_loss_messages: 0,
+            at_control_marker: false,
+            broker_unreachable: false,
+            last_commit_at: None,
+            end_offset_at: None,
+            last_stable_offset: None,
+            open_transaction_since: None,
+            no_members_since: None,
+        }
+    }
+
     #[test]
     fn unknown_values_print_as_dashes_never_zero() {
         let row = Row {
@@ -361,21 +383,7 @@ mod tests {
             partition: 0,
             report: streamsight_core::LagReport {
                 committed_offset: Some(4),
-                end_offset: None,
-                log_start_offset: None,
-                lag_messages: None,
-                lag_seconds: None,
-                lag_seconds_lower_bound: false,
-                status: streamsight_core::Status::Stale,
-                producer_failing: false,
-                data_loss_messages: 0,
-                at_control_marker: false,
-                broker_unreachable: false,
-                last_commit_at: None,
-                end_offset_at: None,
-                last_stable_offset: None,
-                open_transaction_since: None,
-                no_members_since: None,
+                ..nothing_known(streamsight_core::Status::Stale)
             },
             consumer: None,
         };
@@ -397,20 +405,9 @@ mod tests {
         let mut report = streamsight_core::LagReport {
             committed_offset: Some(500),
             end_offset: Some(500),
-            log_start_offset: Some(0),
             lag_messages: Some(0),
-            lag_seconds: Some(0.0),
-            lag_seconds_lower_bound: false,
-            status: streamsight_core::Status::Ok,
             producer_failing: true,
-            data_loss_messages: 0,
-            at_control_marker: false,
-            broker_unreachable: false,
-            last_commit_at: None,
-            end_offset_at: None,
-            last_stable_offset: None,
-            open_transaction_since: None,
-            no_members_since: None,
+            ..nothing_known(streamsight_core::Status::Ok)
         };
         assert!(note(&report).starts_with("producers failing"));
         report.producer_failing = false;

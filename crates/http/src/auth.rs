@@ -345,7 +345,7 @@ pub struct ReloadingKeys {
     /// Whether the lock was said (once each time it begins).
     locked_said: std::sync::atomic::AtomicBool,
     /// The last reload failure said: the same one is not said every check.
-    last_failure: std::sync::Mutex<Option<String>>,
+    last_failure: crate::reload::SaidOnce,
 }
 
 impl ReloadingKeys {
@@ -363,7 +363,7 @@ impl ReloadingKeys {
             required: std::sync::atomic::AtomicBool::new(ever && !insecure),
             insecure,
             locked_said: std::sync::atomic::AtomicBool::new(false),
-            last_failure: std::sync::Mutex::new(None),
+            last_failure: crate::reload::SaidOnce::default(),
         };
         reloading.say_lock();
         Ok(reloading)
@@ -406,14 +406,7 @@ impl ReloadingKeys {
 
     /// A reload that failed, said when it differs from the last one said.
     fn failed(&self, why: String) {
-        let mut last = self
-            .last_failure
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if last.as_deref() != Some(why.as_str()) {
-            crate::reload::reload_failed(self.audit.get(), Failure::KeysReload, &why);
-            *last = Some(why);
-        }
+        self.last_failure.failed(self.audit.get(), Failure::KeysReload, why);
     }
 
     /// From now on, keys that appear or go are reported to `sink`.
@@ -472,10 +465,7 @@ impl crate::reload::Reload for ReloadingKeys {
                 return false;
             }
         };
-        *self
-            .last_failure
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        self.last_failure.clear();
         if keys.ever_had_a_key() && !self.insecure {
             self.required.store(true, std::sync::atomic::Ordering::Release);
         }

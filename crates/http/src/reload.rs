@@ -42,6 +42,32 @@ impl AuditSink {
     }
 }
 
+/// The last reload failure said: the same one is not said again at every
+/// check until something else happens (a file fixed, another failure).
+#[derive(Debug, Default)]
+pub struct SaidOnce(std::sync::Mutex<Option<String>>);
+
+impl SaidOnce {
+    /// Says `why` as [`reload_failed`] does, unless it was the last said.
+    pub fn failed(&self, sink: Option<&AuditSink>, failure: Failure, why: String) {
+        let mut last = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.as_deref() != Some(why.as_str()) {
+            reload_failed(sink, failure, &why);
+            *last = Some(why);
+        }
+    }
+
+    /// The files read well again: the next failure is said whatever it is.
+    pub fn clear(&self) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// The last failure said, if none was cleared since.
+    pub fn last(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
 /// Says a failed reload where it can be counted, or in the log alone
 /// before the collector has said where.
 pub fn reload_failed(sink: Option<&AuditSink>, failure: Failure, why: &str) {

@@ -47,7 +47,7 @@ pub struct Reloading {
     audit: std::sync::OnceLock<(String, crate::reload::AuditSink)>,
     /// The last reload failure said: a bad renewal is said once, not at
     /// every check until it is fixed.
-    last_failure: std::sync::Mutex<Option<String>>,
+    last_failure: crate::reload::SaidOnce,
     /// Whether the served certificate's coming end (or its end) was said.
     expiry_said: std::sync::Mutex<Option<ExpirySaid>>,
 }
@@ -88,7 +88,7 @@ impl Reloading {
             listeners: listeners.to_vec(),
             current: RwLock::new(loaded),
             audit: std::sync::OnceLock::new(),
-            last_failure: std::sync::Mutex::new(None),
+            last_failure: crate::reload::SaidOnce::default(),
             expiry_said: std::sync::Mutex::new(None),
         };
         reloading.say_expiry(now_s);
@@ -143,10 +143,7 @@ impl Reloading {
             let current = self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner);
             if current.files == files {
                 drop(current);
-                *self
-                    .last_failure
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                self.last_failure.clear();
                 self.say_expiry(now_s);
                 return false;
             }
@@ -155,10 +152,7 @@ impl Reloading {
             Ok(loaded) => {
                 let not_after = loaded.not_after_s;
                 *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
-                *self
-                    .last_failure
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                self.last_failure.clear();
                 *self
                     .expiry_said
                     .lock()
@@ -185,14 +179,8 @@ impl Reloading {
 
     /// A reload that failed, said when it differs from the last one said.
     fn failed(&self, why: String) {
-        let mut last = self
-            .last_failure
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if last.as_deref() != Some(why.as_str()) {
-            crate::reload::reload_failed(self.audit.get().map(|(_, sink)| sink), Failure::TlsReload, &why);
-            *last = Some(why);
-        }
+        let sink = self.audit.get().map(|(_, sink)| sink);
+        self.last_failure.failed(sink, Failure::TlsReload, why);
     }
 
     /// Warns once when the served certificate has under 14 days left, and
@@ -417,7 +405,7 @@ mod tests {
         files(&dir, &issue_valid(JAN_2020 - 365 * DAY, JAN_2020));
         assert!(!tls.reload_at(now), "an expired renewal is not served");
         assert_eq!(tls.not_after_s(), JAN_2020 + 90 * DAY, "the served one stays");
-        let said = tls.last_failure.lock().unwrap().clone().unwrap();
+        let said = tls.last_failure.last().unwrap();
         assert!(said.contains("expired at") && said.contains("listener api"), "{said}");
         assert!(!tls.reload_at(now));
         // 14 days before the end, once; at the end, once more.
