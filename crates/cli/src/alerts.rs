@@ -35,6 +35,17 @@ pub fn write_table(out: &mut impl Write, body: &serde_json::Value) -> std::io::R
             a["summary"].as_str().unwrap_or(""),
         )?;
     }
+    // An empty table says what it means, and rules not evaluated say so.
+    if body["alerts"].as_array().is_none_or(Vec::is_empty) {
+        writeln!(out, "no alert: none firing, pending, without data or resolved lately")?;
+    }
+    if body["evaluated"] == false {
+        writeln!(
+            out,
+            "the rules were NOT evaluated at the last round: {}",
+            body["not_evaluated_because"].as_str().unwrap_or("no reason given")
+        )?;
+    }
     Ok(())
 }
 
@@ -158,5 +169,22 @@ mod tests {
         // Rule::new's 0 says nothing for a rise, and a drop rule has no floor.
         assert!(line("dlq_spike").contains("anomalous rise for"), "{out}");
         assert!(line("produce_rate_drop").contains("anomalous drop for"), "{out}");
+    }
+
+    /// Nothing to show is said, and rules nobody evaluated are never an
+    /// empty, quiet table.
+    #[test]
+    fn an_empty_table_and_unevaluated_rules_are_said() {
+        let mut out = Vec::new();
+        let body = serde_json::json!({
+            "now_ms": 0, "alerts": [], "evaluated": false,
+            "not_evaluated_because": "a shard's holder did not answer"
+        });
+        write_table(&mut out, &body).expect("written to memory");
+        let out = String::from_utf8(out).expect("text");
+        assert!(
+            out.contains("no alert:") && out.contains("NOT evaluated") && out.contains("did not answer"),
+            "{out}"
+        );
     }
 }
