@@ -11,6 +11,9 @@ use streamsight_core::shard::{ShardState, Shards};
 pub enum StoreError {
     #[error("storage url {0:?} is not sqlite://PATH, kafka://HOST:PORT[,HOST:PORT]/TOPIC or memory://")]
     BadUrl(String),
+    /// A `kafka://` URL with one part wrong: which, and what it must be.
+    #[error("storage url {url:?}: {part} {why}")]
+    BadUrlPart { url: String, part: String, why: String },
     #[error("cannot create data directory {path}: {source}")]
     CreateDir { path: PathBuf, source: std::io::Error },
     #[error("cannot create database file {path}: {source}")]

@@ -39,15 +39,34 @@ pub struct KafkaUrl {
 
 impl KafkaUrl {
     pub fn parse(url: &str) -> Result<Self, StoreError> {
-        let bad = || StoreError::BadUrl(url.to_owned());
-        let rest = url.strip_prefix("kafka://").ok_or_else(bad)?;
+        // Each mistake names its part: one message for all of them left the
+        // user to guess which (a topic with a space, `partitions=0`, `mode=shard`).
+        let bad = |part: &str, why: &str| StoreError::BadUrlPart {
+            url: url.to_owned(),
+            part: part.to_owned(),
+            why: why.to_owned(),
+        };
+        let rest = url
+            .strip_prefix("kafka://")
+            .ok_or_else(|| StoreError::BadUrl(url.to_owned()))?;
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (bootstrap, topic) = rest.split_once('/').ok_or_else(bad)?;
-        let topic_ok = !topic.is_empty()
-            && topic.len() <= 249
-            && topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if bootstrap.is_empty() || !topic_ok {
-            return Err(bad());
+        let (bootstrap, topic) = rest
+            .split_once('/')
+            .ok_or_else(|| bad("the log topic", "is missing: kafka://HOST:PORT[,HOST:PORT]/TOPIC"))?;
+        if bootstrap.is_empty() {
+            return Err(bad("the brokers", "are missing: kafka://HOST:PORT[,HOST:PORT]/TOPIC"));
+        }
+        if topic.is_empty() || topic.len() > 249 {
+            return Err(bad(&format!("topic {topic:?}"), "must be 1 to 249 characters"));
+        }
+        if let Some(c) = topic
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "._-".contains(*c)))
+        {
+            return Err(bad(
+                &format!("topic {topic:?}"),
+                &format!("has {c:?}: a Kafka topic is letters, digits, '.', '_' and '-'"),
+            ));
         }
         let mut parsed = KafkaUrl {
             bootstrap: bootstrap.to_owned(),
@@ -61,29 +80,35 @@ impl KafkaUrl {
             properties: BTreeMap::new(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').ok_or_else(bad)?;
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(&format!("{pair:?}"), "has no value: KEY=VALUE"))?;
+            let number = |min: u64, max: u64| {
+                value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| {
+                        bad(
+                            &format!("{key}={value}"),
+                            &format!("must be a whole number from {min} to {max}"),
+                        )
+                    })
+            };
             match key {
-                "partitions" => {
-                    parsed.partitions = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_PARTITIONS).contains(n))
-                        .ok_or_else(bad)?
-                }
-                "replication" => parsed.replication = value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?,
-                "timeout_ms" => {
-                    parsed.timeout = Duration::from_millis(value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?)
-                }
+                "partitions" => parsed.partitions = number(1, u64::from(MAX_PARTITIONS))? as u32,
+                "replication" => parsed.replication = number(1, i32::MAX as u64)? as i32,
+                "timeout_ms" => parsed.timeout = Duration::from_millis(number(1, u64::MAX)?),
                 "snapshot_ms" => {
-                    let ms: u64 = value.parse().map_err(|_| bad())?;
+                    let ms = number(0, u64::MAX)?;
                     parsed.snapshot_every = (ms > 0).then(|| Duration::from_millis(ms));
                 }
-                "max_snapshot_bytes" => parsed.max_snapshot_bytes = value.parse().map_err(|_| bad())?,
+                "max_snapshot_bytes" => parsed.max_snapshot_bytes = number(0, u64::MAX)?,
                 "mode" => {
                     parsed.sharded = match value {
                         "sharded" => true,
                         "replicated" => false,
-                        _ => return Err(bad()),
+                        _ => return Err(bad(&format!("mode={value}"), "must be sharded or replicated")),
                     }
                 }
                 _ => {

@@ -400,7 +400,36 @@ mod tests {
             "kafka://a:9092/log?novalue",
             "kafka://a:9092/log?mode=other",
         ] {
-            assert!(matches!(KafkaUrl::parse(bad), Err(StoreError::BadUrl(_))), "{bad}");
+            assert!(
+                matches!(
+                    KafkaUrl::parse(bad),
+                    Err(StoreError::BadUrl(_) | StoreError::BadUrlPart { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    /// Each mistake in a `kafka://` URL names the part that is wrong.
+    #[test]
+    fn a_bad_kafka_url_names_its_wrong_part() {
+        for (url, said) in [
+            ("kafka://a:9092/streamsight logs", "topic \"streamsight logs\" has ' '"),
+            (
+                "kafka://a:9092/log?partitions=0",
+                "partitions=0 must be a whole number from 1 to 10000",
+            ),
+            (
+                "kafka://a:9092/log?mode=shard",
+                "mode=shard must be sharded or replicated",
+            ),
+            ("kafka://a:9092/log?timeout_ms=x", "timeout_ms=x must be a whole number"),
+            ("kafka://a:9092/log?novalue", "\"novalue\" has no value"),
+            ("kafka:///log", "the brokers are missing"),
+            ("kafka://a:9092", "the log topic is missing"),
+        ] {
+            let err = KafkaUrl::parse(url).unwrap_err().to_string();
+            assert!(err.contains(said) && err.contains(url), "{url}: {err}");
         }
     }
 
