@@ -22,6 +22,9 @@ pub struct KafkaUrl {
     pub bootstrap: String,
     pub topic: String,
     pub partitions: u32,
+    /// `partitions` was written in the URL (not the default): a log topic
+    /// that has another count is then a mistake, said, never used silently.
+    pub partitions_given: bool,
     pub replication: i32,
     pub timeout: Duration,
     /// `mode=sharded`: each node holds only the shards Kafka's group protocol
@@ -72,6 +75,7 @@ impl KafkaUrl {
             bootstrap: bootstrap.to_owned(),
             topic: topic.to_owned(),
             partitions: 12,
+            partitions_given: false,
             replication: 1,
             timeout: Duration::from_secs(10),
             sharded: false,
@@ -96,7 +100,10 @@ impl KafkaUrl {
                     })
             };
             match key {
-                "partitions" => parsed.partitions = number(1, u64::from(MAX_PARTITIONS))? as u32,
+                "partitions" => {
+                    parsed.partitions = number(1, u64::from(MAX_PARTITIONS))? as u32;
+                    parsed.partitions_given = true;
+                }
                 "replication" => parsed.replication = number(1, i32::MAX as u64)? as i32,
                 "timeout_ms" => parsed.timeout = Duration::from_millis(number(1, u64::MAX)?),
                 "snapshot_ms" => {

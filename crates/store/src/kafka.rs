@@ -93,6 +93,18 @@ fn producer(url: &KafkaUrl) -> Result<ThreadedProducer<Acks>, StoreError> {
         .map_err(kafka)
 }
 
+/// Why a log topic of `found` partitions is not the one `url` names: its
+/// `partitions=` says another count (a node would shard by the topic's count
+/// while its URL says otherwise).
+fn partitions_disagree(url: &KafkaUrl, found: u32) -> Option<String> {
+    (url.partitions_given && found != url.partitions).then(|| {
+        format!(
+            "disagrees with the log topic {}, which has {found} partitions: give partitions={found}, or leave it out",
+            url.topic
+        )
+    })
+}
+
 impl KafkaStore {
     /// Connects, and creates the log topic when it is missing.
     pub fn open(url: KafkaUrl) -> Result<Self, StoreError> {
@@ -105,6 +117,13 @@ impl KafkaStore {
             buffer: Vec::new(),
         };
         store.partitions = ensure_topic(&store.url, &store.url.topic, store.url.partitions)?;
+        if let Some(why) = partitions_disagree(&store.url, store.partitions) {
+            return Err(StoreError::BadUrlPart {
+                url: format!("kafka://{}/{}", store.url.bootstrap, store.url.topic),
+                part: format!("partitions={}", store.url.partitions),
+                why,
+            });
+        }
         if store.url.sharded {
             ensure_topic(&store.url, &store.url.global_topic(), 1)?;
         }
@@ -382,5 +401,21 @@ impl Follow for KafkaFollow {
                 return Ok(None);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_count_the_log_does_not_have_is_said_never_used() {
+        let given = KafkaUrl::parse("kafka://a:9092/log?partitions=4").unwrap();
+        let why = partitions_disagree(&given, 12).unwrap();
+        assert!(why.contains("12 partitions") && why.contains("partitions=12"), "{why}");
+        assert_eq!(partitions_disagree(&given, 4), None);
+        // Left out: the log's own count, whatever it is.
+        let default = KafkaUrl::parse("kafka://a:9092/log").unwrap();
+        assert_eq!(partitions_disagree(&default, 3), None);
     }
 }
