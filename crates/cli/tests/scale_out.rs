@@ -146,8 +146,13 @@ async fn complete_again(client: &reqwest::Client, apis: &[&str], want: &[(String
 /// A tansu broker in a directory of its own, and the URL of a log of six
 /// partitions on it in `mode` (`replicated`, `sharded`).
 fn log_on_tansu(mode: &str) -> (std::path::PathBuf, Tansu, String) {
+    // Tests of this file run two at a time: two brokers started in the same
+    // millisecond shared one directory (and one sqlite file), and one never
+    // listened. Each call has its own.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
-        "streamsight-scale-out-{mode}-{}-{}",
+        "streamsight-scale-out-{mode}-{}-{}-{call}",
         std::process::id(),
         streamsight_testkit::now_ms()
     ));

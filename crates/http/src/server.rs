@@ -549,8 +549,9 @@ async fn guarded(guard: &Guard, request: Request, next: Next) -> Response {
         && auth.locked()
     {
         // No live key where one is required: the probes say so, the rest
-        // (the dashboard's pages too) is refused.
-        if request.uri().path() == "/readyz" {
+        // (the dashboard's pages too) is refused. An intake that takes
+        // keyless tracers on purpose (`intake_tenant`) still serves them.
+        if request.uri().path() == "/readyz" && auth.open_tenant.is_none() {
             return ApiError::new(ErrorKind::NoLiveKeys, crate::auth::NO_LIVE_KEY).into_response();
         }
         if public && !probe {
