@@ -40,7 +40,7 @@ impl Filter {
 pub struct Found {
     pub rows: Vec<Row>,
     pub why_none: Option<String>,
-    /// What the rows cannot show: clusters the collector polls that did not
+    /// Where there are no rows: clusters the collector polls that did not
     /// answer its last poll (their lag is unknown, not absent).
     pub unreachable: Vec<String>,
     /// Straight from a cluster, in one look: no verdict for a group behind.
@@ -79,9 +79,16 @@ pub async fn from_collector(url: &str, cluster: Option<&str>, filter: &Filter) -
         rows: Vec<Row>,
     }
     let answer: Answer = serde_json::from_str(&text).map_err(|e| err(format!("unexpected answer: {e}")))?;
-    // What the collector's pollers know: a cluster that did not answer is
-    // said, whatever the rows (its lag is unknown, not zero and not absent).
-    let polled = crate::collector_client::get_json(url, "/api/v1/clusters").await.ok();
+    // Where there is nothing to show, what the collector's pollers know: a
+    // cluster that did not answer is why (its lag is unknown, not absent).
+    // Asked only then: at the largest estates `/api/v1/clusters` lists every
+    // group, a cost every `lag` need not pay (a row of a cluster that stopped
+    // answering reads stale on its own).
+    let polled = if answer.rows.is_empty() {
+        crate::collector_client::get_json(url, "/api/v1/clusters").await.ok()
+    } else {
+        None
+    };
     let clusters = polled
         .as_ref()
         .and_then(|v| v["clusters"].as_object())
