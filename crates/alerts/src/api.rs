@@ -59,16 +59,18 @@ impl IntoResponse for ChangeError {
 /// with the rules and how the notifiers fare.
 async fn alerts(State(shared): State<Arc<Shared>>) -> Response {
     let now = clock::now();
+    // A round that could not evaluate (a shard of a sharded log did not
+    // answer), or on a shared log no word from a node evaluating: no alert
+    // is then not all clear, and those listed are stale.
+    let not_evaluated = crate::round::not_evaluated_because(&shared, now);
     Json(json!({
         "now_ms": now.0,
-        // A round that could not evaluate (a shard of a sharded log did not
-        // answer): no alert is then not all clear.
-        "evaluated": of(&shared).not_evaluated_because().is_none(),
-        "not_evaluated_because": of(&shared).not_evaluated_because(),
+        "evaluated": not_evaluated.is_none(),
+        "not_evaluated_because": not_evaluated,
         // On a shared log, whether this node is the one evaluating and
         // notifying now (it holds the rules' lease).
         "evaluates_here": crate::round::holds_the_rules(&shared),
-        "alerts": of(&shared).list(now),
+        "alerts": of(&shared).list(now, not_evaluated.is_some()),
         "rules": of(&shared).rule_views(),
         "silences": of(&shared).silences(now),
         "notifiers": of(&shared).notifier_report(),

@@ -7,7 +7,7 @@ use streamsight_core::Millis;
 use streamsight_http::prometheus::{esc, header};
 
 /// `streamsight_alerts{rule,state}`, `streamsight_notifications_failed_total`
-/// and `streamsight_alerts_evaluation_seconds`.
+/// `streamsight_alerts_evaluation_seconds` and `streamsight_alerts_evaluated`.
 pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
     use std::fmt::Write;
     let mut counts: std::collections::BTreeMap<(String, &str), u64> = std::collections::BTreeMap::new();
@@ -16,7 +16,7 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
             counts.insert((r.name.clone(), state), 0);
         }
     }
-    for a in alerts.list(now) {
+    for a in alerts.list(now, false) {
         if let Some(n) = counts.get_mut(&(a.alert.rule.to_string(), a.alert.state.as_str())) {
             *n += 1;
         }
@@ -48,6 +48,14 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
         "gauge",
         "How long the last round took to evaluate every rule (0 before the first).",
     );
+    header(
+        out,
+        "streamsight_alerts_evaluated",
+        "gauge",
+        "1 while the rules are evaluated (by this node, or on a shared log by the node holding their lease, heard from within 20 s); 0 before the first round, while rounds are skipped, and while no node evaluates: the alerts shown are then stale.",
+    );
+    let evaluated = alerts.evaluated_now.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "streamsight_alerts_evaluated {}", u8::from(evaluated));
     let micros = alerts.evaluation_micros.load(std::sync::atomic::Ordering::Relaxed);
     let _ = writeln!(out, "streamsight_alerts_evaluation_seconds {}", micros as f64 / 1e6);
 }

@@ -16,15 +16,68 @@ pub(crate) fn holds_the_rules(shared: &Shared) -> bool {
     shared.leases.get().is_none_or(|leases| leases.owns(ALERTS_LEASE))
 }
 
+/// How long without word from the node evaluating the rules on a shared
+/// log before the others say nobody does: it says so every
+/// [`SAY_EVALUATED_EVERY_MS`](crate::service::SAY_EVALUATED_EVERY_MS), and a
+/// dead holder's lease moves within the leases group's 6 s session and a
+/// rebalance (6-9 s measured), so a healthy move never trips it.
+pub const NOT_EVALUATED_AFTER_MS: i64 = 20_000;
+
+/// Why the rules are not being evaluated now, as this node knows (None: they
+/// are): its own last round's reason when it holds their lease (or the log
+/// is its own); else from the evaluating node's word in the log, which
+/// must be newer than [`NOT_EVALUATED_AFTER_MS`].
+pub fn not_evaluated_because(shared: &Shared, now: Millis) -> Option<String> {
+    let service = of(shared);
+    judge(
+        holds_the_rules(shared),
+        service.skipped_because(),
+        service.heard_evaluated(),
+        now,
+    )
+}
+
+/// [`not_evaluated_because`] from what it depends on: whether this node
+/// holds the rules, why its last round skipped them, and when the node that
+/// evaluates last said it did.
+fn judge(holds: bool, skipped: Option<String>, heard: Option<Millis>, now: Millis) -> Option<String> {
+    if holds {
+        return skipped;
+    }
+    match heard {
+        None => Some(
+            "no node has said that it evaluates the rules since this one started: the node holding their lease may \
+             be gone, or skipping rounds"
+                .to_owned(),
+        ),
+        Some(at) if now.since(at) > NOT_EVALUATED_AFTER_MS => Some(format!(
+            "no node has evaluated the rules for {} s (the last said so at {}): the node holding their lease may be \
+             gone and none has taken it over, or it skips rounds",
+            now.since(at) / 1000,
+            at.iso()
+        )),
+        Some(_) => None,
+    }
+}
+
 /// One round on the housekeeping tick: evaluate, store what changed, notify
 /// what is due (never waiting for a receiver), store that it was.
 pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Writer, now: Millis) {
+    evaluate_round(shared.clone(), writer, now).await;
+    let evaluated = not_evaluated_because(&shared, now).is_none();
+    of(&shared)
+        .evaluated_now
+        .store(evaluated, std::sync::atomic::Ordering::Relaxed);
+}
+
+async fn evaluate_round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Writer, now: Millis) {
     // On a shared log one node at a time evaluates, stores and notifies: the
     // others apply what it stores.
     if !holds_the_rules(&shared) {
         // Why a round this node made earlier was skipped says nothing of
         // the node that evaluates now.
         of(&shared).not_evaluated(&shared.telemetry, None);
+        store_delivered(&shared, writer).await;
         return;
     }
     // A node of a sharded log sees only its shards: rules run on every
@@ -87,6 +140,13 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
     if !holds_the_rules(&shared) {
         return;
     }
+    let mut changed = changed;
+    // On a shared log the others learn from this that the rules are evaluated.
+    if shared.leases.get().is_some()
+        && let Some(said) = of(&shared).say_evaluated(now)
+    {
+        changed.push(said);
+    }
     if !changed.is_empty() {
         for r in &changed {
             if let Record::Alert { event, .. } = r
@@ -130,6 +190,7 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
         }
         let delivered = of(&shared).delivered.clone();
         let shared = shared.clone();
+        let writer = writer.clone();
         tokio::spawn(async move {
             let mut told = false;
             for (receiver, p) in pending {
@@ -142,17 +203,54 @@ pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Wr
                 }
                 told |= ok;
             }
-            // Told at least one receiver: never again for this state.
-            if told {
+            // Told at least one receiver: never again for this state. Stored
+            // at once, not by the next round: the rules' lease may have moved
+            // by then, and the next holder would tell it again.
+            if told && let Err(e) = writer.append(vec![done.clone()]).await {
+                shared.telemetry.failed(Failure::AlertsNotStored, &e);
                 lock(&delivered).push(done);
             }
         });
     }
-    let done = std::mem::take(&mut *lock(&of(&shared).delivered));
+    store_delivered(&shared, writer).await;
+}
+
+/// Stores the records of notifications delivered that could not be stored
+/// when they were (and silenced ones'); on every node, whether or not it
+/// holds the rules now.
+async fn store_delivered(shared: &Shared, writer: &streamsight_node::Writer) {
+    let done = std::mem::take(&mut *lock(&of(shared).delivered));
     if !done.is_empty()
         && let Err(e) = writer.append(done.clone()).await
     {
         shared.telemetry.failed(Failure::AlertsNotStored, &e);
-        lock(&of(&shared).delivered).extend(done);
+        lock(&of(shared).delivered).extend(done);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_not_holding_the_rules_says_they_are_not_evaluated_once_the_holder_falls_silent() {
+        let heard = Some(Millis(1_000_000));
+        let at = |ms: i64| Millis(1_000_000 + ms);
+        assert_eq!(judge(false, None, heard, at(NOT_EVALUATED_AFTER_MS)), None);
+        let why = judge(false, None, heard, at(NOT_EVALUATED_AFTER_MS + 1_000)).unwrap();
+        assert!(
+            why.contains("for 21 s") && why.contains("none has taken it over"),
+            "{why}"
+        );
+        // Never heard of: unknown, not evaluated.
+        assert!(
+            judge(false, None, None, at(0))
+                .unwrap()
+                .contains("since this one started")
+        );
+        // The holder answers for itself: its own rounds' reason, whatever it heard.
+        assert_eq!(judge(true, None, None, at(60_000)), None);
+        let skipped = Some("2 of 6 shards (1, 4) did not answer".to_owned());
+        assert_eq!(judge(true, skipped.clone(), heard, at(0)), skipped);
     }
 }

@@ -95,6 +95,14 @@ pub struct AlertService {
     pub(crate) previous: Mutex<std::collections::HashMap<signals::Query, Vec<SharedLabels>>>,
     /// Why the last round did not evaluate the rules, if it did not.
     pub(crate) skipped: Mutex<Option<String>>,
+    /// On a shared log, when the node evaluating the rules last said it did
+    /// (an [`AlertEvent::Evaluated`] read from the log), by its clock.
+    pub(crate) heard_evaluated: Mutex<Option<Millis>>,
+    /// Whether the rules were being evaluated (here or elsewhere) as of this
+    /// node's last round: `streamsight_alerts_evaluated`.
+    pub(crate) evaluated_now: std::sync::atomic::AtomicBool,
+    /// When this node last wrote that it evaluated them.
+    pub(crate) said_evaluated: Mutex<Option<Millis>>,
     /// Records that notifications were delivered, stored by the next round.
     pub(crate) delivered: std::sync::Arc<Mutex<Vec<Record>>>,
     /// When the state the log must keep (API rules, silences, alerts not ok)
@@ -121,6 +129,9 @@ pub struct RuleView {
 /// running rule's resolved alerts at least are).
 const RETIRED_SHOWN_MS: i64 = 3_600_000;
 
+/// How often the node evaluating the rules on a shared log says so in the log.
+pub const SAY_EVALUATED_EVERY_MS: i64 = 5_000;
+
 /// Rules made through the API at most (each within [`Rule::validate`]'s bounds).
 pub const MAX_API_RULES: usize = 1_000;
 
@@ -144,6 +155,9 @@ pub struct AlertView {
     pub alert: Alert,
     pub summary: String,
     pub silenced: bool,
+    /// Nobody evaluates the rules now: the state shown is the last one
+    /// judged, not a current one.
+    pub stale: bool,
 }
 
 impl AlertService {
@@ -164,6 +178,9 @@ impl AlertService {
             base_url: std::sync::OnceLock::new(),
             writer: Mutex::new(None),
             skipped: Mutex::default(),
+            heard_evaluated: Mutex::default(),
+            said_evaluated: Mutex::default(),
+            evaluated_now: std::sync::atomic::AtomicBool::new(false),
             previous: Mutex::default(),
             readings: Mutex::default(),
             delivered: std::sync::Arc::default(),
@@ -208,8 +225,9 @@ impl AlertService {
             .set(config.notifiers.iter().cloned().map(Notifier::start).collect());
     }
 
-    /// Every alert but the quiet ones (ok), worst first.
-    pub fn list(&self, now: Millis) -> Vec<AlertView> {
+    /// Every alert but the quiet ones (ok), worst first, each `stale` when
+    /// nobody evaluates the rules now (see [`crate::round::not_evaluated_because`]).
+    pub fn list(&self, now: Millis, stale: bool) -> Vec<AlertView> {
         let book = lock(&self.book);
         let mut out: Vec<AlertView> = book
             .alerts
@@ -218,6 +236,7 @@ impl AlertService {
             .map(|a| AlertView {
                 summary: self.summary(&book.rules, a),
                 silenced: book.silences.iter().any(|s| s.silences(a, now)),
+                stale,
                 alert: a.clone(),
             })
             .collect();
@@ -280,8 +299,29 @@ impl AlertService {
         *lock(&self.skipped) = why;
     }
 
-    pub fn not_evaluated_because(&self) -> Option<String> {
+    /// Why this node's last round did not evaluate the rules (None: it did,
+    /// or it does not hold their lease: see [`crate::round::not_evaluated_because`]).
+    pub fn skipped_because(&self) -> Option<String> {
         lock(&self.skipped).clone()
+    }
+
+    /// When the node evaluating the rules last said it did, if ever heard.
+    pub fn heard_evaluated(&self) -> Option<Millis> {
+        *lock(&self.heard_evaluated)
+    }
+
+    /// The record saying this node evaluated the rules at `now`, when one
+    /// is due (every [`SAY_EVALUATED_EVERY_MS`]).
+    pub(crate) fn say_evaluated(&self, now: Millis) -> Option<Record> {
+        let mut said = lock(&self.said_evaluated);
+        if said.is_some_and(|t| now.since(t) < SAY_EVALUATED_EVERY_MS) {
+            return None;
+        }
+        *said = Some(now);
+        Some(Record::Alert {
+            at: now,
+            event: Box::new(AlertEvent::Evaluated),
+        })
     }
 
     /// Evaluates every rule at `now` on this node's services: the log records
@@ -378,7 +418,7 @@ impl AlertService {
     pub fn apply(&self, records: &[Record]) {
         let mut book = lock(&self.book);
         for r in records {
-            let Record::Alert { event, .. } = r else { continue };
+            let Record::Alert { event, at } = r else { continue };
             match &**event {
                 AlertEvent::Changed(t) => book.alerts.replay(t, false),
                 AlertEvent::Notified { rule, labels, state } => book.alerts.mark_notified(rule, labels, *state),
@@ -393,6 +433,10 @@ impl AlertService {
                 AlertEvent::RuleRemoved { name } => {
                     book.api_rules.remove(name);
                     book.rules = std::sync::Arc::new(self.effective(&book.api_rules));
+                }
+                AlertEvent::Evaluated => {
+                    let mut heard = lock(&self.heard_evaluated);
+                    *heard = Some(heard.map_or(*at, |h| h.max(*at)));
                 }
             }
         }

@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,50 +98,9 @@ async fn a_real_alertmanager_receives_and_lists_the_alert() {
     assert_eq!(alert["status"]["state"], "active", "{alert}");
 }
 
-/// A webhook receiver on a plain socket: the bodies it was sent.
-fn receiver() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let body = loop {
-                let n = s.read(&mut chunk).unwrap_or(0);
-                if n == 0 {
-                    break None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-                let text = String::from_utf8_lossy(&buf).to_string();
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let len: usize = text[..end]
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse().unwrap())
-                        })
-                        .unwrap_or(0);
-                    if buf.len() >= end + 4 + len {
-                        break Some(buf[end + 4..end + 4 + len].to_vec());
-                    }
-                }
-            };
-            if let Some(body) = body {
-                g.lock().unwrap().push(serde_json::from_slice(&body).unwrap());
-            }
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-        }
-    });
-    (url, got)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_firing_neither_loses_the_alert_nor_notifies_twice() {
-    let (url, got) = receiver();
+    let (url, got) = support::webhook_receiver();
     let dir = std::env::temp_dir().join(format!("streamsight-kill9-alerts-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -350,7 +308,7 @@ async fn a_node_paused_past_its_session_neither_notifies_twice_nor_resolves_what
     let mock = rdkafka::mocking::MockCluster::new(1).unwrap();
     // The mock makes a topic of 4 partitions when it is first named.
     let storage = format!("kafka://{}/alerts-pause", mock.bootstrap_servers());
-    let (url, got) = receiver();
+    let (url, got) = support::webhook_receiver();
     let config = format!(
         "[serve]\nhistory_interval = \"200ms\"\n\n[serve.alerts]\ndefault_rules = false\n\n\
          [[serve.alerts.notifiers]]\nurl = \"{url}\"\n\n{RULE}"

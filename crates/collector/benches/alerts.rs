@@ -180,7 +180,7 @@ fn main() {
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let longest = waiter.join().unwrap();
     let alerts = streamsight_collector::alerts::of(&shared)
-        .list(Millis(T0 + 130_000))
+        .list(Millis(T0 + 130_000), false)
         .len();
     let (groups, per_group, _) = shape();
     println!("1,000 rules, 1 M group-partitions, {groups} groups of {per_group}; one cycle each 10 s of data:");

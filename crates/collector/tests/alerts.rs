@@ -332,7 +332,7 @@ fn a_service_that_goes_silent_is_no_data_not_ok() {
         "silence never resolves"
     );
     assert!(told.contains(&("service_silent".to_owned(), AlertState::NoData)));
-    let list = streamsight_collector::alerts::of(&shared).list(at(900));
+    let list = streamsight_collector::alerts::of(&shared).list(at(900), false);
     assert_eq!(list[0].alert.state, AlertState::NoData);
     assert_eq!(list[0].summary, "checkout stopped reporting");
 }

@@ -88,6 +88,10 @@ pub enum AlertEvent {
     RuleRemoved {
         name: String,
     },
+    /// The node holding the rules' lease on a shared log evaluated them (at
+    /// the record's time; written every few seconds): the other nodes tell
+    /// from its absence that nobody does.
+    Evaluated,
 }
 
 /// What an administrator did, as the collector saw it take effect.

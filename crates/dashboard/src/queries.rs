@@ -311,8 +311,11 @@ fn incidents(shared: &Shared, now: Millis, producers: Vec<Value>, data_loss: Vec
             _ => None,
         })
         .collect();
+    // Nobody evaluating the rules is an incident of its own: alerts listed
+    // are then stale, and a quiet list is not all clear.
+    let not_evaluated = streamsight_alerts::round::not_evaluated_because(shared, now);
     let alerts: Vec<Value> = streamsight_alerts::of(shared)
-        .list(now)
+        .list(now, not_evaluated.is_some())
         .into_iter()
         .filter(|a| {
             matches!(
@@ -321,9 +324,10 @@ fn incidents(shared: &Shared, now: Millis, producers: Vec<Value>, data_loss: Vec
             )
         })
         .take(MAX_INCIDENTS)
-        .map(|a| json!({ "rule": a.alert.rule, "state": a.alert.state, "summary": a.summary, "silenced": a.silenced }))
+        .map(|a| json!({ "rule": a.alert.rule, "state": a.alert.state, "summary": a.summary, "silenced": a.silenced, "stale": a.stale }))
         .collect();
     json!({
+        "alerts_not_evaluated": not_evaluated,
         "alerts": alerts,
         "producers_failing": producers,
         "data_loss": data_loss,

@@ -163,9 +163,13 @@ const overview = {
   render(d) {
     const inc = d.incidents;
     const items = [];
+    if (inc.alerts_not_evaluated) {
+      items.push(h('li', { id: 'alerts-not-evaluated' }, h('strong', {}, 'Alert rules not evaluated: '), h('a', { href: '/alerts' }, 'alerts'),
+        ` shown are stale — ${inc.alerts_not_evaluated}`));
+    }
     for (const a of inc.alerts || []) {
       items.push(h('li', { class: a.silenced ? 'warn' : null }, h('strong', {}, a.state === 'no_data' ? 'No data: ' : 'Alert: '),
-        h('a', { href: '/alerts' }, a.rule), ` — ${a.summary}${a.silenced ? ' (silenced)' : ''}`));
+        h('a', { href: '/alerts' }, a.rule), ` — ${a.summary}${a.silenced ? ' (silenced)' : ''}${a.stale ? ' (stale: not evaluated now)' : ''}`));
     }
     for (const p of inc.producers_failing) {
       const f = p.failures;
@@ -960,10 +964,10 @@ const alertsPage = {
       : r.below !== null ? `below ${r.below}` : `above ${r.above ?? 0}${r.statuses.length ? ` (${r.statuses.join(', ')})` : ''}`);
     return [
       h('h1', {}, 'Alerts'),
-      d.evaluated === false ? h('div', { class: 'banner bad', role: 'status', id: 'not-evaluated' }, 'Rules were not evaluated in the last round: ' + (d.not_evaluated_because || 'no reason given') + '. No alert here does not mean all is well; alerts keep the state they had.') : null,
+      d.evaluated === false ? h('div', { class: 'banner bad', role: 'status', id: 'not-evaluated' }, 'Rules are not being evaluated: ' + (d.not_evaluated_because || 'no reason given') + '. No alert here does not mean all is well; alerts below are stale, shown as last judged.') : null,
       h('p', {}, 'A series with no value for its rule\'s window is "no data", never ok; it resolves only when data says so.'),
       table(`Alerts (${d.alerts.length})`, [['State'], ['Rule'], ['Labels'], ['Summary'], ['Since'], ['Value', 'num'], ['']],
-        d.alerts.map((a) => [badge(a.state), a.rule, h('code', {}, labels(a.labels)), [a.summary, a.silenced ? h('span', { class: 'muted' }, ' (silenced)') : ''],
+        d.alerts.map((a) => [a.stale ? [badge(a.state), h('span', { class: 'muted' }, ' (stale)')] : badge(a.state), a.rule, h('code', {}, labels(a.labels)), [a.summary, a.silenced ? h('span', { class: 'muted' }, ' (silenced)') : ''],
           ago(a.since_ms, d.now_ms), a.value === null ? unknown() : num(Math.round(a.value * 100) / 100),
           h('button', { type: 'button', class: 'secondary', 'aria-label': `Silence ${a.rule} ${labels(a.labels)}`, onclick: () => silenceDialog({ alertname: a.rule, ...a.labels }) }, 'Silence…')]),
         'No alert is pending, firing, without data or recently resolved.'),
