@@ -519,8 +519,9 @@ async fn three_nodes_sharding_a_kafka_log_killed_at_random_keep_every_acknowledg
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port();
     let mut broker = Some(Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]));
-    let log =
-        format!("kafka://127.0.0.1:{port}/checker-log?partitions=6&timeout_ms=5000&mode=sharded&snapshot_ms=5000");
+    let log = format!(
+        "kafka://127.0.0.1:{port}/checker-log?partitions=6&create=true&timeout_ms=5000&mode=sharded&snapshot_ms=5000"
+    );
     let live = Arc::new(Mutex::new(Live {
         intakes: vec![None; NODES],
         apis: vec![None; NODES],
@@ -626,7 +627,9 @@ async fn two_nodes_sharding_a_kafka_log_whose_broker_is_down_a_minute_refuse_the
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port();
     let mut broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
-    let log = format!("kafka://127.0.0.1:{port}/outage-log?partitions=4&timeout_ms=5000&mode=sharded&snapshot_ms=5000");
+    let log = format!(
+        "kafka://127.0.0.1:{port}/outage-log?partitions=4&create=true&timeout_ms=5000&mode=sharded&snapshot_ms=5000"
+    );
     let live = Arc::new(Mutex::new(Live {
         intakes: vec![None; NODES],
         apis: vec![None; NODES],

@@ -502,7 +502,10 @@ async fn a_sharded_node_says_which_shards_it_cannot_answer_for() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
-    let log = format!("kafka://{}/dashboard-log?partitions=4&mode=sharded", broker.bootstrap);
+    let log = format!(
+        "kafka://{}/dashboard-log?partitions=4&create=true&mode=sharded",
+        broker.bootstrap
+    );
     // Each node holds half of the group's lag (2,404 of 4,808): the rule
     // fires only on the sum of both parts.
     let toml = "[serve]\nhistory_interval = \"1s\"\n\n[serve.alerts]\ndefault_rules = false\n\n\

@@ -159,7 +159,7 @@ fn log_on_tansu(mode: &str) -> (std::path::PathBuf, Tansu, String) {
     std::fs::create_dir_all(&dir).unwrap();
     let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
     let log = format!(
-        "kafka://{}/streamsight-log?partitions=6&timeout_ms=5000&mode={mode}",
+        "kafka://{}/streamsight-log?partitions=6&create=true&timeout_ms=5000&mode={mode}",
         broker.bootstrap
     );
     (dir, broker, log)
@@ -461,6 +461,114 @@ async fn the_alert_rules_lease_moves_to_a_survivor_after_kill_9_of_its_holder() 
     // help), so it is not asserted here; docs/scale-out.md says so.
     drop(restarted);
     drop(nodes);
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `streamsight serve` on `log` (free loopback ports, `extra` arguments)
+/// until it exits or writes a line to stderr that holds `until` (then it is
+/// killed): its exit status if it exited, and what it wrote to stderr.
+fn serve_until(log: &str, extra: &[&str], until: &str) -> (Option<std::process::ExitStatus>, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(["serve", "--intake-listen", "127.0.0.1:0", "--api-listen", "127.0.0.1:0"])
+        .args(["--otlp-listen", "127.0.0.1:0", "--storage", log])
+        .args(extra)
+        .env("STREAMSIGHT_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut said = String::new();
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                said.push_str(&line);
+                said.push('\n');
+                if line.contains(until) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return (None, said);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return (Some(child.wait().unwrap()), said),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("serve neither exited nor said {until:?} within 60 s: {said}");
+            }
+        }
+    }
+}
+
+/// A node that would disagree with the live nodes of its log is refused, by
+/// name and cause: one advertising another live node's API address, one of
+/// the other mode, one naming a log topic that does not exist. One node
+/// more than the log has partitions is warned of. A node killed and
+/// started again at once with its address is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_would_disagree_with_the_live_nodes_of_its_log_is_refused() {
+    let (dir, broker, log) = log_on_tansu("sharded");
+    let (live, _, api) = support::serve(&log);
+
+    let (exit, said) = serve_until(&log, &["--advertise-api", &api], "streamsight serving");
+    assert!(exit.is_some_and(|e| !e.success()), "{said}");
+    assert!(
+        said.contains("not joining the nodes of log streamsight-log")
+            && said.contains(&format!("advertises the same API address, {api}")),
+        "{said}"
+    );
+
+    let replicated = log.replace("mode=sharded", "mode=replicated");
+    let (exit, said) = serve_until(&replicated, &[], "streamsight serving");
+    assert!(exit.is_some_and(|e| !e.success()), "{said}");
+    assert!(
+        said.contains("runs mode=sharded on it, and this node's URL says mode=replicated"),
+        "{said}"
+    );
+
+    let misspelt = log
+        .replace("streamsight-log?", "streamsight-logs?")
+        .replace("create=true&", "");
+    let (exit, said) = serve_until(&misspelt, &[], "streamsight serving");
+    assert!(exit.is_some_and(|e| !e.success()), "{said}");
+    assert!(
+        said.contains("the log topic \"streamsight-logs\" does not exist") && said.contains("create=true"),
+        "{said}"
+    );
+
+    // kill -9 and at once a node with the same address: the old
+    // announcement is fresh, but never renewed, so the new node joins.
+    let port = api.rsplit(':').next().unwrap().to_owned();
+    drop(live);
+    let (restarted, _) = support::start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_streamsight")).args([
+            "serve",
+            "--intake-listen",
+            "127.0.0.1:0",
+            "--api-listen",
+            &format!("127.0.0.1:{port}"),
+            "--otlp-listen",
+            "127.0.0.1:0",
+            "--storage",
+            &log,
+        ]),
+        "streamsight serving",
+    );
+    drop(restarted);
+
+    // A log of one partition and two nodes: the second is told it holds none.
+    let one = log.replace("streamsight-log?partitions=6", "one-partition-log?partitions=1");
+    let (_first, _, _) = support::serve(&one);
+    let (exit, said) = serve_until(&one, &[], "fewer partitions than the nodes");
+    assert!(exit.is_none(), "{said}");
     drop(broker);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -256,7 +256,10 @@ fn http_bench(c: &mut Criterion) {
             let broker = streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), &engine, &dir, &[]);
             let query = query.strip_prefix('?').map_or(String::new(), |q| format!("&{q}"));
             // A log of its own: another configuration's records are not replayed here.
-            let url = format!("kafka://{}/log-{name}?partitions=12{query}", broker.bootstrap);
+            let url = format!(
+                "kafka://{}/log-{name}?partitions=12&create=true{query}",
+                broker.bootstrap
+            );
             _broker = Some(broker);
             url
         } else {

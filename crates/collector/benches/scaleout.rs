@@ -127,7 +127,7 @@ fn takeover(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(1));
     for n in [10_000, 100_000, 1_000_000] {
         let log = format!(
-            "kafka://{}/takeover-{n}?partitions=1&mode=sharded&timeout_ms=30000",
+            "kafka://{}/takeover-{n}?partitions=1&create=true&mode=sharded&timeout_ms=30000",
             _broker.bootstrap
         );
         let replayed = KafkaUrl::parse(&format!("{log}&snapshot_ms=0")).unwrap();
@@ -234,7 +234,7 @@ fn fanout(c: &mut Criterion) {
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let log = format!(
-        "kafka://{}/fanout-log?partitions=12&mode=sharded&timeout_ms=10000",
+        "kafka://{}/fanout-log?partitions=12&create=true&mode=sharded&timeout_ms=10000",
         _broker.bootstrap
     );
     let (sharded, single) = runtime.block_on(async {

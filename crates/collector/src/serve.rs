@@ -379,6 +379,9 @@ async fn replay(
             };
             let directory = join_directory(&shared.config, api_addr, api_tls, peer_key).await?;
             let _ = shared.directory.set(Arc::new(directory));
+        } else if shared.config.log_is_shared() {
+            let presence = join_directory(&shared.config, api_addr, api_tls, String::new()).await?;
+            let _ = shared.presence.set(Arc::new(presence));
         }
         let writer = tokio::task::spawn_blocking(move || Writer::start(store, shared, since)).await??;
         tenants[&name].ready.store(true, Ordering::Release);
@@ -457,7 +460,8 @@ fn start_jobs(
     Ok(())
 }
 
-/// Says, on a sharded log's directory, where this node's API answers.
+/// Says, on a shared log's directory, where this node's API answers (a
+/// replicated node: that it is one, its address if known).
 async fn join_directory(
     config: &ServeConfig,
     api_addr: SocketAddr,
@@ -466,6 +470,7 @@ async fn join_directory(
 ) -> Result<streamsight_store::directory::Directory, ServeError> {
     let api = match &config.advertise_api {
         Some(url) => url.clone(),
+        None if api_addr.ip().is_unspecified() && !config.log_is_sharded() => String::new(),
         None if api_addr.ip().is_unspecified() => {
             return Err(ServeError::Sharding(format!(
                 "the API listens on {api_addr}: set advertise_api to where other nodes reach it"

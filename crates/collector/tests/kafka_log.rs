@@ -32,7 +32,7 @@ impl Broker {
 
     /// The URL of a log on this broker: `TOPIC?QUERY`.
     fn log(&self, topic_and_query: &str) -> String {
-        format!("kafka://{}/{topic_and_query}", self.tansu.bootstrap)
+        format!("kafka://{}/{topic_and_query}&create=true", self.tansu.bootstrap)
     }
 }
 
@@ -112,7 +112,7 @@ async fn collectors_sharing_a_log_in_kafka_read_what_either_accepted() {
     let port = free_port();
     let mut broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
     let log = format!(
-        "kafka://{}/streamsight-log?partitions=4&timeout_ms=3000",
+        "kafka://{}/streamsight-log?partitions=4&timeout_ms=3000&create=true",
         broker.bootstrap
     );
     let client = streamsight_testkit::http::client();
@@ -569,7 +569,7 @@ async fn a_sharded_node_that_cannot_reach_the_log_says_so_without_being_asked_to
     let port = free_port();
     let mut broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
     let log = format!(
-        "kafka://{}/unreachable-log?partitions=2&timeout_ms=2000&mode=sharded",
+        "kafka://{}/unreachable-log?partitions=2&create=true&timeout_ms=2000&mode=sharded",
         broker.bootstrap
     );
     let client = streamsight_testkit::http::client();

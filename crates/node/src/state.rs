@@ -49,6 +49,9 @@ pub struct Shared {
     /// On a sharded log: which shards this node holds, who holds the others
     /// and where they answer (see `docs/scale-out.md`).
     pub directory: std::sync::OnceLock<Arc<streamsight_store::directory::Directory>>,
+    /// On a replicated shared log: this node's announcement in the log's
+    /// directory, kept only so that a node of the other mode is refused.
+    pub presence: std::sync::OnceLock<Arc<streamsight_store::directory::Directory>>,
     /// Each group's series labels, made once and shared by every signal's
     /// series of it (see [`crate::signals::GroupLabels`]).
     pub group_labels: std::sync::Mutex<crate::signals::GroupLabels>,
@@ -112,6 +115,7 @@ impl Shared {
             storage_failing: AtomicBool::new(false),
             storage_failed_at_ms: std::sync::atomic::AtomicI64::new(0),
             directory: std::sync::OnceLock::new(),
+            presence: std::sync::OnceLock::new(),
             snapshots: std::sync::OnceLock::new(),
             writer: std::sync::Mutex::new(None),
             leases: std::sync::OnceLock::new(),

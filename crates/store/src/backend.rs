@@ -22,6 +22,9 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("kafka: {0}")]
     Kafka(String),
+    /// A node that would disagree with the live nodes of its log.
+    #[error("not joining the nodes of log {topic}: {why}")]
+    JoinRefused { topic: String, why: String },
     #[error("stored batch {id} is corrupt: {why}")]
     Corrupt { id: i64, why: String },
 }

@@ -37,6 +37,10 @@ pub struct KafkaUrl {
     /// A snapshot larger than this (`max_snapshot_bytes`, 1 GiB) is not read:
     /// the shard is read from its start instead.
     pub max_snapshot_bytes: u64,
+    /// `create=true`: make the log topic when it does not exist. Without it
+    /// a missing log topic is an error: a misspelt name silently made a new,
+    /// empty log that answered as a complete empty estate.
+    pub create: bool,
     pub properties: BTreeMap<String, String>,
 }
 
@@ -81,6 +85,7 @@ impl KafkaUrl {
             sharded: false,
             snapshot_every: Some(Duration::from_secs(60)),
             max_snapshot_bytes: 1 << 30,
+            create: false,
             properties: BTreeMap::new(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -111,6 +116,13 @@ impl KafkaUrl {
                     parsed.snapshot_every = (ms > 0).then(|| Duration::from_millis(ms));
                 }
                 "max_snapshot_bytes" => parsed.max_snapshot_bytes = number(0, u64::MAX)?,
+                "create" => {
+                    parsed.create = match value {
+                        "true" => true,
+                        "false" => false,
+                        _ => return Err(bad(&format!("create={value}"), "must be true or false")),
+                    }
+                }
                 "mode" => {
                     parsed.sharded = match value {
                         "sharded" => true,
@@ -187,6 +199,24 @@ pub(crate) fn node_name() -> String {
     format!("{}-{:016x}", std::process::id(), h.finish())
 }
 
+/// The partition count of `topic`, None when it does not exist. Never makes
+/// it: the broker's auto-creation (`auto.create.topics.enable`, on by default
+/// in Apache Kafka) is asked off, or a lookup would make the topic it checks.
+pub fn topic_partitions(url: &KafkaUrl, topic: &str) -> Result<Option<u32>, StoreError> {
+    let admin: AdminClient<DefaultClientContext> = url
+        .client()
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .map_err(kafka)?;
+    let metadata = admin.inner().fetch_metadata(Some(topic), url.timeout).map_err(kafka)?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map(|t| t.partitions().len() as u32)
+        .filter(|n| *n > 0))
+}
+
 /// The partition count of `topic`, created with `partitions` (and the URL's
 /// replication) when it is missing.
 pub fn ensure_topic(url: &KafkaUrl, topic: &str, partitions: u32) -> Result<u32, StoreError> {
@@ -200,19 +230,10 @@ pub fn ensure_topic_with(
     partitions: u32,
     config: &[(&str, &str)],
 ) -> Result<u32, StoreError> {
-    let admin: AdminClient<DefaultClientContext> = url.client().create().map_err(kafka)?;
-    let count = || -> Result<Option<u32>, StoreError> {
-        let metadata = admin.inner().fetch_metadata(Some(topic), url.timeout).map_err(kafka)?;
-        Ok(metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic && t.error().is_none())
-            .map(|t| t.partitions().len() as u32)
-            .filter(|n| *n > 0))
-    };
-    if let Some(n) = count()? {
+    if let Some(n) = topic_partitions(url, topic)? {
         return Ok(n);
     }
+    let admin: AdminClient<DefaultClientContext> = url.client().create().map_err(kafka)?;
     let new = config.iter().fold(
         NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(url.replication)),
         |new, (k, v)| new.set(k, v),
@@ -240,7 +261,7 @@ pub fn ensure_topic_with(
     tracing::info!(topic, partitions, "topic created");
     let deadline = Instant::now() + url.timeout;
     loop {
-        if let Some(n) = count()? {
+        if let Some(n) = topic_partitions(url, topic)? {
             return Ok(n);
         }
         if Instant::now() > deadline {

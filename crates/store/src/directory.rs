@@ -41,6 +41,21 @@ pub struct Announcement {
     /// read-only peer of this log while the announcement is fresh.
     #[serde(default)]
     pub peer_key_sha256: String,
+    /// False for a node of a replicated log (it announces only so that a
+    /// node of the other mode is refused: it holds no shard and answers for
+    /// none). Written only when false, so that a sharded node's announcement
+    /// reads as before.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub sharded: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if hands a reference
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Announcement {
@@ -53,10 +68,15 @@ impl Announcement {
         let a: Announcement = serde_json::from_slice(bytes)
             .inspect_err(|e| tracing::warn!(error = %e, "ignored a malformed node announcement"))
             .ok()?;
-        let api_ok = a.api.len() <= MAX_API_URL && (a.api.starts_with("http://") || a.api.starts_with("https://"));
+        let api_ok = a.api.len() <= MAX_API_URL
+            && (a.api.starts_with("http://") || a.api.starts_with("https://") || (!a.sharded && a.api.is_empty()));
         let key_ok = a.peer_key_sha256.is_empty()
             || (a.peer_key_sha256.len() == 64 && a.peer_key_sha256.bytes().all(|b| b.is_ascii_hexdigit()));
-        let ok = api_ok && key_ok && a.node.len() <= 256 && a.held.iter().all(|s| *s < shards);
+        let ok = api_ok
+            && key_ok
+            && a.node.len() <= 256
+            && a.held.iter().all(|s| *s < shards)
+            && (a.sharded || a.held.is_empty());
         if !ok {
             tracing::warn!(node = %a.node.chars().take(64).collect::<String>(), "ignored an invalid node announcement");
         }
@@ -81,6 +101,7 @@ pub enum Owner {
 struct Inner {
     node: String,
     api: String,
+    sharded: bool,
     peer_key_sha256: String,
     shards: u32,
     held: Mutex<BTreeSet<u32>>,
@@ -123,7 +144,11 @@ pub struct Directory {
 }
 
 impl Directory {
-    /// Joins the directory of the log at `url` as a node whose API answers at `api`.
+    /// Joins the directory of the log at `url` as a node whose API answers at
+    /// `api` (on a replicated log it may be empty: nobody asks it). Refused,
+    /// once the nodes topic is read to its end, when a live node of the other
+    /// mode shares the log, or (sharded) a live node advertises the same API;
+    /// warns when the log has fewer partitions than its nodes.
     pub fn join(url: &KafkaUrl, api: String, peer_key_sha256: String) -> Result<Self, StoreError> {
         let shards = crate::client::ensure_topic(url, &url.topic, url.partitions)?;
         let node = crate::client::node_name();
@@ -141,13 +166,26 @@ impl Directory {
             .add_partition_offset(&topic, 0, Offset::Beginning)
             .map_err(kafka)?;
         consumer.assign(&start).map_err(kafka)?;
+        let peers = catch_up(&consumer, &topic, shards, url.timeout)?;
+        let peers = refuse_disagreeing(url, &api, &consumer, shards, peers)?;
+        let live_sharded = peers.values().filter(|a| a.sharded && a.fresh(now_ms())).count();
+        if url.sharded && live_sharded + 1 > shards as usize {
+            tracing::warn!(
+                topic = %url.topic,
+                partitions = shards,
+                nodes = live_sharded + 1,
+                "the log has fewer partitions than the nodes sharing it: at least one node holds no shard and only \
+                 asks the others (a log's partitions are its shards; give it more, or run fewer nodes)"
+            );
+        }
         let inner = Arc::new(Inner {
             node,
             api,
+            sharded: url.sharded,
             peer_key_sha256,
             shards,
             held: Mutex::new(BTreeSet::new()),
-            peers: Mutex::new(BTreeMap::new()),
+            peers: Mutex::new(peers),
             changed: AtomicBool::new(true),
             echoed_ms: std::sync::atomic::AtomicI64::new(now_ms()),
             echoed_sent_ms: std::sync::atomic::AtomicI64::new(0),
@@ -219,7 +257,7 @@ impl Directory {
         let now = now_ms();
         lock(&self.inner.peers)
             .values()
-            .filter(|a| a.fresh(now) && a.node != self.inner.node)
+            .filter(|a| a.fresh(now) && a.sharded && a.node != self.inner.node)
             .cloned()
             .collect()
     }
@@ -275,6 +313,7 @@ fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &Bas
                 held: inner.held_now(),
                 at_ms: now_ms(),
                 peer_key_sha256: inner.peer_key_sha256.clone(),
+                sharded: inner.sharded,
             };
             let body = serde_json::to_vec(&a).unwrap_or_default();
             if let Err((e, _)) = producer.send(BaseRecord::to(topic).key(&inner.node).payload(&body)) {
@@ -283,34 +322,152 @@ fn run(inner: &Inner, stop: &AtomicBool, producer: &BaseProducer, consumer: &Bas
             announced = std::time::Instant::now();
         }
         producer.poll(Duration::ZERO);
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) => {
-                let node = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
-                match (node, m.payload()) {
-                    (Some(node), None) => {
-                        lock(&inner.peers).remove(&node);
-                    }
-                    (Some(node), Some(body)) => {
-                        if let Some(a) = Announcement::parse(body, inner.shards)
-                            && a.node == node
-                        {
-                            if node == inner.node {
-                                inner.echoed_ms.fetch_max(now_ms(), Ordering::AcqRel);
-                                inner.echoed_sent_ms.fetch_max(a.at_ms, Ordering::AcqRel);
-                            }
-                            lock(&inner.peers).insert(node, a);
-                        }
-                    }
-                    (None, _) => {}
-                }
+        match read(consumer, inner.shards, Duration::from_millis(100)) {
+            Some((node, None)) => {
+                lock(&inner.peers).remove(&node);
             }
-            Some(Err(e)) => tracing::debug!(error = %e, "reading the nodes topic"),
+            Some((node, Some(a))) => {
+                if node == inner.node {
+                    inner.echoed_ms.fetch_max(now_ms(), Ordering::AcqRel);
+                    inner.echoed_sent_ms.fetch_max(a.at_ms, Ordering::AcqRel);
+                }
+                lock(&inner.peers).insert(node, a);
+            }
             None => {}
         }
     }
     // Leaving: a tombstone, so that others stop asking at once.
     let _ = producer.send(BaseRecord::<_, [u8]>::to(topic).key(&inner.node));
     let _ = producer.flush(Duration::from_secs(2));
+}
+
+/// One message of the nodes topic: a node and its announcement (None: a
+/// tombstone, the node left). None when nothing valid came within `wait`.
+fn read(consumer: &BaseConsumer, shards: u32, wait: Duration) -> Option<(String, Option<Announcement>)> {
+    match consumer.poll(wait)? {
+        Ok(m) => {
+            let node = String::from_utf8_lossy(m.key()?).into_owned();
+            match m.payload() {
+                None => Some((node, None)),
+                Some(body) => {
+                    let a = Announcement::parse(body, shards).filter(|a| a.node == node)?;
+                    Some((node, Some(a)))
+                }
+            }
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "reading the nodes topic");
+            None
+        }
+    }
+}
+
+/// Every node's last announcement, read to the end the nodes topic had when
+/// asked (within `timeout`): a joining node knows who is live before it says
+/// anything.
+fn catch_up(
+    consumer: &BaseConsumer,
+    topic: &str,
+    shards: u32,
+    timeout: Duration,
+) -> Result<BTreeMap<String, Announcement>, StoreError> {
+    let (_, end) = consumer.fetch_watermarks(topic, 0, timeout).map_err(kafka)?;
+    let deadline = std::time::Instant::now() + timeout;
+    let mut peers = BTreeMap::new();
+    loop {
+        let position = consumer
+            .position()
+            .ok()
+            .and_then(|p| p.find_partition(topic, 0).map(|e| e.offset()));
+        if matches!(position, Some(Offset::Offset(at)) if at >= end) || end == 0 {
+            return Ok(peers);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(StoreError::Kafka(format!(
+                "reading the nodes topic {topic} to its end ({end}) took longer than the URL's timeout"
+            )));
+        }
+        match read(consumer, shards, Duration::from_millis(100)) {
+            Some((node, None)) => {
+                peers.remove(&node);
+            }
+            Some((node, Some(a))) => {
+                peers.insert(node, a);
+            }
+            None => {}
+        }
+    }
+}
+
+/// What would make this node disagree with a live one: one of the other mode,
+/// or (sharded) one advertising the same API address.
+fn disagreement(url: &KafkaUrl, api: &str, a: &Announcement) -> Option<String> {
+    let mode = |sharded: bool| {
+        if sharded {
+            "mode=sharded"
+        } else {
+            "mode=replicated (the default)"
+        }
+    };
+    if a.sharded != url.sharded {
+        return Some(format!(
+            "node {} runs {} on it, and this node's URL says {}: every node of one log runs one mode",
+            a.node,
+            mode(a.sharded),
+            mode(url.sharded)
+        ));
+    }
+    (url.sharded && a.api == api).then(|| {
+        format!(
+            "node {} advertises the same API address, {api}: each node needs its own (advertise_api), or the \
+             others ask one node for both nodes' shards",
+            a.node
+        )
+    })
+}
+
+/// The announcements read, once no live node disagrees with this one. A
+/// disagreeing announcement may be a node just killed (a restart with the
+/// same address): it is live only if it announces again within
+/// [`STALE_AFTER_MS`]; if it goes stale instead, the join goes on.
+fn refuse_disagreeing(
+    url: &KafkaUrl,
+    api: &str,
+    consumer: &BaseConsumer,
+    shards: u32,
+    mut peers: BTreeMap<String, Announcement>,
+) -> Result<BTreeMap<String, Announcement>, StoreError> {
+    let refused = |why: String| StoreError::JoinRefused {
+        topic: url.topic.clone(),
+        why,
+    };
+    let suspects: BTreeMap<String, i64> = peers
+        .values()
+        .filter(|a| a.fresh(now_ms()) && disagreement(url, api, a).is_some())
+        .map(|a| (a.node.clone(), a.at_ms))
+        .collect();
+    if suspects.is_empty() {
+        return Ok(peers);
+    }
+    let started = std::time::Instant::now();
+    let wait = Duration::from_millis(STALE_AFTER_MS as u64 + ANNOUNCE_EVERY.as_millis() as u64);
+    while started.elapsed() < wait {
+        match read(consumer, shards, Duration::from_millis(100)) {
+            Some((node, None)) => {
+                peers.remove(&node);
+            }
+            Some((node, Some(a))) => {
+                if suspects.get(&node).is_some_and(|seen| a.at_ms > *seen)
+                    && let Some(why) = disagreement(url, api, &a)
+                {
+                    return Err(refused(why));
+                }
+                peers.insert(node, a);
+            }
+            None => {}
+        }
+    }
+    Ok(peers)
 }
 
 #[cfg(test)]
@@ -342,8 +499,48 @@ mod tests {
             held: BTreeSet::new(),
             at_ms: 10_000,
             peer_key_sha256: String::new(),
+            sharded: true,
         };
         assert!(a.fresh(10_000 + STALE_AFTER_MS));
         assert!(!a.fresh(10_001 + STALE_AFTER_MS));
+    }
+
+    #[test]
+    fn a_node_disagrees_with_one_of_the_other_mode_or_with_its_address() {
+        let sharded = KafkaUrl::parse("kafka://a:9092/log?mode=sharded").unwrap();
+        let replicated = KafkaUrl::parse("kafka://a:9092/log").unwrap();
+        let peer = |api: &str, sharded: bool| Announcement {
+            node: "n1".into(),
+            api: api.into(),
+            held: BTreeSet::new(),
+            at_ms: 0,
+            peer_key_sha256: String::new(),
+            sharded,
+        };
+        assert_eq!(disagreement(&sharded, "http://b:1", &peer("http://a:1", true)), None);
+        let same = disagreement(&sharded, "http://a:1", &peer("http://a:1", true)).unwrap();
+        assert!(
+            same.contains("node n1 advertises the same API address, http://a:1"),
+            "{same}"
+        );
+        let mode = disagreement(&replicated, "", &peer("http://a:1", true)).unwrap();
+        assert!(
+            mode.contains("runs mode=sharded on it, and this node's URL says mode=replicated"),
+            "{mode}"
+        );
+        assert!(disagreement(&sharded, "http://b:1", &peer("", false)).is_some());
+        // Replicated nodes share no address: nobody asks them.
+        assert_eq!(disagreement(&replicated, "", &peer("", false)), None);
+        // A replicated node's announcement reads back; one holding shards does not.
+        let body = serde_json::to_vec(&peer("", false)).unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("\"sharded\":false"));
+        assert!(Announcement::parse(&body, 4).is_some_and(|a| !a.sharded));
+        let holding = br#"{"node":"a","api":"","held":[1],"at_ms":5,"sharded":false}"#;
+        assert_eq!(Announcement::parse(holding, 4), None);
+        let sharded_body = serde_json::to_vec(&peer("http://a:1", true)).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&sharded_body).contains("sharded"),
+            "read as before by older nodes"
+        );
     }
 }

@@ -106,8 +106,20 @@ fn partitions_disagree(url: &KafkaUrl, found: u32) -> Option<String> {
 }
 
 impl KafkaStore {
-    /// Connects, and creates the log topic when it is missing.
+    /// Connects; creates the log topic when it is missing only if the URL
+    /// says `create=true`.
     pub fn open(url: KafkaUrl) -> Result<Self, StoreError> {
+        if !url.create && crate::client::topic_partitions(&url, &url.topic)?.is_none() {
+            return Err(StoreError::BadUrlPart {
+                url: format!("kafka://{}/{}", url.bootstrap, url.topic),
+                part: format!("the log topic {:?}", url.topic),
+                why: format!(
+                    "does not exist on {}: check its name (every node of one log names the same topic), or add \
+                     create=true to the URL to make it",
+                    url.bootstrap
+                ),
+            });
+        }
         let mut store = KafkaStore {
             producer: producer(&url)?,
             url,

@@ -356,8 +356,26 @@ mod tests {
         let mut broker =
             streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), "sqlite://tansu.db", &dir, &[]);
         let url = format!(
-            "kafka://{}/streamsight-log?partitions=4&timeout_ms=3000",
+            "kafka://{}/streamsight-log?partitions=4&timeout_ms=3000&create=true",
             broker.bootstrap
+        );
+        // A log topic that does not exist (misspelt) is an error naming it,
+        // and is not made; create=true makes it.
+        let misspelt = url
+            .replace("streamsight-log?", "streamsight-logs?")
+            .replace("&create=true", "");
+        let err = KafkaStore::open(KafkaUrl::parse(&misspelt).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the log topic \"streamsight-logs\" does not exist") && err.contains("create=true"),
+            "{err}"
+        );
+        let parsed = KafkaUrl::parse(&misspelt).unwrap();
+        assert_eq!(
+            client::topic_partitions(&parsed, "streamsight-logs").unwrap(),
+            None,
+            "not made"
         );
         survives_reopening(&url);
         let mut store = KafkaStore::open(KafkaUrl::parse(&url).unwrap()).unwrap();
@@ -399,6 +417,7 @@ mod tests {
             "kafka://a:9092/log?timeout_ms=x",
             "kafka://a:9092/log?novalue",
             "kafka://a:9092/log?mode=other",
+            "kafka://a:9092/log?create=yes",
         ] {
             assert!(
                 matches!(

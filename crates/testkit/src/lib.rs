@@ -5,10 +5,14 @@
 //! into a failure, the clock's readings tracers stamp, and gzip.
 #![allow(clippy::unwrap_used, clippy::panic)] // test support: a failed set-up should fail loudly
 
+pub mod apache_kafka;
+pub mod brokers;
 pub mod dsm;
 pub mod http;
 pub mod kafka;
 pub mod process;
+pub use apache_kafka::ApacheKafka;
+pub use brokers::{BrokerKind, TestBroker};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

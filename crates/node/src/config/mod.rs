@@ -352,12 +352,14 @@ impl ServeConfig {
 
 /// A tenant's store beside the default one: `sqlite://dir/x.db` becomes
 /// `sqlite://dir/tenants/NAME.db`, `kafka://hosts/log?q` becomes
-/// `kafka://hosts/log-NAME?q`; `memory://` stays.
+/// `kafka://hosts/log-NAME?q&create=true` (a tenant's topic is named by the
+/// configuration, not typed, and is made the first time the tenant is
+/// served); `memory://` stays.
 fn tenant_storage(storage: &str, tenant: &str) -> String {
     if storage.starts_with("kafka://") {
         return match storage.split_once('?') {
-            Some((log, query)) => format!("{log}-{tenant}?{query}"),
-            None => format!("{storage}-{tenant}"),
+            Some((log, query)) => format!("{log}-{tenant}?{query}&create=true"),
+            None => format!("{storage}-{tenant}?create=true"),
         };
     }
     match storage.strip_prefix("sqlite://") {
@@ -405,10 +407,13 @@ mod tests {
     #[test]
     fn each_tenant_has_a_store_of_its_own() {
         assert_eq!(tenant_storage("sqlite://d/x.db", "acme"), "sqlite://d/tenants/acme.db");
-        assert_eq!(tenant_storage("kafka://a:9092/log", "acme"), "kafka://a:9092/log-acme");
+        assert_eq!(
+            tenant_storage("kafka://a:9092/log", "acme"),
+            "kafka://a:9092/log-acme?create=true"
+        );
         assert_eq!(
             tenant_storage("kafka://a:9092,b:9092/log?partitions=6", "acme"),
-            "kafka://a:9092,b:9092/log-acme?partitions=6"
+            "kafka://a:9092,b:9092/log-acme?partitions=6&create=true"
         );
         assert_eq!(tenant_storage("memory://", "acme"), "memory://");
     }

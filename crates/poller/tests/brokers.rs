@@ -1,11 +1,14 @@
-//! The poller against tansu, a Kafka-compatible broker run as its own process:
-//! group listing and describing (which librdkafka's mock lacks), an empty group
-//! still reported, a deleted group and a deleted topic forgotten after expiry.
+//! The poller against real brokers, each body run on Apache Kafka and on
+//! tansu ([`streamsight_testkit::on_every_broker`]): group listing and
+//! describing (which librdkafka's mock lacks), an empty group still reported,
+//! a deleted group and a deleted topic forgotten after expiry, rebalances
+//! seen between polls, the record times at a lagging commit.
 //!
 //! tansu's `memory://` engine is used: it describes and deletes groups (its
 //! `sqlite://` engine drops the connection on DescribeGroups). Its quirk of
 //! answering "latest" with the last batch's base offset + 1 is sidestepped by
-//! sending one record per batch (reference.md §6).
+//! sending one record per batch (reference.md §6). SCRAM runs on tansu only
+//! here (its users made on an open broker, restarted with authentication).
 #![allow(clippy::unwrap_used)]
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -18,28 +21,34 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use streamsight_core::{Engine, EngineConfig, Millis, Status};
 use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
-use streamsight_testkit::{Tansu, free_port, tansu_binary};
+use streamsight_testkit::{BrokerKind, Tansu, TestBroker, free_port, on_every_broker, tansu_binary};
 
 fn secs(s: i64) -> Millis {
     Millis(s * 1000)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn groups_are_listed_described_and_forgotten_when_deleted() {
-    let broker = Tansu::start();
+on_every_broker!(
+    groups_are_listed_described_and_forgotten_when_deleted,
+    rebalances_and_departures_are_seen_between_polls,
+    record_times_at_a_lagging_commit_are_read,
+);
+
+async fn groups_are_listed_described_and_forgotten_when_deleted(broker: TestBroker) {
+    let (orders, gone, billing) = (broker.name("orders"), broker.name("gone"), broker.name("billing"));
+    let (orders, gone, billing) = (orders.as_str(), gone.as_str(), billing.as_str());
     let config = |c: &mut ClientConfig| c.set("bootstrap.servers", &broker.bootstrap).clone();
     let admin: AdminClient<DefaultClientContext> = config(&mut ClientConfig::new()).create().unwrap();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let topics = [
-        NewTopic::new("orders", 2, TopicReplication::Fixed(1)),
-        NewTopic::new("gone", 1, TopicReplication::Fixed(1)),
+        NewTopic::new(orders, 2, TopicReplication::Fixed(1)),
+        NewTopic::new(gone, 1, TopicReplication::Fixed(1)),
     ];
     for r in admin.create_topics(&topics, &opts).await.unwrap() {
         r.unwrap();
     }
     let producer: FutureProducer = config(&mut ClientConfig::new()).set("linger.ms", "0").create().unwrap();
     for i in 0..10 {
-        let topic = if i == 9 { "gone" } else { "orders" };
+        let topic = if i == 9 { gone } else { orders };
         let record = FutureRecord::<(), _>::to(topic)
             .partition(if i == 9 { 0 } else { i % 2 })
             .payload("x");
@@ -47,19 +56,19 @@ async fn groups_are_listed_described_and_forgotten_when_deleted() {
     }
 
     let consumer: StreamConsumer = config(&mut ClientConfig::new())
-        .set("group.id", "billing")
+        .set("group.id", billing)
         .set("client.id", "billing-1")
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .create()
         .unwrap();
-    consumer.subscribe(&["orders", "gone"]).unwrap();
+    consumer.subscribe(&[orders, gone]).unwrap();
     let mut read = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     while read < 4 {
         assert!(Instant::now() < deadline, "the consumer read only {read} records");
         if let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(1), consumer.recv()).await
-            && m.topic() == "orders"
+            && m.topic() == orders
         {
             read += 1;
         }
@@ -67,10 +76,10 @@ async fn groups_are_listed_described_and_forgotten_when_deleted() {
     consumer.commit_consumer_state(CommitMode::Sync).unwrap();
 
     // No group named in the config: the brokers list them.
-    let mut cluster = ClusterConfig::new("tansu", &broker.bootstrap);
+    let mut cluster = ClusterConfig::new(broker.label(), &broker.bootstrap);
     cluster.forget_after = Duration::from_secs(60);
     let mut client = ClusterClient::new(cluster);
-    let mut tracker = Tracker::new("tansu", Duration::from_secs(60));
+    let mut tracker = Tracker::new(broker.label(), Duration::from_secs(60));
     let mut engine = Engine::new(EngineConfig::default()).unwrap();
     let none = BTreeSet::new();
     let mut poll = async |at: Millis| {
@@ -91,17 +100,30 @@ async fn groups_are_listed_described_and_forgotten_when_deleted() {
 
     let (snap, rows) = poll(secs(100)).await;
     assert!(snap.groups_listed, "{:?}", snap.errors);
-    let billing = snap.group("billing").expect("billing listed");
-    assert_eq!(billing.state.as_deref(), Some("Stable"), "{billing:?}");
-    assert_eq!(billing.members.len(), 1);
+    let described = snap.group(billing).expect("billing listed");
+    assert_eq!(described.state.as_deref(), Some("Stable"), "{described:?}");
+    assert_eq!(described.members.len(), 1);
     // ListGroups v5 on a real broker: the group's type.
-    assert_eq!(billing.group_type.as_deref(), Some("classic"), "{billing:?}");
-    // tansu leaves client_id and the member's assignment empty, where Kafka fills
-    // them; decoding assignments is unit-tested in the client.
-    assert!(billing.members[0].member_id.starts_with("billing-1"));
+    assert_eq!(described.group_type.as_deref(), Some("classic"), "{described:?}");
+    // tansu leaves client_id and the member's assignment empty, where Apache
+    // Kafka fills them.
+    assert!(described.members[0].member_id.starts_with("billing-1"));
+    if broker.kind == BrokerKind::ApacheKafka {
+        let m = &described.members[0];
+        assert_eq!(m.client_id, "billing-1", "{m:?}");
+        let mut assigned: Vec<_> = m
+            .assignment
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.as_str(), *p)))
+            .collect();
+        assigned.sort_unstable();
+        let mut want = vec![(orders, 0), (orders, 1), (gone, 0)];
+        want.sort_unstable();
+        assert_eq!(assigned, want, "{m:?}");
+    }
     // Partition 0 holds 5 records, partition 1 holds 4; the lag is what the
     // group's commits leave of them.
-    let committed: Vec<_> = rows.iter().filter(|r| r.topic == "orders").collect();
+    let committed: Vec<_> = rows.iter().filter(|r| r.topic == orders).collect();
     assert!(!committed.is_empty(), "{rows:#?}");
     for r in committed {
         let end = [5, 4][r.partition as usize];
@@ -119,10 +141,10 @@ async fn groups_are_listed_described_and_forgotten_when_deleted() {
     let mut t = 110;
     loop {
         let (snap, rows) = poll(secs(t)).await;
-        let g = snap.group("billing").expect("an empty group is still reported");
+        let g = snap.group(billing).expect("an empty group is still reported");
         if g.state.as_deref() == Some("Empty") {
             assert!(g.members.is_empty());
-            assert!(rows.iter().any(|r| r.group == "billing"));
+            assert!(rows.iter().any(|r| r.group == billing));
             break;
         }
         assert!(Instant::now() < deadline, "billing never became Empty: {g:?}");
@@ -131,29 +153,29 @@ async fn groups_are_listed_described_and_forgotten_when_deleted() {
     }
 
     // The topic is deleted: stale at once, forgotten after the expiry.
-    for r in admin.delete_topics(&["gone"], &opts).await.unwrap() {
+    for r in admin.delete_topics(&[gone], &opts).await.unwrap() {
         r.unwrap();
     }
     let (snap, rows) = poll(secs(200)).await;
-    assert!(snap.topics.iter().all(|t| t.name != "gone"));
+    assert!(snap.topics.iter().all(|t| t.name != gone));
     assert!(
         rows.iter()
-            .filter(|r| r.topic == "gone")
+            .filter(|r| r.topic == gone)
             .all(|r| r.report.status != Status::Ok)
     );
     let (_, rows) = poll(secs(260)).await;
-    assert!(rows.iter().all(|r| r.topic != "gone"), "{rows:#?}");
-    assert!(engine_topics(&rows).contains("orders"));
+    assert!(rows.iter().all(|r| r.topic != gone), "{rows:#?}");
+    assert!(engine_topics(&rows).contains(orders));
 
     // The group is deleted: forgotten after the expiry, no ghost rows.
-    for r in admin.delete_groups(&["billing"], &opts).await.unwrap() {
+    for r in admin.delete_groups(&[billing], &opts).await.unwrap() {
         r.unwrap();
     }
     let (snap, rows) = poll(secs(300)).await;
-    assert!(snap.group("billing").is_none());
-    assert!(rows.iter().any(|r| r.group == "billing"), "kept until the expiry");
+    assert!(snap.group(billing).is_none());
+    assert!(rows.iter().any(|r| r.group == billing), "kept until the expiry");
     let (_, rows) = poll(secs(360)).await;
-    assert!(rows.iter().all(|r| r.group != "billing"), "{rows:#?}");
+    assert!(rows.iter().all(|r| r.group != billing), "{rows:#?}");
 }
 
 fn engine_topics(rows: &[streamsight_core::LagRow]) -> BTreeSet<&str> {
@@ -224,17 +246,17 @@ async fn sasl_scram_authenticates_and_a_wrong_password_is_a_clear_error() {
 /// Rebalances on a real broker: real consumers join a group and one leaves; the
 /// polls between see the group's members change, and the membership counts the
 /// rebalances and names who left.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rebalances_and_departures_are_seen_between_polls() {
+async fn rebalances_and_departures_are_seen_between_polls(broker: TestBroker) {
     use rdkafka::consumer::BaseConsumer;
-    let broker = Tansu::start();
+    let (jobs, workers) = (broker.name("jobs"), broker.name("workers"));
+    let (jobs, workers) = (jobs.as_str(), workers.as_str());
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", &broker.bootstrap)
         .create()
         .unwrap();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     for r in admin
-        .create_topics(&[NewTopic::new("jobs", 2, TopicReplication::Fixed(1))], &opts)
+        .create_topics(&[NewTopic::new(jobs, 2, TopicReplication::Fixed(1))], &opts)
         .await
         .unwrap()
     {
@@ -243,16 +265,16 @@ async fn rebalances_and_departures_are_seen_between_polls() {
     let member = |client: &str| -> BaseConsumer {
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &broker.bootstrap)
-            .set("group.id", "workers")
+            .set("group.id", workers)
             .set("client.id", client)
             .set("session.timeout.ms", "6000")
             .set("heartbeat.interval.ms", "500")
             .create()
             .unwrap();
-        c.subscribe(&["jobs"]).unwrap();
+        c.subscribe(&[jobs]).unwrap();
         c
     };
-    let mut client = ClusterClient::new(ClusterConfig::new("tansu", &broker.bootstrap));
+    let mut client = ClusterClient::new(ClusterConfig::new(broker.label(), &broker.bootstrap));
     let mut membership = streamsight_poller::Membership::default();
     let mut t = 0;
     // Polls (the cluster's and the consumers') until `done` holds of the group.
@@ -265,13 +287,13 @@ async fn rebalances_and_departures_are_seen_between_polls() {
                 let _ = c.poll(Duration::from_millis(100));
             }
             t += 1;
-            let named = BTreeSet::from(["workers".to_owned()]);
+            let named = BTreeSet::from([workers.to_owned()]);
             let snap = client.poll(Millis(t * 1000), &named).await;
             membership.observe(&snap);
-            if snap.group("workers").is_some_and(done) {
+            if snap.group(workers).is_some_and(done) {
                 return;
             }
-            assert!(Instant::now() < deadline, "{what}: {:?}", snap.group("workers"));
+            assert!(Instant::now() < deadline, "{what}: {:?}", snap.group(workers));
         }
     };
     let a = member("worker-a");
@@ -289,7 +311,7 @@ async fn rebalances_and_departures_are_seen_between_polls() {
         g.members.len() == 1 && g.state.as_deref() == Some("Stable")
     })
     .await;
-    let r = membership.group("workers").unwrap().at(Millis(t * 1000));
+    let r = membership.group(workers).unwrap().at(Millis(t * 1000));
     assert!(r.last_hour >= 2, "joins and the departure rebalance: {r:?}");
     assert!(
         r.departures
@@ -298,22 +320,23 @@ async fn rebalances_and_departures_are_seen_between_polls() {
         "{r:?}"
     );
     assert!(r.cause.is_some(), "{r:?}");
-    // tansu answers "Unknown" while the group rebalances: not stable either.
+    // Apache Kafka answers PreparingRebalance or CompletingRebalance while the
+    // group rebalances, tansu "Unknown": not stable either way.
     assert!(r.not_stable_ms > 0, "{r:?}");
     assert!(!r.timeline.is_empty());
 }
 
-/// The record at a lagging group's commit is read from tansu as from
+/// The record at a lagging group's commit is read from each broker as from
 /// librdkafka's mock (Fetch v11: tansu's v12 answers carry a tagged field
 /// kafka-protocol refuses, which once cost every exact lag second here).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn record_times_at_a_lagging_commit_are_read_from_tansu() {
-    let broker = Tansu::start();
+async fn record_times_at_a_lagging_commit_are_read(broker: TestBroker) {
+    let (t, g) = (broker.name("t"), broker.name("g"));
+    let (t, g) = (t.as_str(), g.as_str());
     let config = |c: &mut ClientConfig| c.set("bootstrap.servers", &broker.bootstrap).clone();
     let admin: AdminClient<DefaultClientContext> = config(&mut ClientConfig::new()).create().unwrap();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     for r in admin
-        .create_topics(&[NewTopic::new("t", 1, TopicReplication::Fixed(1))], &opts)
+        .create_topics(&[NewTopic::new(t, 1, TopicReplication::Fixed(1))], &opts)
         .await
         .unwrap()
     {
@@ -321,27 +344,25 @@ async fn record_times_at_a_lagging_commit_are_read_from_tansu() {
     }
     let producer: FutureProducer = config(&mut ClientConfig::new()).set("linger.ms", "0").create().unwrap();
     for _ in 0..5 {
-        let record = FutureRecord::<(), _>::to("t").partition(0).payload("x");
+        let record = FutureRecord::<(), _>::to(t).partition(0).payload("x");
         producer.send(record, Duration::from_secs(5)).await.unwrap();
     }
     let consumer: rdkafka::consumer::BaseConsumer =
-        config(&mut ClientConfig::new()).set("group.id", "g").create().unwrap();
+        config(&mut ClientConfig::new()).set("group.id", g).create().unwrap();
     let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset("t", 0, rdkafka::Offset::Offset(2)).unwrap();
+    tpl.add_partition_offset(t, 0, rdkafka::Offset::Offset(2)).unwrap();
     consumer.commit(&tpl, CommitMode::Sync).unwrap();
-    let mut client = ClusterClient::new(ClusterConfig::new("tansu", &broker.bootstrap));
-    let snap = client.poll(Millis(1), &BTreeSet::from(["g".to_owned()])).await;
+    let mut client = ClusterClient::new(ClusterConfig::new(broker.label(), &broker.bootstrap));
+    let snap = client.poll(Millis(1), &BTreeSet::from([g.to_owned()])).await;
     assert!(snap.errors.is_empty(), "{:?}", snap.errors);
     assert!(
         snap.batches
             .iter()
-            .any(|b| b.topic == "t" && b.base_offset <= 2 && 2 <= b.last_offset),
+            .any(|b| b.topic == t && b.base_offset <= 2 && 2 <= b.last_offset),
         "{:?}",
         snap.batches
     );
     // Asked for directly (what a reset's dry run does for its time span).
-    let direct = client
-        .batch_times(&snap, &[("t".into(), 0, 2), ("t".into(), 0, 4)])
-        .await;
+    let direct = client.batch_times(&snap, &[(t.into(), 0, 2), (t.into(), 0, 4)]).await;
     assert_eq!(direct.iter().map(|b| b.base_offset).collect::<Vec<_>>(), [2, 4]);
 }
