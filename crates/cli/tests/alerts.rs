@@ -307,7 +307,10 @@ async fn a_node_paused_past_its_session_neither_notifies_twice_nor_resolves_what
     const PAUSE: Duration = Duration::from_secs(20);
     let mock = rdkafka::mocking::MockCluster::new(1).unwrap();
     // The mock makes a topic of 4 partitions when it is first named.
-    let storage = format!("kafka://{}/alerts-pause?create=true", mock.bootstrap_servers());
+    let storage = format!(
+        "kafka://{}/alerts-pause?create=true&timeout_ms=5000",
+        mock.bootstrap_servers()
+    );
     let (url, got) = support::webhook_receiver();
     let config = format!(
         "[serve]\nhistory_interval = \"200ms\"\n\n[serve.alerts]\ndefault_rules = false\n\n\

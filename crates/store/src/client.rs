@@ -203,9 +203,15 @@ pub(crate) fn node_name() -> String {
 /// it: the broker's auto-creation (`auto.create.topics.enable`, on by default
 /// in Apache Kafka) is asked off, or a lookup would make the topic it checks.
 pub fn topic_partitions(url: &KafkaUrl, topic: &str) -> Result<Option<u32>, StoreError> {
+    lookup(url, topic, false)
+}
+
+/// The partition count of `topic`; with `auto_create`, a broker that makes
+/// topics when asked of them does so now (with its own partition count).
+fn lookup(url: &KafkaUrl, topic: &str, auto_create: bool) -> Result<Option<u32>, StoreError> {
     let admin: AdminClient<DefaultClientContext> = url
         .client()
-        .set("allow.auto.create.topics", "false")
+        .set("allow.auto.create.topics", auto_create.to_string())
         .create()
         .map_err(kafka)?;
     let metadata = admin.inner().fetch_metadata(Some(topic), url.timeout).map_err(kafka)?;
@@ -233,12 +239,23 @@ pub fn ensure_topic_with(
     if let Some(n) = topic_partitions(url, topic)? {
         return Ok(n);
     }
+    // Brokers without CreateTopics (librdkafka's mock cluster: the request
+    // waits out its timeout) make topics only when asked of them: once that
+    // worked for a bootstrap, its next topics are made so at once.
+    static ASK_TO_CREATE: Mutex<std::collections::BTreeSet<String>> = Mutex::new(std::collections::BTreeSet::new());
+    if lock(&ASK_TO_CREATE).contains(&url.bootstrap)
+        && let Some(n) = lookup(url, topic, true)?
+    {
+        return Ok(n);
+    }
     let admin: AdminClient<DefaultClientContext> = url.client().create().map_err(kafka)?;
     let new = config.iter().fold(
         NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(url.replication)),
         |new, (k, v)| new.set(k, v),
     );
-    let options = AdminOptions::new().operation_timeout(Some(url.timeout));
+    let options = AdminOptions::new()
+        .operation_timeout(Some(url.timeout))
+        .request_timeout(Some(url.timeout));
     // The admin API is async; its callers are not, and may run inside a
     // runtime, so the request gets a thread and a runtime of its own.
     let created = std::thread::scope(|s| {
@@ -251,7 +268,22 @@ pub fn ensure_topic_with(
         })
         .join()
         .unwrap_or_else(|_| Err(StoreError::Kafka("topic creation panicked".into())))
-    })?;
+    });
+    let created = match created {
+        Err(StoreError::Kafka(why)) if why.contains("OperationTimedOut") || why.contains("nsupported") => {
+            if let Some(n) = lookup(url, topic, true)? {
+                tracing::warn!(
+                    topic,
+                    partitions = n,
+                    "the broker answered no CreateTopics; it made the topic when asked of it, with its own partition count"
+                );
+                lock(&ASK_TO_CREATE).insert(url.bootstrap.clone());
+                return Ok(n);
+            }
+            return Err(StoreError::Kafka(format!("creating topic {topic}: {why}")));
+        }
+        other => other?,
+    };
     for result in created {
         match result {
             Ok(_) | Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
