@@ -48,6 +48,8 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
         "gauge",
         "How long the last round took to evaluate every rule (0 before the first).",
     );
+    let micros = alerts.evaluation_micros.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "streamsight_alerts_evaluation_seconds {}", micros as f64 / 1e6);
     header(
         out,
         "streamsight_alerts_evaluated",
@@ -56,6 +58,4 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
     );
     let evaluated = alerts.evaluated_now.load(std::sync::atomic::Ordering::Relaxed);
     let _ = writeln!(out, "streamsight_alerts_evaluated {}", u8::from(evaluated));
-    let micros = alerts.evaluation_micros.load(std::sync::atomic::Ordering::Relaxed);
-    let _ = writeln!(out, "streamsight_alerts_evaluation_seconds {}", micros as f64 / 1e6);
 }

@@ -112,6 +112,15 @@ pub enum ObservationOf<S> {
     /// administrator's commit moves offsets of a group nobody is in). Only a
     /// describe's answer is this: an unknown membership is no observation.
     GroupMembers { cluster: S, group: S, members: u32 },
+    /// A live member of the group is assigned the partition, and the group
+    /// has committed no offset on it (a member stuck before its first commit,
+    /// or new to it): the group's lag there is unknown, a row that says so,
+    /// never left out (Kafka's own `--describe` shows it with lag `-`).
+    Assigned {
+        group: S,
+        #[serde(flatten)]
+        partition: Partition<S>,
+    },
     /// The topic is gone: forget its partitions and every group's lag on them.
     TopicDeleted { cluster: S, topic: S },
 }
@@ -180,7 +189,7 @@ impl<S> ObservationOf<S> {
             | O::StableOffset { partition: p, offset }
             | O::RecordWritten { partition: p, offset }
             | O::ControlMarker { partition: p, offset } => check_offset(*offset).and_then(|()| partition(p)),
-            O::Unreachable { partition: p } => partition(p),
+            O::Unreachable { partition: p } | O::Assigned { partition: p, .. } => partition(p),
             O::TopicRecreated { .. } | O::GroupDeleted { .. } | O::TopicDeleted { .. } | O::GroupMembers { .. } => {
                 Ok(())
             }
@@ -265,6 +274,10 @@ impl<S> ObservationOf<S> {
             O::TopicDeleted { cluster, topic } => O::TopicDeleted {
                 cluster: f(cluster),
                 topic: f(topic),
+            },
+            O::Assigned { group, partition } => O::Assigned {
+                group: f(group),
+                partition: partition.map(&mut f),
             },
         }
     }

@@ -159,7 +159,8 @@ impl Record {
                 | O::ControlMarker { partition, .. }
                 | O::StableOffset { partition, .. }
                 | O::RecordWritten { partition, .. }
-                | O::Unreachable { partition } => Some(&partition.topic),
+                | O::Unreachable { partition }
+                | O::Assigned { partition, .. } => Some(&partition.topic),
                 O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } => Some(topic),
                 O::GroupDeleted { .. } | O::GroupMembers { .. } => None,
             },

@@ -73,6 +73,9 @@ struct GroupSeen {
     missing_since: Option<Millis>,
     /// The live member count last stored, as a describe gave it.
     members: Option<u32>,
+    /// Partitions a member was assigned while the group had no commit on
+    /// them, already stored as such (said once; bounded by the partitions).
+    assigned: std::collections::HashSet<(String, i32)>,
 }
 
 impl GroupSeen {
@@ -390,6 +393,30 @@ impl Tracker {
                         offset: o.offset,
                     },
                 ));
+            }
+            // A member's partition with no commit: a row of unknown lag,
+            // stored once (the commits' own rows need no such word).
+            if g.described {
+                for m in &g.members {
+                    for (topic, partitions) in &m.assignment {
+                        for &p in partitions {
+                            if !known_topic(topic, p)
+                                || seen.offset(topic, p).is_some()
+                                || seen.assigned.contains(&(topic.clone(), p))
+                            {
+                                continue;
+                            }
+                            seen.assigned.insert((topic.clone(), p));
+                            u.durable.push(record(
+                                at,
+                                Observation::Assigned {
+                                    group: &g.name,
+                                    partition: part(&self.cluster, topic, p),
+                                },
+                            ));
+                        }
+                    }
+                }
             }
             // Who is in it, only as a describe said: after the commits (a
             // group the engine follows), stored when it changes (a poller

@@ -44,6 +44,7 @@ mod kind {
     pub(super) const OFFSETS_RESET: u8 = 19;
     pub(super) const REDRIVE: u8 = 20;
     pub(super) const GROUP_MEMBERS: u8 = 21;
+    pub(super) const ASSIGNED: u8 = 22;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -184,6 +185,11 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                         put_u64(&mut body, names.id(cluster));
                         put_u64(&mut body, names.id(group));
                         put_u64(&mut body, u64::from(*members));
+                    }
+                    O::Assigned { group, partition } => {
+                        head(kind::ASSIGNED, &mut body);
+                        put_u64(&mut body, names.id(group));
+                        part(partition, &mut names, &mut body);
                     }
                 }
             }
@@ -327,6 +333,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                 cluster: name(&mut r)?,
                 group: name(&mut r)?,
                 members: u32::try_from(r.u64()?).map_err(|_| CodecError::Range)?,
+            }),
+            kind::ASSIGNED => observation(O::Assigned {
+                group: name(&mut r)?,
+                partition: part(&mut r)?,
             }),
             kind::TOPIC_DELETED => observation(O::TopicDeleted {
                 cluster: name(&mut r)?,

@@ -77,6 +77,13 @@ mod tests {
                     offset: 9,
                 },
             ),
+            observation(
+                1,
+                Observation::Assigned {
+                    group: "g",
+                    partition: p(2),
+                },
+            ),
             Record::Rejected {
                 at: Millis(2),
                 reason: RejectReason::NegativePartition,

@@ -23,6 +23,28 @@ pub fn installed() -> bool {
         .is_dir()
 }
 
+/// Runs one of Apache Kafka's own command-line tools (`class`, e.g.
+/// `org.apache.kafka.tools.consumer.group.ConsumerGroupCommand`) from the
+/// installed jars: (success, stdout, stderr). The broker's truth, read by
+/// the broker's own code, for a test to compare with streamsight's.
+pub fn kafka_tool(class: &str, args: &[&str]) -> (bool, String, String) {
+    let libs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/kafka/libs/*");
+    let java =
+        std::env::var_os("JAVA_HOME").map_or_else(|| PathBuf::from("java"), |h| PathBuf::from(h).join("bin/java"));
+    let out = Command::new(java)
+        .arg("-cp")
+        .arg(libs)
+        .arg(class)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run java for {class}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// An Apache Kafka node on loopback, stopped (SIGTERM, then SIGKILL after
 /// 20 s) when dropped.
 #[derive(Debug)]

@@ -1,7 +1,8 @@
 """A member of a consumer group, with the real confluent-kafka client.
 
-usage: group_member.py BOOTSTRAP TOPIC GROUP CLIENT_ID COUNT
-Joins GROUP, reads COUNT records committing each, printing "first P O" for the
+usage: group_member.py BOOTSTRAP TOPIC GROUP CLIENT_ID COUNT [PROTOCOL]
+Joins GROUP (with PROTOCOL: classic, the default, or consumer: KIP-848's
+server-side assignment, where the session is the broker's), reads COUNT records committing each, printing "first P O" for the
 first record it reads of each partition and then "read N". Then it stays a
 member, its partitions paused, until a line "close" (or end of input) arrives
 on stdin: then it leaves the group and exits.
@@ -12,18 +13,19 @@ import threading
 import confluent_kafka
 
 bootstrap, topic, group, client_id, count = sys.argv[1:6]
+protocol = sys.argv[6] if len(sys.argv) > 6 else "classic"
 count = int(count)
-consumer = confluent_kafka.Consumer(
-    {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "client.id": client_id,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-    }
-)
+config = {
+    "bootstrap.servers": bootstrap,
+    "group.id": group,
+    "client.id": client_id,
+    "auto.offset.reset": "earliest",
+    "enable.auto.commit": False,
+    "group.protocol": protocol,
+}
+if protocol == "classic":
+    config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+consumer = confluent_kafka.Consumer(config)
 consumer.subscribe([topic])
 seen = 0
 first = set()

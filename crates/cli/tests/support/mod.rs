@@ -325,6 +325,21 @@ impl Member {
         )
     }
 
+    /// The same with `group.protocol=PROTOCOL` (`consumer`: KIP-848).
+    pub fn join_with(
+        bootstrap: &str,
+        topic: &str,
+        group: &str,
+        client_id: &str,
+        count: usize,
+        protocol: &str,
+    ) -> Member {
+        Self::spawn(
+            "group_member.py",
+            &[bootstrap, topic, group, client_id, &count.to_string(), protocol],
+        )
+    }
+
     /// A member whose handler outlasts `max.poll.interval.ms` (`tests/python/slow_member.py`):
     /// `stalls` times it reads a record and then stops polling for `stall_ms`,
     /// so librdkafka leaves the group and joins it again; "done" after the last.

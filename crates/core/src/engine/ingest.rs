@@ -184,6 +184,12 @@ impl Engine {
                 self.delete_topic(cluster, topic);
                 Ok(())
             }
+            Observation::Assigned { group, partition } => {
+                // The row exists, with no commit: its lag is unknown (stale).
+                let pid = self.partition_id(partition)?;
+                let gid = self.group_id(partition.cluster, group)?;
+                self.group_partition_id(gid, pid).map(|_| ())
+            }
         }
     }
 

@@ -808,3 +808,31 @@ fn a_group_with_no_live_member_is_a_stop_not_consuming() {
     broker_end(&mut e, 13, 1_001);
     assert_eq!(report(&e, 13).status, Status::Ok);
 }
+
+/// A live member assigned a partition the group never committed on: a row
+/// whose lag is unknown (stale, "no committed offset"), never left out, and
+/// an ordinary lag once the group commits.
+#[test]
+fn an_assigned_partition_without_a_commit_is_a_row_of_unknown_lag() {
+    let mut e = engine();
+    produce(&mut e, 0, 200).unwrap();
+    broker_end(&mut e, 1, 200);
+    e.observe(
+        secs(1),
+        &Observation::Assigned {
+            group: "g",
+            partition: part(0),
+        },
+    )
+    .unwrap();
+    let r = report(&e, 2);
+    assert_eq!(
+        (r.status, r.committed_offset, r.lag_messages),
+        (Status::Stale, None, None),
+        "{r:?}"
+    );
+    let id = e.find("c", "g", T, 0).unwrap();
+    assert!(e.reason(id, &r, secs(2)).contains("no committed offset"));
+    commit(&mut e, 3, 150).unwrap();
+    assert_eq!(report(&e, 3).lag_messages, Some(50));
+}
