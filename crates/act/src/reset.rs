@@ -411,6 +411,7 @@ mod tests {
             first_timestamp: first_ts,
             last_timestamp: max_ts,
             log_append_time: false,
+            control: false,
         }
     }
 

@@ -138,6 +138,10 @@ pub struct BatchTime {
     pub last_timestamp: i64,
     /// The broker stamped the batch (LogAppendTime) rather than the producer.
     pub log_append_time: bool,
+    /// A control batch: a transaction's commit or abort marker, which takes
+    /// an offset no reader is ever handed.
+    #[serde(default)]
+    pub control: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

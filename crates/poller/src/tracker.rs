@@ -340,6 +340,17 @@ impl Tracker {
         // When the records at lagging commits were written. A time after the
         // poll, or none (-1), says nothing true: left out.
         for b in &snap.batches {
+            // A transaction's marker at a commit: the reader there has read
+            // everything (Kafka's own --describe says lag 1 for good).
+            if b.control && b.base_offset == b.last_offset {
+                out.durable.push(record(
+                    at,
+                    Observation::ControlMarker {
+                        partition: part(&self.cluster, &b.topic, b.partition),
+                        offset: b.base_offset,
+                    },
+                ));
+            }
             let times = [(b.base_offset, b.first_timestamp), (b.last_offset, b.last_timestamp)];
             for (i, &(offset, ts)) in times.iter().enumerate() {
                 if (i == 1 && b.last_offset == b.base_offset) || ts <= 0 || ts > at.0 {

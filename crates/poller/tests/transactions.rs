@@ -1,9 +1,9 @@
 //! Open transactions: the poller reads the last stable offset beside the high
-//! watermark, and the engine names a transaction that holds it. No broker on this
-//! machine holds a `read_committed` reader at an open transaction (librdkafka's
-//! mock answers LSO = high watermark, tansu 0.6.0 has no EndTxn), so this runs
-//! against testkit's broker on kafka-protocol's exact encodings, with one open,
-//! one committed and one aborted transaction.
+//! watermark, and the engine names a transaction that holds it. On Apache
+//! Kafka with real transactions and a real `read_committed` reader; and on
+//! testkit's broker on kafka-protocol's exact encodings, whose times a test
+//! sets (librdkafka's mock answers LSO = high watermark, tansu 0.6.0 has no
+//! EndTxn): each with one open, one committed and one aborted transaction.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,4 +116,152 @@ async fn an_open_transaction_blocks_read_committed_groups_and_is_named() {
     poll(secs(100), &mut engine).await;
     let (r, why) = report(&engine, 0, 100);
     assert_eq!((r.status, r.open_transaction_since), (Status::Ok, None), "{why}");
+}
+
+/// The same on Apache Kafka, with real transactions (librdkafka's
+/// transactional producer) and a real `read_committed` consumer: one
+/// transaction left open on partition 0 while a plain producer writes on, one
+/// committed on 1, one aborted on 2. The reader stops at the open one's first
+/// offset (the LSO) and is `blocked`; the committed and aborted ones' control
+/// markers are never lag; once the transaction commits the reader passes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_transaction_on_apache_kafka_blocks_a_read_committed_group() {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use streamsight_testkit::ApacheKafka;
+    use streamsight_testkit::apache_kafka::unique;
+
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.as_str();
+    let (topic, group) = (unique("payments"), unique("ledger"));
+    let t = Duration::from_secs(30);
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", b).create().unwrap();
+    let new = rdkafka::admin::NewTopic::new(&topic, 3, rdkafka::admin::TopicReplication::Fixed(1));
+    let opts = rdkafka::admin::AdminOptions::new().operation_timeout(Some(t));
+    for r in admin.create_topics([&new], &opts).await.unwrap() {
+        r.unwrap();
+    }
+    let plain: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", b)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    let send = |p: &BaseProducer, partition: i32, n: usize| {
+        for i in 0..n {
+            let value = format!("record {i}");
+            p.send(BaseRecord::<(), _>::to(&topic).partition(partition).payload(&value))
+                .unwrap();
+        }
+        p.flush(t).unwrap();
+    };
+    let transactional = |id: &str| -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", b)
+            .set("transactional.id", unique(id))
+            .create()
+            .unwrap();
+        p.init_transactions(t).unwrap();
+        p.begin_transaction().unwrap();
+        p
+    };
+    // 0: 10 plain records, a transaction of 5 left open at offset 10, 20 plain.
+    send(&plain, 0, 10);
+    let open = transactional("open");
+    send(&open, 0, 5);
+    send(&plain, 0, 20);
+    // 1: 10 records committed (their marker at 10); 2: 10 aborted (the same).
+    let committed = transactional("committed");
+    send(&committed, 1, 10);
+    committed.commit_transaction(t).unwrap();
+    let aborted = transactional("aborted");
+    send(&aborted, 2, 10);
+    aborted.abort_transaction(t).unwrap();
+
+    // A read_committed member reads what it may and commits where it stands.
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", b)
+        .set("group.id", &group)
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    reader.subscribe(&[&topic]).unwrap();
+    let read_all = |want: usize| {
+        let (mut read, deadline) = (0, std::time::Instant::now() + Duration::from_secs(60));
+        while read < want {
+            assert!(std::time::Instant::now() < deadline, "read {read} of {want}");
+            if let Some(Ok(_)) = reader.poll(Duration::from_millis(200)) {
+                read += 1;
+            }
+        }
+        reader.commit_consumer_state(CommitMode::Sync).unwrap();
+    };
+    // 10 before the open transaction on 0, the committed 10 on 1, none on 2.
+    read_all(20);
+
+    let mut config = ClusterConfig::new("apache-kafka", b);
+    config.request_timeout = Duration::from_secs(10);
+    let mut tracker = Tracker::new("apache-kafka", config.forget_after);
+    let mut client = ClusterClient::new(config);
+    let mut engine = Engine::new(EngineConfig::default()).unwrap();
+    let named = BTreeSet::from([group.clone()]);
+    let mut poll = async |at: Millis, engine: &mut Engine| {
+        let snap = client.poll(at, &named).await;
+        assert!(snap.metadata_ok, "{:?}", snap.errors);
+        let update = tracker.update(&snap);
+        for r in update.durable.iter().chain(&update.transient) {
+            r.apply(engine);
+        }
+        snap
+    };
+    let snap = poll(secs(0), &mut engine).await;
+    let parts = &snap.topics.iter().find(|x| x.name == topic).unwrap().partitions;
+    assert_eq!(
+        parts.iter().map(|p| (p.end, p.stable)).collect::<Vec<_>>(),
+        [(Some(35), Some(10)), (Some(11), Some(11)), (Some(11), Some(11))],
+        "high watermarks and last stable offsets as Apache Kafka answers them"
+    );
+    let report = |engine: &Engine, p: i32, at: i64| {
+        let id = engine.find("apache-kafka", &group, &topic, p).unwrap();
+        let r = engine.evaluate(id, secs(at));
+        let why = engine.reason(id, &r, secs(at));
+        (r, why)
+    };
+    poll(secs(90), &mut engine).await;
+    let (r, why) = report(&engine, 0, 90);
+    assert_eq!(
+        (r.status, r.committed_offset, r.last_stable_offset, r.lag_messages),
+        (Status::Blocked, Some(10), Some(10), Some(25)),
+        "{why}"
+    );
+    assert!(
+        why.starts_with("blocked by an open transaction: it has held offset 10"),
+        "{why}"
+    );
+    // The committed and the aborted transaction's markers are never lag.
+    for p in [1, 2] {
+        let (r, why) = report(&engine, p, 90);
+        assert_eq!(
+            (r.status, r.lag_messages, r.open_transaction_since),
+            (Status::Ok, Some(0), None),
+            "partition {p}: {r:?} {why}"
+        );
+    }
+
+    // The transaction commits: the reader passes it and catches up. The
+    // first poll after sees the commit one short of the end (the marker);
+    // the record there is read and found a marker by the next.
+    open.commit_transaction(t).unwrap();
+    read_all(25);
+    poll(secs(100), &mut engine).await;
+    poll(secs(101), &mut engine).await;
+    let (r, why) = report(&engine, 0, 101);
+    assert_eq!(
+        (r.status, r.lag_messages, r.open_transaction_since),
+        (Status::Ok, Some(0), None),
+        "{r:?} {why}"
+    );
 }

@@ -193,6 +193,8 @@ pub(crate) fn first_batch(records: &[u8]) -> Option<BatchTime> {
         return None;
     }
     let log_append_time = attributes & 0b1000 != 0;
+    // Bit 5: a control batch (a transaction marker).
+    let control = attributes & 0b10_0000 != 0;
     Some(BatchTime {
         topic: String::new(),
         partition: 0,
@@ -202,6 +204,7 @@ pub(crate) fn first_batch(records: &[u8]) -> Option<BatchTime> {
         first_timestamp: if log_append_time { max_timestamp } else { base_timestamp },
         last_timestamp: max_timestamp,
         log_append_time,
+        control,
     })
 }
 
@@ -239,6 +242,10 @@ mod tests {
             (b.first_timestamp, b.last_timestamp, b.log_append_time),
             (1_250, 1_250, true)
         );
+        assert!(!b.control);
+        // A transaction's marker: a control batch (bit 5, transactional bit 4) of one record.
+        let marker = first_batch(&header(35, 0, 0b11_0000, 1_300, 1_300)).unwrap();
+        assert!(marker.control && marker.base_offset == marker.last_offset);
         assert_eq!(first_batch(&header(40, 9, 0, 1, 2)[..60]), None);
         let mut old = header(40, 9, 0, 1, 2);
         old[16] = 1;
