@@ -102,3 +102,175 @@ async fn lag_of_classic_and_kip_848_groups_equals_kafkas_own_consumer_group_comm
     billing.close();
     fraud.close();
 }
+
+/// The broker's log start and end of `topic`'s partition 0 (ListOffsets).
+fn watermarks(bootstrap: &str, topic: &str) -> (i64, i64) {
+    use rdkafka::consumer::Consumer;
+    let c: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    c.fetch_watermarks(topic, 0, std::time::Duration::from_secs(10))
+        .unwrap()
+}
+
+/// Retention deleting what a group has not read, on Apache Kafka: a topic
+/// kept 20 s in 1 s segments, written ten times a second, and a group
+/// committed at 50 that reads no further. `unread_expiring` fires before
+/// the broker deletes offset 50, with a margin that held; then the group is
+/// `data_loss`, and once writes stop its `data_loss_messages` is exactly
+/// what the broker's log start says was deleted unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deleting_unread_records_is_foretold_then_counted_exactly() {
+    use std::time::{Duration, Instant};
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (topic, group) = (unique("retained"), unique("slow"));
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .create()
+        .unwrap();
+    let new = rdkafka::admin::NewTopic::new(&topic, 1, rdkafka::admin::TopicReplication::Fixed(1))
+        .set("retention.ms", "20000")
+        .set("segment.ms", "1000");
+    let opts = rdkafka::admin::AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin.create_topics([&new], &opts).await.unwrap() {
+        r.unwrap();
+    }
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = {
+        let (b, topic, writing) = (b.clone(), topic.clone(), writing.clone());
+        tokio::spawn(async move {
+            let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", &b)
+                .set("linger.ms", "0")
+                .create()
+                .unwrap();
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                let record = rdkafka::producer::FutureRecord::<(), _>::to(&topic)
+                    .partition(0)
+                    .payload("x");
+                producer.send(record, Duration::from_secs(5)).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    streamsight_testkit::eventually(30, "60 records written", async || {
+        (watermarks(&b, &topic).1 >= 60).then_some(())
+    })
+    .await;
+    support::seed_commits(&b, &topic, &group, &[50]);
+    let toml = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"500ms\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-retention", &toml, "memory://");
+    let http = reqwest::Client::new();
+
+    // Foretold: the alert fires while offset 50 is still on the broker.
+    let started = Instant::now();
+    let (margin, foretold_at) = streamsight_testkit::eventually(90, "unread_expiring firing", async || {
+        let (_, all) = streamsight_testkit::http::get(&http, &format!("{api}/api/v1/alerts")).await;
+        let alert = all["alerts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["rule"] == "unread_expiring" && a["labels"]["group"] == group && a["state"] == "firing")?
+            .clone();
+        Some((alert["value"].as_f64()?, Instant::now()))
+    })
+    .await;
+    let start_then = watermarks(&b, &topic).0;
+    assert!(
+        start_then <= 50,
+        "fired only after the broker deleted offset 50 (log start {start_then})"
+    );
+    // Deleted: the broker's log start passes the commit.
+    let deleted_at = streamsight_testkit::eventually(90, "offset 50 deleted", async || {
+        (watermarks(&b, &topic).0 > 50).then(Instant::now)
+    })
+    .await;
+    let took = deleted_at.duration_since(foretold_at).as_secs_f64();
+    eprintln!(
+        "apache_kafka: unread_expiring fired {:.1} s after the collector started with a margin of {margin:.1} s; the broker deleted offset 50 {took:.1} s later",
+        foretold_at.duration_since(started).as_secs_f64()
+    );
+    assert!(
+        took >= margin - 5.0,
+        "the margin did not hold: {margin:.1} s foretold, deleted {took:.1} s later"
+    );
+
+    // Writes stop; the last segment stays. data_loss_messages equals the
+    // broker's log start less the commit, at a moment the broker's stood still.
+    writing.store(false, std::sync::atomic::Ordering::Relaxed);
+    writer.await.unwrap();
+    let url = format!("{api}/api/v1/groups/apache-kafka/{group}");
+    let (lost, start) = streamsight_testkit::eventually(90, "data_loss_messages as the broker says", async || {
+        let before = watermarks(&b, &topic).0;
+        let (_, detail) = streamsight_testkit::http::get(&http, &url).await;
+        let lag = detail["partitions"][0]["lag"].clone();
+        let after = watermarks(&b, &topic).0;
+        (before == after && lag["status"] == "data_loss" && lag["data_loss_messages"] == before - 50)
+            .then(|| (lag["data_loss_messages"].as_i64().unwrap(), after))
+    })
+    .await;
+    eprintln!("apache_kafka: {lost} messages deleted unread (the broker's log start {start}, the commit 50)");
+}
+
+/// An administrator's DeleteRecords past what a group read, on Apache Kafka:
+/// the group is `data_loss` with exactly the records deleted unread, and
+/// another group that had read past the cut is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_past_a_commit_is_data_loss_counted_exactly() {
+    use std::time::Duration;
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (topic, behind, ahead) = (unique("cut"), unique("behind"), unique("ahead"));
+    support::fill_topic(&b, &topic, 1, 100).await;
+    support::seed_commits(&b, &topic, &behind, &[30]);
+    support::seed_commits(&b, &topic, &ahead, &[80]);
+    let toml = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-delete-records", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let lag_of = |group: &str| format!("{api}/api/v1/groups/apache-kafka/{group}");
+    streamsight_testkit::http::wait_for_json(&http, &lag_of(&behind), 60, "the group polled", |v| {
+        v["partitions"][0]["lag"]["lag_messages"] == 70
+    })
+    .await;
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .create()
+        .unwrap();
+    let mut cut = rdkafka::TopicPartitionList::new();
+    cut.add_partition_offset(&topic, 0, rdkafka::Offset::Offset(60))
+        .unwrap();
+    let opts = rdkafka::admin::AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    admin.delete_records(&cut, &opts).await.unwrap();
+    assert_eq!(
+        watermarks(&b, &topic).0,
+        60,
+        "the broker's log start after DeleteRecords"
+    );
+    let detail = streamsight_testkit::http::wait_for_json(&http, &lag_of(&behind), 60, "data_loss", |v| {
+        v["partitions"][0]["lag"]["status"] == "data_loss"
+    })
+    .await;
+    let lag = &detail["partitions"][0]["lag"];
+    assert_eq!(
+        (
+            &lag["data_loss_messages"],
+            &lag["log_start_offset"],
+            &lag["lag_messages"]
+        ),
+        (&serde_json::json!(30), &serde_json::json!(60), &serde_json::json!(40)),
+        "{lag:#}"
+    );
+    let (_, other) = streamsight_testkit::http::get(&http, &lag_of(&ahead)).await;
+    let lag = &other["partitions"][0]["lag"];
+    assert_eq!(
+        (&lag["data_loss_messages"], &lag["lag_messages"]),
+        (&serde_json::json!(0), &serde_json::json!(20)),
+        "{lag:#}"
+    );
+    assert_ne!(lag["status"], "data_loss", "{lag:#}");
+}

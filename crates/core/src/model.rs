@@ -121,6 +121,10 @@ pub enum ObservationOf<S> {
         #[serde(flatten)]
         partition: Partition<S>,
     },
+    /// The topic's time retention as its settings say (`retention.ms` when
+    /// its cleanup policy deletes; -1 when nothing is deleted by time): with
+    /// the age of a group's oldest unread record, when retention deletes it.
+    TopicRetention { cluster: S, topic: S, retention_ms: i64 },
     /// The topic is gone: forget its partitions and every group's lag on them.
     TopicDeleted { cluster: S, topic: S },
 }
@@ -190,9 +194,11 @@ impl<S> ObservationOf<S> {
             | O::RecordWritten { partition: p, offset }
             | O::ControlMarker { partition: p, offset } => check_offset(*offset).and_then(|()| partition(p)),
             O::Unreachable { partition: p } | O::Assigned { partition: p, .. } => partition(p),
-            O::TopicRecreated { .. } | O::GroupDeleted { .. } | O::TopicDeleted { .. } | O::GroupMembers { .. } => {
-                Ok(())
-            }
+            O::TopicRecreated { .. }
+            | O::GroupDeleted { .. }
+            | O::TopicDeleted { .. }
+            | O::GroupMembers { .. }
+            | O::TopicRetention { .. } => Ok(()),
         }
     }
 
@@ -278,6 +284,15 @@ impl<S> ObservationOf<S> {
             O::Assigned { group, partition } => O::Assigned {
                 group: f(group),
                 partition: partition.map(&mut f),
+            },
+            O::TopicRetention {
+                cluster,
+                topic,
+                retention_ms,
+            } => O::TopicRetention {
+                cluster: f(cluster),
+                topic: f(topic),
+                retention_ms: *retention_ms,
             },
         }
     }

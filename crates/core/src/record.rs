@@ -161,7 +161,9 @@ impl Record {
                 | O::RecordWritten { partition, .. }
                 | O::Unreachable { partition }
                 | O::Assigned { partition, .. } => Some(&partition.topic),
-                O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } => Some(topic),
+                O::TopicRecreated { topic, .. } | O::TopicDeleted { topic, .. } | O::TopicRetention { topic, .. } => {
+                    Some(topic)
+                }
                 O::GroupDeleted { .. } | O::GroupMembers { .. } => None,
             },
             Record::Pathway { point, .. } => point.topic(),

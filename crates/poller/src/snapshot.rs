@@ -2,6 +2,7 @@
 //! observations, the collector keeps the last one for group state and members.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use streamsight_core::Millis;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -32,6 +33,10 @@ pub struct Snapshot {
     /// records were written.
     #[serde(default)]
     pub batches: Vec<BatchTime>,
+    /// Each topic's time retention in ms (-1: nothing deleted by time), as
+    /// its settings say (DescribeConfigs); topics unread are absent.
+    #[serde(default)]
+    pub retention: BTreeMap<String, i64>,
     /// Requests sent during this poll, connection handshakes included.
     pub requests: u64,
     pub errors: Vec<String>,

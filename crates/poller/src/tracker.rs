@@ -63,6 +63,8 @@ struct TopicSeen {
     id: Option<String>,
     partitions: BTreeMap<i32, PartitionSeen>,
     missing_since: Option<Millis>,
+    /// The time retention last stored.
+    retention_ms: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -224,6 +226,18 @@ impl Tracker {
         };
         for t in &snap.topics {
             let seen = self.topics.entry(t.name.clone()).or_default();
+            if let Some(&ms) = snap.retention.get(&t.name)
+                && seen.retention_ms.replace(ms) != Some(ms)
+            {
+                out.durable.push(record(
+                    at,
+                    Observation::TopicRetention {
+                        cluster: &cluster,
+                        topic: &t.name,
+                        retention_ms: ms,
+                    },
+                ));
+            }
             seen.missing_since = None;
             if let (Some(old), Some(new)) = (&seen.id, &t.id)
                 && old != new

@@ -45,6 +45,7 @@ mod kind {
     pub(super) const REDRIVE: u8 = 20;
     pub(super) const GROUP_MEMBERS: u8 = 21;
     pub(super) const ASSIGNED: u8 = 22;
+    pub(super) const TOPIC_RETENTION: u8 = 23;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -185,6 +186,16 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                         put_u64(&mut body, names.id(cluster));
                         put_u64(&mut body, names.id(group));
                         put_u64(&mut body, u64::from(*members));
+                    }
+                    O::TopicRetention {
+                        cluster,
+                        topic,
+                        retention_ms,
+                    } => {
+                        head(kind::TOPIC_RETENTION, &mut body);
+                        put_u64(&mut body, names.id(cluster));
+                        put_u64(&mut body, names.id(topic));
+                        put_i64(&mut body, *retention_ms);
                     }
                     O::Assigned { group, partition } => {
                         head(kind::ASSIGNED, &mut body);
@@ -333,6 +344,11 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                 cluster: name(&mut r)?,
                 group: name(&mut r)?,
                 members: u32::try_from(r.u64()?).map_err(|_| CodecError::Range)?,
+            }),
+            kind::TOPIC_RETENTION => observation(O::TopicRetention {
+                cluster: name(&mut r)?,
+                topic: name(&mut r)?,
+                retention_ms: r.i64()?,
             }),
             kind::ASSIGNED => observation(O::Assigned {
                 group: name(&mut r)?,

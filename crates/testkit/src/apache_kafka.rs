@@ -45,6 +45,11 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Settings of the nodes tests start: retention is checked every second (a
+/// topic's own small `retention.ms` then deletes within seconds, not the
+/// default five minutes); nothing else differs from `scripts/kafka start`.
+pub const TEST_CONFIG: &[(&str, &str)] = &[("log.retention.check.interval.ms", "1000")];
+
 /// An Apache Kafka node on loopback, stopped (SIGTERM, then SIGKILL after
 /// 20 s) when dropped.
 #[derive(Debug)]
@@ -75,10 +80,11 @@ impl ApacheKafka {
         NODE.get_or_init(ApacheKafka::start)
     }
 
-    /// A node of its own in a new directory, on a free port.
+    /// A node of its own in a new directory, on a free port, with
+    /// [`TEST_CONFIG`].
     pub fn start() -> ApacheKafka {
         let dir = std::env::temp_dir().join(unique("streamsight-apache-kafka"));
-        ApacheKafka::start_with(&dir, crate::free_port(), &[])
+        ApacheKafka::start_with(&dir, crate::free_port(), TEST_CONFIG)
     }
 
     /// A node on `port` with its data in `dir` (formatted when new, else

@@ -165,6 +165,13 @@ impl Engine {
         (now.since(since) >= self.open_transaction_ms).then_some(since)
     }
 
+    /// The time retention (ms) of `pid`'s topic as its settings say: -1 when
+    /// nothing is deleted by time, None when unknown.
+    pub fn retention_ms(&self, pid: PartitionId) -> Option<i64> {
+        let p = &self.partitions[pid.0 as usize];
+        self.topics[p.topic.0 as usize].retention_ms
+    }
+
     /// How long a partition stays `producer_failing` after a failure report.
     pub fn producer_failing_window_ms(&self) -> i64 {
         self.producer_failing_ms

@@ -184,6 +184,15 @@ impl Engine {
                 self.delete_topic(cluster, topic);
                 Ok(())
             }
+            Observation::TopicRetention {
+                cluster,
+                topic,
+                retention_ms,
+            } => {
+                let tid = self.topic_id(cluster, topic)?;
+                self.topics[tid.0 as usize].retention_ms = Some(retention_ms.max(-1));
+                Ok(())
+            }
             Observation::Assigned { group, partition } => {
                 // The row exists, with no commit: its lag is unknown (stale).
                 let pid = self.partition_id(partition)?;

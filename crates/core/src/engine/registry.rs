@@ -178,6 +178,7 @@ impl Engine {
             name: key.1,
             partitions: Vec::new(),
             unassigned_failure_at: None,
+            retention_ms: None,
         });
         self.topic_ids.insert(key, tid);
         self.topic_clusters.entry(key.1).or_default().push(key.0);

@@ -20,6 +20,8 @@ struct TopicShard {
     cluster: String,
     topic: String,
     unassigned_failure_at: Option<Millis>,
+    #[serde(default)]
+    retention_ms: Option<i64>,
     partitions: Vec<PartitionShard>,
 }
 
@@ -100,6 +102,7 @@ impl Engine {
                 cluster: self.names.name(c).to_owned(),
                 topic: topic.to_owned(),
                 unassigned_failure_at: state.unassigned_failure_at,
+                retention_ms: state.retention_ms,
                 partitions: partitions.collect(),
             });
         }
@@ -141,6 +144,7 @@ impl Engine {
                 continue;
             };
             self.topics[tid.0 as usize].unassigned_failure_at = t.unassigned_failure_at;
+            self.topics[tid.0 as usize].retention_ms = t.retention_ms;
             for p in t.partitions {
                 let at = PartitionRef {
                     cluster: &t.cluster,

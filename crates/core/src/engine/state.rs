@@ -17,6 +17,8 @@ pub(super) struct TopicState {
     pub(super) partitions: Vec<PartitionId>,
     /// Last failed send that had no partition assigned: counts for every partition.
     pub(super) unassigned_failure_at: Option<Millis>,
+    /// Time retention in ms as the topic's settings say (-1: none); None unknown.
+    pub(super) retention_ms: Option<i64>,
 }
 
 /// A lower broker answer waiting for confirmation before it is believed.

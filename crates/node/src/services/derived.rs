@@ -181,6 +181,16 @@ fn group(engine: &Engine, starts: &LogStarts, gid: GroupId, now: Millis) -> Grou
         {
             out.retention_margin_seconds = Some(out.retention_margin_seconds.map_or(margin, |m: f64| m.min(margin)));
         }
+        // Time retention: the oldest unread record goes once it is as old as
+        // the topic keeps records (its segment's newest record, which is no
+        // older, decides: this is the soonest). Known before anything moves.
+        if let (Some(retention), Some(age)) = (engine.retention_ms(pid), r.lag_seconds)
+            && lag > 0
+            && retention >= 0
+        {
+            let margin = (retention as f64 / 1000.0 - age).max(0.0);
+            out.retention_margin_seconds = Some(out.retention_margin_seconds.map_or(margin, |m: f64| m.min(margin)));
+        }
         // Catch-up: lag over (consume rate − produce rate), both over the same
         // span (from the window's first commit to now): a produce rate over the
         // last minute against a consume rate over older commits said "never"

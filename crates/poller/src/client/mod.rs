@@ -10,6 +10,7 @@
 //! pipelined on one connection.
 
 mod admin;
+mod configs;
 mod connection;
 mod consumer_groups;
 mod groups;
@@ -115,6 +116,8 @@ pub struct ClusterClient {
     name_offset_topics: bool,
     /// Record batches whose times were read already.
     batches: record_times::BatchCache,
+    /// The topics' time retention, as last read.
+    retention: configs::RetentionCache,
     /// Each polled topic's partitions and their leaders, from the last
     /// Metadata answer: what a refresh between polls asks by.
     leaders: HashMap<String, Vec<(i32, i32)>>,
@@ -135,6 +138,7 @@ impl ClusterClient {
             requests: 0,
             name_offset_topics: false,
             batches: HashMap::new(),
+            retention: configs::RetentionCache::default(),
             leaders: HashMap::new(),
         }
     }
@@ -159,6 +163,7 @@ impl ClusterClient {
         self.groups(&mut snap, extra_groups).await;
         if snap.metadata_ok {
             self.record_times(&mut snap).await;
+            self.retention(&mut snap).await;
         }
         snap.brokers = self
             .brokers
