@@ -1,5 +1,6 @@
 //! Acting on a group (`streamsight groups reset`, `POST …/reset`) against
-//! tansu, with real confluent-kafka consumers: a live member blocks a reset and
+//! Apache Kafka and tansu (one body each), with real confluent-kafka consumers
+//! (classic, and on Apache Kafka KIP-848's `consumer` protocol too): a live member blocks a reset and
 //! is named; the dry run says what would be skipped or read again; after
 //! `--execute` a restarted consumer reads from the target; through a collector
 //! the reset needs an admin key and is recorded as the group's own.
@@ -14,7 +15,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use streamsight_testkit::http::{get_json, keyed_client, wait_for_json};
-use streamsight_testkit::{Tansu, Watchdog};
+use streamsight_testkit::{Tansu, TestBroker, Watchdog, on_every_broker};
 use support::Member;
 
 fn reset(args: &[&str]) -> (bool, String, String) {
@@ -59,13 +60,26 @@ fn until_empty(bootstrap: &str, group: &str) {
     }
 }
 
+on_every_broker!(a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_target);
+
+/// The same with a KIP-848 member (`group.protocol=consumer`: the broker
+/// assigns, and describes the group with ConsumerGroupDescribe).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_target() {
-    let _watchdog = Watchdog::arm("the reset test against tansu", Duration::from_secs(300));
-    let broker = Tansu::start();
+async fn a_live_kip_848_member_blocks_a_reset_on_apache_kafka() {
+    live_member_blocks_a_reset(TestBroker::apache_kafka(), "consumer").await;
+}
+
+async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_target(broker: TestBroker) {
+    live_member_blocks_a_reset(broker, "classic").await;
+}
+
+async fn live_member_blocks_a_reset(broker: TestBroker, protocol: &str) {
+    let _watchdog = Watchdog::arm("the reset test", Duration::from_secs(300));
     let b = broker.bootstrap.as_str();
-    support::fill_topic(b, "orders", 2, 20).await;
-    let member = Member::join(b, "orders", "billing", "billing-py-1", 10);
+    let (orders, billing) = (broker.name("orders"), broker.name("billing"));
+    let (orders, billing) = (orders.as_str(), billing.as_str());
+    support::fill_topic(b, orders, 2, 20).await;
+    let member = Member::join_with(b, orders, billing, "billing-py-1", 10, protocol);
     member.until("read 10");
 
     // The dry run names what would happen, and that the member blocks it.
@@ -73,7 +87,7 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
         "--bootstrap-server",
         b,
         "--group",
-        "billing",
+        billing,
         "--to-latest",
         "--format",
         "json",
@@ -92,7 +106,7 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
         "{refusal}"
     );
     // The table says the same to a person, with the records' times.
-    let (ok, table, _) = reset(&["--bootstrap-server", b, "--group", "billing", "--to-latest"]);
+    let (ok, table, _) = reset(&["--bootstrap-server", b, "--group", billing, "--to-latest"]);
     assert!(ok);
     assert!(
         table.contains(&format!("{skip} offset(s) skipped")) && table.contains("would be refused"),
@@ -101,29 +115,22 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
     assert!(table.contains("RECORDS WRITTEN") && table.contains("Z .. "), "{table}");
 
     // Executing while the member lives is refused, naming it; nothing moves.
-    let (ok, _, err) = reset(&[
-        "--bootstrap-server",
-        b,
-        "--group",
-        "billing",
-        "--to-latest",
-        "--execute",
-    ]);
+    let (ok, _, err) = reset(&["--bootstrap-server", b, "--group", billing, "--to-latest", "--execute"]);
     assert!(!ok);
     assert!(err.contains("live member") && err.contains("billing-py-1"), "{err}");
 
     member.close();
-    until_empty(b, "billing");
+    until_empty(b, billing);
 
     // One partition forward to 15, one the group committed 5 or more on back by 5.
     let back = (0..2).find(|&p| committed[p as usize].is_some_and(|c| c >= 5)).unwrap();
     let forward = 1 - back;
-    let (fwd, bck) = (format!("orders:{forward}"), format!("orders:{back}"));
+    let (fwd, bck) = (format!("{orders}:{forward}"), format!("{orders}:{back}"));
     let (ok, out, err) = reset(&[
         "--bootstrap-server",
         b,
         "--group",
-        "billing",
+        billing,
         "--topic",
         &fwd,
         "--to-offset",
@@ -142,7 +149,7 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
         "--bootstrap-server",
         b,
         "--group",
-        "billing",
+        billing,
         "--topic",
         &bck,
         "--shift-by",
@@ -163,7 +170,14 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
     );
 
     // A consumer started afresh reads from the targets.
-    let again = Member::join(b, "orders", "billing", "billing-py-2", (20 - 15 + 20 - target) as usize);
+    let again = Member::join_with(
+        b,
+        orders,
+        billing,
+        "billing-py-2",
+        (20 - 15 + 20 - target) as usize,
+        protocol,
+    );
     let lines = again.until("read");
     assert!(lines.contains(&format!("first {forward} 15")), "{lines:?}");
     assert!(lines.contains(&format!("first {back} {target}")), "{lines:?}");
@@ -175,7 +189,7 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
         "--bootstrap-server",
         b,
         "--group",
-        "billing",
+        billing,
         "--to-time",
         "-1h",
         "--format",
@@ -188,7 +202,7 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
         "--bootstrap-server",
         b,
         "--group",
-        "billing",
+        billing,
         "--to-time",
         "2099-01-01T00:00:00Z",
         "--format",
@@ -203,7 +217,7 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
         "--bootstrap-server",
         b,
         "--group",
-        "billing",
+        billing,
         "--topic",
         "nope",
         "--to-latest",
@@ -213,25 +227,28 @@ async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_ta
         "--bootstrap-server",
         b,
         "--group",
-        "billing",
+        billing,
         "--topic",
-        "orders:7",
+        &format!("{orders}:7"),
         "--to-latest",
     ]);
     assert!(!ok && err.contains("no partition 7"), "{err}");
-    let (ok, _, err) = reset(&["--bootstrap-server", b, "--group", "billing"]);
+    let (ok, _, err) = reset(&["--bootstrap-server", b, "--group", billing]);
     assert!(!ok && err.contains("--to-"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the_groups_own() {
-    let _watchdog = Watchdog::arm("the collector reset test against tansu", Duration::from_secs(300));
-    let broker = Tansu::start();
-    let b = broker.bootstrap.clone();
-    support::fill_topic(&b, "orders", 2, 20).await;
-    support::seed_commits(&b, "orders", "audit", &[4, 6]);
+on_every_broker!(a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the_groups_own);
 
-    let dir = std::env::temp_dir().join(format!("streamsight-act-{}", std::process::id()));
+async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the_groups_own(broker: TestBroker) {
+    let _watchdog = Watchdog::arm("the collector reset test", Duration::from_secs(300));
+    let b = broker.bootstrap.clone();
+    let cluster = broker.label();
+    let (orders, audit, cards) = (broker.name("orders"), broker.name("audit"), broker.name("cards"));
+    let (orders, audit, cards) = (orders.as_str(), audit.as_str(), cards.as_str());
+    support::fill_topic(&b, orders, 2, 20).await;
+    support::seed_commits(&b, orders, audit, &[4, 6]);
+
+    let dir = std::env::temp_dir().join(broker.name("streamsight-act"));
     std::fs::create_dir_all(&dir).unwrap();
     let keys = dir.join("keys.json");
     let _ = std::fs::remove_file(&keys);
@@ -244,7 +261,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     let proto = dir.join("card.proto");
     std::fs::write(&proto, CARD_PROTO).unwrap();
     let toml = format!(
-        "[serve]\nkeys_file = {keys_file:?}\n[serve.records]\nredact = [\"card.number\"]\navro_schemas = {{ \"7\" = {avsc:?} }}\nprotobuf_schemas = {{ \"8\" = {proto:?} }}\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
+        "[serve]\nkeys_file = {keys_file:?}\n[serve.records]\nredact = [\"card.number\"]\navro_schemas = {{ \"7\" = {avsc:?} }}\nprotobuf_schemas = {{ \"8\" = {proto:?} }}\n[[serve.clusters]]\nname = {cluster:?}\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n"
     );
     let (_serve, api) = support::serve_with_config("act", &toml);
     let cli = |key: &str, args: &[&str]| {
@@ -254,9 +271,9 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
             "--collector",
             &api,
             "--cluster",
-            "tansu",
+            cluster,
             "--group",
-            "audit",
+            audit,
         ];
         all.extend_from_slice(args);
         support::run_keyed(&all, key)
@@ -277,24 +294,24 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
         "{out}"
     );
     let (as_read, as_admin) = (keyed_client(&read), keyed_client(&admin));
-    let audit = get_json(&as_admin, &format!("{api}/api/v1/audit")).await;
-    let event = audit["events"]
+    let audit_log = get_json(&as_admin, &format!("{api}/api/v1/audit")).await;
+    let event = audit_log["events"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| &e["event"])
         .find(|e| e["action"] == "offsets_reset")
-        .unwrap_or_else(|| panic!("no reset in the audit log: {audit}"));
+        .unwrap_or_else(|| panic!("no reset in the audit log: {audit_log}"));
     assert_eq!(
         (event["group"].as_str(), event["skipped"].as_i64()),
-        (Some("audit"), Some(30))
+        (Some(audit), Some(30))
     );
     assert_eq!(event["moved"].as_array().unwrap().len(), 2);
 
     // The engine holds the group at its new position, caught up, not a rewind.
     let lag = wait_for_json(
         &as_read,
-        &format!("{api}/api/v1/lag?group=audit"),
+        &format!("{api}/api/v1/lag?group={audit}"),
         60,
         "the group at the log end",
         |v| {
@@ -308,18 +325,11 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     assert!(rows.iter().all(|r| r["status"] != "rewind"), "{rows:?}");
     // Moved back by an administrator straight on the cluster, the group
     // (nobody in it) is behind and nothing reads: a stop, never "consuming".
-    let (ok, _, err) = reset(&[
-        "--bootstrap-server",
-        &b,
-        "--group",
-        "audit",
-        "--to-earliest",
-        "--execute",
-    ]);
+    let (ok, _, err) = reset(&["--bootstrap-server", &b, "--group", audit, "--to-earliest", "--execute"]);
     assert!(ok, "{err}");
     let stopped = wait_for_json(
         &as_read,
-        &format!("{api}/api/v1/lag?group=audit"),
+        &format!("{api}/api/v1/lag?group={audit}"),
         60,
         "the empty group behind, stopped",
         |v| {
@@ -336,7 +346,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
 
     // Only polled clusters; a body of the wrong shape is told so.
     let unknown = as_admin
-        .post(format!("{api}/api/v1/groups/elsewhere/audit/reset"))
+        .post(format!("{api}/api/v1/groups/elsewhere/{audit}/reset"))
         .json(&serde_json::json!({ "to": "latest" }))
         .send()
         .await
@@ -344,7 +354,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     assert_eq!(unknown.status(), 404);
     assert!(unknown.text().await.unwrap().contains("unknown_cluster"));
     let bad = as_admin
-        .post(format!("{api}/api/v1/groups/tansu/audit/reset"))
+        .post(format!("{api}/api/v1/groups/{cluster}/{audit}/reset"))
         .json(&serde_json::json!({ "to": "sideways" }))
         .send()
         .await
@@ -352,7 +362,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
     assert_eq!(bad.status(), 400);
 
     // A record: for payloads keys only, masked by the collector's rules.
-    produce_card(&b).await;
+    produce_card(&b, cards).await;
     let record = |key: &str, offset: i64| {
         let offset = offset.to_string();
         support::run_keyed(
@@ -361,9 +371,9 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
                 "--collector",
                 &api,
                 "--cluster",
-                "tansu",
+                cluster,
                 "--topic",
-                "cards",
+                cards,
                 "--partition",
                 "0",
                 "--offset",
@@ -400,7 +410,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
                 "--collector",
                 &api,
                 "--cluster",
-                "tansu",
+                cluster,
                 "--topic",
                 topic,
                 "--partition",
@@ -415,7 +425,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
         !ok && err.contains("404") && err.contains("has no topic nosuch"),
         "{err}"
     );
-    let (ok, _, err) = elsewhere("cards", "7");
+    let (ok, _, err) = elsewhere(cards, "7");
     assert!(!ok && err.contains("404") && err.contains("no partition 7"), "{err}");
     // Avro framed with a schema id the config names: decoded, then masked.
     let (ok, out, err) = record(&payloads, 2);
@@ -440,7 +450,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
         "--bootstrap-server",
         &b,
         "--topic",
-        "cards",
+        cards,
         "--partition",
         "0",
         "--offset",
@@ -461,7 +471,7 @@ async fn a_reset_through_the_collector_needs_an_admin_key_and_is_recorded_as_the
 }
 
 /// `cards`: a JSON record with a key and a header, then a binary one.
-async fn produce_card(bootstrap: &str) {
+async fn produce_card(bootstrap: &str, cards: &str) {
     use rdkafka::message::{Header, OwnedHeaders};
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -469,7 +479,7 @@ async fn produce_card(bootstrap: &str) {
         .unwrap();
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     for r in admin
-        .create_topics(&[NewTopic::new("cards", 1, TopicReplication::Fixed(1))], &opts)
+        .create_topics(&[NewTopic::new(cards, 1, TopicReplication::Fixed(1))], &opts)
         .await
         .unwrap()
     {
@@ -485,14 +495,14 @@ async fn produce_card(bootstrap: &str) {
         key: "trace-id",
         value: Some("4bf92f3577b34da6"),
     });
-    let first = FutureRecord::to("cards")
+    let first = FutureRecord::to(cards)
         .partition(0)
         .key("order-1")
         .payload(value)
         .headers(headers);
     producer.send(first, Duration::from_secs(5)).await.unwrap();
     let binary: &[u8] = &[0xff, 0x00, 0x13, 0x37];
-    let second = FutureRecord::<(), _>::to("cards").partition(0).payload(binary);
+    let second = FutureRecord::<(), _>::to(cards).partition(0).payload(binary);
     producer.send(second, Duration::from_secs(5)).await.unwrap();
     // Avro with the schema registry's framing, schema id 7 (CARD_AVRO).
     let schema = apache_avro::Schema::parse_str(CARD_AVRO).unwrap();
@@ -512,7 +522,7 @@ async fn produce_card(bootstrap: &str) {
             .write_value_to_vec(datum)
             .unwrap(),
     );
-    let third = FutureRecord::<(), _>::to("cards").partition(0).payload(&framed);
+    let third = FutureRecord::<(), _>::to(cards).partition(0).payload(&framed);
     producer.send(third, Duration::from_secs(5)).await.unwrap();
     // Protobuf with the registry's framing, schema id 8, message index [1]
     // (CARD_PROTO's Payment), its fields in Protobuf's wire format.
@@ -520,7 +530,7 @@ async fn produce_card(bootstrap: &str) {
     framed.extend_from_slice(b"\x0a\x03p-1");
     framed.extend_from_slice(b"\x12\x12\x0a\x104111111111111111");
     framed.extend_from_slice(b"\x18\x0c");
-    let fourth = FutureRecord::<(), _>::to("cards").partition(0).payload(&framed);
+    let fourth = FutureRecord::<(), _>::to(cards).partition(0).payload(&framed);
     producer.send(fourth, Duration::from_secs(5)).await.unwrap();
 }
 

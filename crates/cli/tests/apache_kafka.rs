@@ -274,3 +274,59 @@ async fn delete_records_past_a_commit_is_data_loss_counted_exactly() {
     );
     assert_ne!(lag["status"], "data_loss", "{lag:#}");
 }
+
+/// `streamsight record` reads what real clients write on Apache Kafka: a
+/// batch compressed with each of gzip, snappy, lz4 and zstd, one not
+/// compressed, and a transactional one, each record's key and value
+/// byte-exact (confluent-kafka writes them, `tests/python/compressed_producer.py`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_reads_every_codec_and_a_transactional_batch_byte_exact() {
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.as_str();
+    let topic = unique("codecs");
+    support::fill_topic(b, &topic, 1, 0).await;
+    let out = std::process::Command::new(support::python())
+        .arg(support::script("compressed_producer.py"))
+        .args([b, &topic])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("done"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Vec<(String, i64, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("wrote "))
+        .map(|l| {
+            let mut w = l.splitn(3, ' ');
+            let (codec, offset) = (w.next().unwrap().to_owned(), w.next().unwrap().parse().unwrap());
+            (codec, offset, w.next().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(written.len(), 18, "{text}");
+    for (codec, offset, value) in &written {
+        let (ok, out, err) = support::run(&[
+            "record",
+            "--bootstrap-server",
+            b,
+            "--topic",
+            &topic,
+            "--partition",
+            "0",
+            "--offset",
+            &offset.to_string(),
+            "--format",
+            "json",
+        ]);
+        assert!(ok, "{codec} at {offset}: {err}");
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(r["offset"], *offset, "{codec}: {r:#}");
+        assert_eq!(r["value"]["text"], *value, "{codec} at {offset}: {r:#}");
+        if codec != "transactional" {
+            let i = value.split(' ').nth(2).unwrap();
+            assert_eq!(r["key"]["text"], format!("{codec}-{i}"), "{codec}: {r:#}");
+        }
+    }
+}
