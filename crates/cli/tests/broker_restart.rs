@@ -1,7 +1,8 @@
-//! The polled broker killed and started again (tansu, `kill -9`, the same port
-//! and data): while it is down, a polled group's lag is never a fresh 0 and
-//! never `ok`, the probe reads `down`; once it is back, the same collector
-//! (no restart) polls again, the probe round-trips again and the DLQ monitor
+//! The polled broker killed and started again (Apache Kafka and tansu, one
+//! body each; `kill -9`, the same port and data): while it is down, a polled
+//! group's lag is never a fresh 0 and never `ok`, the probe reads `down`; once
+//! it is back, the same collector (no restart) polls again with no false
+//! `rewind` or `data_loss`, the probe round-trips again and the DLQ monitor
 //! reads the dead letters written after the restart.
 
 #![allow(clippy::unwrap_used)] // a test that cannot set up should fail loudly
@@ -11,7 +12,7 @@ mod support;
 use serde_json::Value;
 use std::time::Duration;
 use streamsight_testkit::http::get_json;
-use streamsight_testkit::{Tansu, Watchdog, eventually, free_port, now_ms};
+use streamsight_testkit::{BrokerKind, RestartableBroker, Watchdog, eventually};
 
 /// The `ledger` group's one row: (lag messages, status, broker unreachable).
 async fn ledger(client: &reqwest::Client, api: &str) -> Option<(Option<i64>, String, bool)> {
@@ -55,16 +56,18 @@ async fn dead_letters_read(client: &reqwest::Client, api: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn poller_probe_and_dlq_monitor_recover_when_the_broker_comes_back() {
+async fn poller_probe_and_dlq_monitor_recover_when_apache_kafka_comes_back() {
+    recover_when_the_broker_comes_back(BrokerKind::ApacheKafka).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poller_probe_and_dlq_monitor_recover_when_tansu_comes_back() {
+    recover_when_the_broker_comes_back(BrokerKind::Tansu).await;
+}
+
+async fn recover_when_the_broker_comes_back(kind: BrokerKind) {
     let _watchdog = Watchdog::arm("the broker restart test", Duration::from_secs(600));
-    let dir = std::env::temp_dir().join(format!(
-        "streamsight-broker-restart-{}-{}",
-        std::process::id(),
-        now_ms()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let mut broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
+    let mut broker = RestartableBroker::start(kind);
     let bootstrap = broker.bootstrap.clone();
     support::fill_topic(&bootstrap, "payments", 1, 10).await;
     support::seed_commits(&bootstrap, "payments", "ledger", &[4]);
@@ -113,11 +116,16 @@ refresh = "1s"
         (lag.2 && lag.1 != "ok" && probe.iter().all(|(s, _)| s == "down")).then_some((lag, probe))
     })
     .await;
-    eprintln!("broker down: ledger {:?}, probe {:?}", down.0, down.1);
+    eprintln!(
+        "{}: broker down: ledger {:?}, probe {:?}",
+        broker.label(),
+        down.0,
+        down.1
+    );
     let received_before: u64 = down.1.iter().map(|(_, r)| r).sum();
 
     // Back on the same port and data, with two more dead letters.
-    let broker = Tansu::start_on(port, "sqlite://tansu.db", &dir, &[]);
+    broker.restart();
     let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &broker.bootstrap)
         .create()
@@ -133,6 +141,11 @@ refresh = "1s"
         async || {
             let lag = ledger(&client, &api).await?;
             assert_ne!(lag.0, Some(0), "lag read 0 after the broker came back: {lag:?}");
+            assert!(
+                lag.1 != "rewind" && lag.1 != "data_loss",
+                "a restart read as {}: {lag:?}",
+                lag.1
+            );
             let probe = probe(&client, &api).await;
             let received: u64 = probe.iter().map(|(_, r)| r).sum();
             let read = dead_letters_read(&client, &api).await;
@@ -142,9 +155,10 @@ refresh = "1s"
     )
     .await;
     eprintln!(
-        "broker back: ledger {:?}, probe {:?}, dead letters read {}",
-        up.0, up.1, up.2
+        "{}: broker back: ledger {:?}, probe {:?}, dead letters read {}",
+        broker.label(),
+        up.0,
+        up.1,
+        up.2
     );
-    drop(broker);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -75,3 +75,76 @@ macro_rules! on_every_broker {
         }
     )*};
 }
+
+/// A broker of a body's own that it can kill (`kill -9`) and start again on
+/// the same port and data: Apache Kafka (KRaft, its log dirs) or tansu (its
+/// `sqlite://` engine).
+#[derive(Debug)]
+pub struct RestartableBroker {
+    pub kind: BrokerKind,
+    pub port: u16,
+    pub bootstrap: String,
+    dir: std::path::PathBuf,
+    kafka: Option<ApacheKafka>,
+    tansu: Option<Tansu>,
+}
+
+impl RestartableBroker {
+    pub fn start(kind: BrokerKind) -> RestartableBroker {
+        let dir = std::env::temp_dir().join(crate::apache_kafka::unique("streamsight-restartable"));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot make {}: {e}", dir.display()));
+        let port = crate::free_port();
+        let mut broker = RestartableBroker {
+            kind,
+            port,
+            bootstrap: format!("127.0.0.1:{port}"),
+            dir,
+            kafka: None,
+            tansu: None,
+        };
+        broker.restart();
+        broker
+    }
+
+    /// Stops the broker as a crash would; its data stay.
+    pub fn kill(&mut self) {
+        if let Some(mut k) = self.kafka.take() {
+            k.kill();
+        }
+        if let Some(mut t) = self.tansu.take() {
+            t.kill();
+        }
+    }
+
+    /// Starts it again on the same port and data.
+    pub fn restart(&mut self) {
+        self.kill();
+        match self.kind {
+            BrokerKind::ApacheKafka => {
+                self.kafka = Some(ApacheKafka::start_with(
+                    &self.dir,
+                    self.port,
+                    crate::apache_kafka::TEST_CONFIG,
+                ));
+            }
+            BrokerKind::Tansu => {
+                self.tansu = Some(Tansu::start_on(self.port, "sqlite://tansu.db", &self.dir, &[]));
+            }
+        }
+    }
+
+    /// `apache-kafka` or `tansu`.
+    pub fn label(&self) -> &'static str {
+        match self.kind {
+            BrokerKind::ApacheKafka => "apache-kafka",
+            BrokerKind::Tansu => "tansu",
+        }
+    }
+}
+
+impl Drop for RestartableBroker {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -12,7 +12,7 @@ pub mod http;
 pub mod kafka;
 pub mod process;
 pub use apache_kafka::ApacheKafka;
-pub use brokers::{BrokerKind, TestBroker};
+pub use brokers::{BrokerKind, RestartableBroker, TestBroker};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
