@@ -21,7 +21,13 @@ const TOPIC: i8 = 2;
 pub(super) struct RetentionCache {
     pub(super) at: Option<Millis>,
     pub(super) by_topic: BTreeMap<String, i64>,
+    /// The brokers failed DescribeConfigs (tansu 0.6.0 lists it among its
+    /// APIs and closes the connection when asked): not asked again until then.
+    pub(super) refused_until: Option<Millis>,
 }
+
+/// How long after a failed DescribeConfigs it is not asked again.
+const REFUSED_FOR_MS: i64 = 600_000;
 
 /// A topic's time retention from its settings: `retention.ms` when its
 /// cleanup policy deletes, -1 when nothing is deleted by time (compacted
@@ -41,7 +47,8 @@ impl ClusterClient {
         let fresh = self.retention.at.is_some_and(|t| {
             snap.at.since(t) < REFRESH_MS && names.iter().all(|n| self.retention.by_topic.contains_key(n))
         });
-        if !fresh && !names.is_empty() {
+        let refused = self.retention.refused_until.is_some_and(|t| snap.at < t);
+        if !fresh && !refused && !names.is_empty() {
             let Some(addr) = self.brokers.values().next().cloned() else {
                 return;
             };
@@ -80,7 +87,14 @@ impl ClusterClient {
                         }
                     }
                     Err(e) => {
-                        snap.errors.push(format!("reading topics' retention: {e}"));
+                        // Not the cluster's failure: retention is then told by
+                        // the log start's pace alone. Said, not counted.
+                        tracing::warn!(
+                            cluster = %self.config.name,
+                            error = %e,
+                            "the brokers did not answer DescribeConfigs: topics' retention is not read for 10 minutes"
+                        );
+                        self.retention.refused_until = Some(Millis(snap.at.0.saturating_add(REFUSED_FOR_MS)));
                         return;
                     }
                 }
@@ -88,6 +102,7 @@ impl ClusterClient {
             self.retention = RetentionCache {
                 at: Some(snap.at),
                 by_topic,
+                refused_until: None,
             };
         }
         snap.retention = names
