@@ -733,6 +733,17 @@ async fn a_journey_whose_spans_are_in_every_shard_is_whole_on_any_node() {
     for node in &nodes {
         assert_eq!(complete_rows(&client, node, 4).await.len(), 4);
     }
+    // The second node joins the shards' group after the first held them
+    // all: until it has caught up with its share, a shard is held by nobody
+    // (and said missing). Asked once both hold theirs.
+    for node in &nodes {
+        eventually(60, "both nodes holding their shards", async || {
+            let (_, lag) = get(&client, node, "/api/v1/lag?group=billing").await;
+            let holders = lag["shards"]["nodes"].as_array()?.len();
+            (holders == 2 && lag["shards"]["missing"].as_array()?.is_empty()).then_some(())
+        })
+        .await;
+    }
     // One trace sends to every topic (a Datadog tracer's produce spans).
     let start = now_ns() as i64;
     let spans: Vec<Value> = topics
