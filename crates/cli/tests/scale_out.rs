@@ -1,5 +1,5 @@
-//! Three `streamsight serve` processes sharing one log in Kafka (tansu, run as its
-//! own process), replicated (each holds everything) and sharded (each holds the
+//! Three `streamsight serve` processes sharing one log in Kafka (each body on
+//! Apache Kafka and on tansu, run as their own processes), replicated (each holds everything) and sharded (each holds the
 //! shards Kafka assigned it, and asks the others for the rest): intake spread
 //! over them, the seed's incident sent through one node and read back through
 //! another, then `kill -9` of one node: nothing it acknowledged is lost, the
@@ -13,7 +13,7 @@ mod support;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use streamsight_testkit::{Tansu, eventually, free_port};
+use streamsight_testkit::{BrokerKind, RestartableBroker, eventually};
 use support::dsm::{self, commit, produce};
 
 const TOPICS: usize = 6;
@@ -114,15 +114,36 @@ async fn rounds_through_every_node(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_replicating_one_log_lose_nothing_when_one_is_killed() {
-    three_nodes_lose_nothing_when_one_is_killed("replicated").await;
+/// One test per broker (Apache Kafka, tansu) for each body taking a
+/// [`BrokerKind`].
+macro_rules! on_both_brokers {
+    ($($name:ident => $body:expr),* $(,)?) => {$(
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn apache_kafka() {
+                ($body)(BrokerKind::ApacheKafka).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tansu() {
+                ($body)(BrokerKind::Tansu).await;
+            }
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_sharding_one_log_lose_nothing_when_one_is_killed() {
-    three_nodes_lose_nothing_when_one_is_killed("sharded").await;
-}
+on_both_brokers!(
+    three_nodes_replicating_one_log_lose_nothing_when_one_is_killed =>
+        |kind| three_nodes_lose_nothing_when_one_is_killed(kind, "replicated"),
+    three_nodes_sharding_one_log_lose_nothing_when_one_is_killed =>
+        |kind| three_nodes_lose_nothing_when_one_is_killed(kind, "sharded"),
+    a_sharded_node_paused_past_its_session_never_answers_from_before_the_pause =>
+        paused_past_its_session,
+    the_alert_rules_lease_moves_to_a_survivor_after_kill_9_of_its_holder =>
+        lease_moves_after_kill_9,
+    a_node_that_would_disagree_with_the_live_nodes_of_its_log_is_refused =>
+        disagreeing_nodes_are_refused,
+);
 
 /// Until the survivors answer in full, an answer that says it is complete is
 /// right: the shards it cannot answer for are named, never left out silently.
@@ -143,21 +164,14 @@ async fn complete_again(client: &reqwest::Client, apis: &[&str], want: &[(String
     started.elapsed()
 }
 
-/// A tansu broker in a directory of its own, and the URL of a log of six
-/// partitions on it in `mode` (`replicated`, `sharded`).
-fn log_on_tansu(mode: &str) -> (std::path::PathBuf, Tansu, String) {
-    // Tests of this file run two at a time: two brokers started in the same
-    // millisecond shared one directory (and one sqlite file), and one never
-    // listened. Each call has its own.
-    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "streamsight-scale-out-{mode}-{}-{}-{call}",
-        std::process::id(),
-        streamsight_testkit::now_ms()
-    ));
+/// A broker of `kind` in a directory of its own, and the URL of a log of
+/// six partitions on it in `mode` (`replicated`, `sharded`), made by the
+/// first node (`create=true`). The directory is the broker's (removed with
+/// it); the path returned is a scratch directory beside it.
+fn log_on(kind: BrokerKind, mode: &str) -> (std::path::PathBuf, RestartableBroker, String) {
+    let broker = RestartableBroker::start(kind);
+    let dir = std::env::temp_dir().join(streamsight_testkit::apache_kafka::unique("streamsight-scale-out"));
     std::fs::create_dir_all(&dir).unwrap();
-    let broker = Tansu::start_on(free_port(), "sqlite://tansu.db", &dir, &[]);
     let log = format!(
         "kafka://{}/streamsight-log?partitions=6&create=true&timeout_ms=5000&mode={mode}",
         broker.bootstrap
@@ -165,8 +179,8 @@ fn log_on_tansu(mode: &str) -> (std::path::PathBuf, Tansu, String) {
     (dir, broker, log)
 }
 
-async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
-    let (dir, broker, log) = log_on_tansu(mode);
+async fn three_nodes_lose_nothing_when_one_is_killed(kind: BrokerKind, mode: &str) {
+    let (dir, broker, log) = log_on(kind, mode);
     let client = reqwest::Client::new();
     let mut nodes: Vec<_> = (0..3).map(|_| support::serve(&log)).collect();
     let now = streamsight_testkit::now_ms();
@@ -196,7 +210,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
     killed.0.wait().unwrap();
     let apis: Vec<&str> = nodes.iter().map(|(_, _, api)| api.as_str()).collect();
     let took = complete_again(&client, &apis, &every_topic(110)).await;
-    eprintln!("scale_out ({mode}): the survivors answered in full {took:?} after the kill");
+    eprintln!("scale_out ({kind:?}, {mode}): the survivors answered in full {took:?} after the kill");
     assert!(took < Duration::from_secs(30), "{took:?}");
     let intakes: Vec<&str> = nodes.iter().map(|(_, intake, _)| intake.as_str()).collect();
     for r in 10..20 {
@@ -213,7 +227,7 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
     converges(&client, &api, "g", &every_topic(120)).await;
     converges(&client, &api, "billing", &[("orders".to_owned(), 601)]).await;
     let took = started.elapsed();
-    eprintln!("scale_out ({mode}): a replacement node answered in full {took:?} after it was started");
+    eprintln!("scale_out ({kind:?}, {mode}): a replacement node answered in full {took:?} after it was started");
     assert!(took < Duration::from_secs(30), "{took:?}");
     drop(nodes);
     drop(broker);
@@ -228,10 +242,9 @@ async fn three_nodes_lose_nothing_when_one_is_killed(mode: &str) {
 /// the other node asks it, would show lag as it was. From the moment it
 /// resumes, every row either node answers must be current (an answer may
 /// name shards it cannot answer for, never give old rows for them).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sharded_node_paused_past_its_session_never_answers_from_before_the_pause() {
+async fn paused_past_its_session(kind: BrokerKind) {
     const PAUSE: Duration = Duration::from_secs(20);
-    let (dir, broker, log) = log_on_tansu("sharded");
+    let (dir, broker, log) = log_on(kind, "sharded");
     let nodes = [support::serve(&log), support::serve(&log)];
     // No connection kept between requests: a paused node's kept connections
     // are closed under the client once it resumes.
@@ -266,7 +279,9 @@ async fn a_sharded_node_paused_past_its_session_never_answers_from_before_the_pa
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    eprintln!("scale_out (paused): {answers} answers with {rows} rows in the 15 s after resuming, all current");
+    eprintln!(
+        "scale_out ({kind:?}, paused): {answers} answers with {rows} rows in the 15 s after resuming, all current"
+    );
     // The paused node knew it was paused (and let its shards go); the other did not.
     let pauses = async |api: &str| {
         let text = streamsight_testkit::http::get_text(&client, &format!("{api}/metrics")).await;
@@ -325,10 +340,9 @@ async fn all_say_evaluated(client: &reqwest::Client, apis: &[&str]) -> bool {
 /// leases group's session (and some), measured; the alert is told firing
 /// once across the move, resolved once when the rule is removed, and still
 /// once each after a node is started again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_alert_rules_lease_moves_to_a_survivor_after_kill_9_of_its_holder() {
+async fn lease_moves_after_kill_9(kind: BrokerKind) {
     const RULE: &str = "sends_failing";
-    let (dir, broker, log) = log_on_tansu("sharded");
+    let (dir, broker, log) = log_on(kind, "sharded");
     let (hook, got) = support::webhook_receiver();
     let config = format!(
         "[serve]\nhistory_interval = \"200ms\"\n\n[serve.alerts]\ndefault_rules = false\n\n\
@@ -409,7 +423,7 @@ async fn the_alert_rules_lease_moves_to_a_survivor_after_kill_9_of_its_holder() 
     })
     .await;
     let took = killed_at.elapsed();
-    eprintln!("scale_out: the alert rules' lease moved {took:?} after kill -9 of its holder");
+    eprintln!("scale_out ({kind:?}): the alert rules' lease moved {took:?} after kill -9 of its holder");
     assert!(took < Duration::from_secs(30), "{took:?}");
     // Every lease is held by a survivor: the dead node's jobs (pollers, DLQ
     // monitors, probes) moved too, not only the rules.
@@ -452,7 +466,7 @@ async fn the_alert_rules_lease_moves_to_a_survivor_after_kill_9_of_its_holder() 
     assert_eq!(told(&got, RULE, "firing"), 1, "{all:#?}");
     assert_eq!(told(&got, RULE, "resolved"), 1, "{all:#?}");
     eprintln!(
-        "scale_out: {} notifications across a kill -9 of the rules' holder and a node started again: firing 1, resolved 1",
+        "scale_out ({kind:?}): {} notifications across a kill -9 of the rules' holder and a node started again: firing 1, resolved 1",
         all.len()
     );
     // A second kill -9, of the new holder, leaving one node: tansu 0.6.0's
@@ -513,9 +527,8 @@ fn serve_until(log: &str, extra: &[&str], until: &str) -> (Option<std::process::
 /// the other mode, one naming a log topic that does not exist. One node
 /// more than the log has partitions is warned of. A node killed and
 /// started again at once with its address is not refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_that_would_disagree_with_the_live_nodes_of_its_log_is_refused() {
-    let (dir, broker, log) = log_on_tansu("sharded");
+async fn disagreeing_nodes_are_refused(kind: BrokerKind) {
+    let (dir, broker, log) = log_on(kind, "sharded");
     let (live, _, api) = support::serve(&log);
 
     let (exit, said) = serve_until(&log, &["--advertise-api", &api], "streamsight serving");
