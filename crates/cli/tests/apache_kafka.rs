@@ -330,3 +330,210 @@ async fn record_reads_every_codec_and_a_transactional_batch_byte_exact() {
         }
     }
 }
+
+/// A CA and a certificate for 127.0.0.1 it signed, made for the test
+/// (openssl), as a company's PKI hands them out: (the CA's certificate, the
+/// broker's PEM keystore: its key, then its certificate).
+fn certificate(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let openssl = |args: &[&str]| {
+        let made = std::process::Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+        "-keyout",
+        "ca-key.pem",
+        "-out",
+        "ca.pem",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "broker.csr",
+    ]);
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "broker.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca-key.pem",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "cert.pem",
+    ]);
+    let store = dir.join("keystore.pem");
+    let pem = [
+        std::fs::read(dir.join("key.pem")).unwrap(),
+        std::fs::read(dir.join("cert.pem")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(&store, pem).unwrap();
+    (dir.join("ca.pem"), store)
+}
+
+/// Security as users deploy it: an Apache Kafka node with a SASL_SSL
+/// listener (SCRAM-SHA-512 and PLAIN) on a certificate made for the test.
+/// The poller authenticates with each mechanism and reads the group's lag;
+/// a wrong password is an error naming the cluster, never an empty estate;
+/// the `kafka://` log authenticates too, and with a wrong password `serve`
+/// stops at once saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_the_cluster() {
+    let dir = std::env::temp_dir().join(unique("streamsight-sasl-ssl"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, keystore) = certificate(&dir);
+    let (plain, secure, controller) = (
+        streamsight_testkit::free_port(),
+        streamsight_testkit::free_port(),
+        streamsight_testkit::free_port(),
+    );
+    let listeners =
+        format!("PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure},CONTROLLER://127.0.0.1:{controller}");
+    let advertised = format!("PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}");
+    let keystore = keystore.display().to_string();
+    let mut config: Vec<(&str, &str)> = streamsight_testkit::apache_kafka::TEST_CONFIG.to_vec();
+    config.extend([
+        ("listeners", listeners.as_str()),
+        ("advertised.listeners", advertised.as_str()),
+        ("sasl.enabled.mechanisms", "SCRAM-SHA-512,PLAIN"),
+        (
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config",
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        ),
+        (
+            "listener.name.sasl_ssl.plain.sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required user_bob=\"bob-secret\";",
+        ),
+        ("ssl.keystore.type", "PEM"),
+        ("ssl.keystore.location", keystore.as_str()),
+    ]);
+    let controller_port = controller.to_string();
+    let kafka = ApacheKafka::start_with_args(
+        &dir.join("broker"),
+        plain,
+        &config,
+        &[
+            "--controller-port",
+            &controller_port,
+            "--add-scram",
+            "SCRAM-SHA-512=[name=alice,password=alice-secret]",
+        ],
+    );
+    let b = kafka.bootstrap.as_str();
+    let (topic, group) = (unique("payments"), unique("ledger"));
+    support::fill_topic(b, &topic, 1, 10).await;
+    support::seed_commits(b, &topic, &group, &[4]);
+
+    let ca = cert.display().to_string();
+    let cluster = |name: &str, mechanism: &str, user: &str, password: &str| {
+        format!(
+            "[[serve.clusters]]\nname = {name:?}\nbootstrap = [\"127.0.0.1:{secure}\"]\npoll_interval = \"500ms\"\nsecurity_protocol = \"sasl_ssl\"\n\
+             [serve.clusters.sasl]\nmechanism = {mechanism:?}\nusername = {user:?}\npassword = {password:?}\n\
+             [serve.clusters.tls]\nca_file = {ca:?}\n"
+        )
+    };
+    let toml = [
+        cluster("scram", "SCRAM-SHA-512", "alice", "alice-secret"),
+        cluster("plain", "PLAIN", "bob", "bob-secret"),
+        cluster("wrong", "SCRAM-SHA-512", "alice", "guess"),
+    ]
+    .concat();
+    let log = format!(
+        "kafka://127.0.0.1:{secure}/{}?create=true&partitions=2&security.protocol=sasl_ssl&sasl.mechanism=SCRAM-SHA-512\
+         &sasl.username=alice&sasl.password=alice-secret&ssl.ca.location={ca}",
+        unique("secure-log")
+    );
+    let (_serve, _intake, api) = support::serve_with(
+        "apache-kafka-sasl-ssl",
+        &format!("[serve]\nhistory_interval = \"200ms\"\n{toml}"),
+        &log,
+    );
+    let http = reqwest::Client::new();
+    for name in ["scram", "plain"] {
+        let url = format!("{api}/api/v1/groups/{name}/{group}");
+        streamsight_testkit::http::wait_for_json(&http, &url, 60, &format!("{name}: the group's lag"), |v| {
+            v["partitions"][0]["lag"]["lag_messages"] == 6
+        })
+        .await;
+    }
+    let clusters = streamsight_testkit::http::wait_for_json(
+        &http,
+        &format!("{api}/api/v1/clusters"),
+        60,
+        "the wrong password said",
+        |v| {
+            v["clusters"]["wrong"]["last_poll"]["errors"]
+                .to_string()
+                .contains("authentication failed")
+        },
+    )
+    .await;
+    let said = clusters["clusters"]["wrong"]["last_poll"]["errors"].to_string();
+    assert!(
+        said.contains("wrong") || said.contains("alice"),
+        "names the cluster or the user: {said}"
+    );
+    let (ok, out, err) = support::run(&["lag", "--collector", &api, "--group", &group]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().filter(|l| l.starts_with(group.as_str())).count() >= 2,
+        "{out}"
+    );
+
+    // The kafka:// log with a wrong password: serve stops, saying why.
+    let bad_log = log.replace("sasl.password=alice-secret", "sasl.password=guess");
+    let (ok, _, err) = support::run(&[
+        "serve",
+        "--intake-listen",
+        "127.0.0.1:0",
+        "--api-listen",
+        "127.0.0.1:0",
+        "--otlp-listen",
+        "127.0.0.1:0",
+        "--storage",
+        &bad_log,
+    ]);
+    assert!(!ok, "serve started on a log it cannot authenticate to");
+    eprintln!(
+        "apache_kafka: a kafka:// log with a wrong password: {}",
+        err.lines().last().unwrap_or_default()
+    );
+    assert!(err.to_lowercase().contains("authentication"), "{err}");
+    drop(kafka);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -206,15 +206,52 @@ pub fn topic_partitions(url: &KafkaUrl, topic: &str) -> Result<Option<u32>, Stor
     lookup(url, topic, false)
 }
 
+/// A client context that keeps what librdkafka last said went wrong: a
+/// failed request says only "transport failure", where the error callback
+/// had said why (authentication failed, a certificate refused).
+#[derive(Default)]
+struct Said(Mutex<Option<String>>);
+
+impl rdkafka::ClientContext for Said {
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!(%error, reason, "kafka client error");
+        // "All brokers are down" follows the cause; the cause is kept.
+        let consequence = error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown);
+        let mut said = lock(&self.0);
+        if !consequence || said.is_none() {
+            *said = Some(reason.chars().take(512).collect());
+        }
+    }
+}
+
+impl rdkafka::producer::ProducerContext for Said {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::producer::DeliveryResult<'_>, (): Self::DeliveryOpaque) {}
+}
+
 /// The partition count of `topic`; with `auto_create`, a broker that makes
 /// topics when asked of them does so now (with its own partition count).
+/// A log that cannot be reached is an error naming its brokers and what
+/// they said (a wrong password: "SASL authentication error: …").
 fn lookup(url: &KafkaUrl, topic: &str, auto_create: bool) -> Result<Option<u32>, StoreError> {
-    let admin: AdminClient<DefaultClientContext> = url
+    // A producer: its poll serves the error callback (an admin client's
+    // thread does not).
+    let client: rdkafka::producer::BaseProducer<Said> = url
         .client()
         .set("allow.auto.create.topics", auto_create.to_string())
-        .create()
+        .create_with_context(Said::default())
         .map_err(kafka)?;
-    let metadata = admin.inner().fetch_metadata(Some(topic), url.timeout).map_err(kafka)?;
+    use rdkafka::producer::Producer as _;
+    let metadata = client.client().fetch_metadata(Some(topic), url.timeout).map_err(|e| {
+        for _ in 0..10 {
+            client.poll(Duration::from_millis(20));
+        }
+        let said = lock(&client.context().0).clone();
+        StoreError::Kafka(match said {
+            Some(why) => format!("the log's brokers {} did not answer ({e}): {why}", url.bootstrap),
+            None => format!("the log's brokers {} did not answer: {e}", url.bootstrap),
+        })
+    })?;
     Ok(metadata
         .topics()
         .iter()

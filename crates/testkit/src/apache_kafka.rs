@@ -90,6 +90,12 @@ impl ApacheKafka {
     /// A node on `port` with its data in `dir` (formatted when new, else
     /// started again on what it holds), with `config` over the defaults.
     pub fn start_with(dir: &Path, port: u16, config: &[(&str, &str)]) -> ApacheKafka {
+        ApacheKafka::start_with_args(dir, port, config, &[])
+    }
+
+    /// The same with more of `scripts/kafka start`'s arguments (`--add-scram
+    /// SPEC`, `--controller-port C`).
+    pub fn start_with_args(dir: &Path, port: u16, config: &[(&str, &str)], args: &[&str]) -> ApacheKafka {
         assert!(
             installed(),
             "Apache Kafka is not installed in .tools/kafka: run scripts/test (it installs it) or scripts/kafka install"
@@ -101,6 +107,7 @@ impl ApacheKafka {
         for (k, v) in config {
             command.args(["--config", &format!("{k}={v}")]);
         }
+        command.args(args);
         command.stdout(Stdio::piped()).stderr(Stdio::inherit());
         // The node's wrapper ends with the thread that started it: a thread
         // of its own that lives as long as the node, not the test's.
