@@ -11,7 +11,16 @@ use streamsight_poller::{ClusterClient, ClusterConfig, Tracker};
 
 /// Polls `config`'s cluster on its interval; on a shared log, only while
 /// this node holds the cluster's lease.
-pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, config: ClusterConfig) {
+pub(crate) async fn poll_forever(shared: Arc<Shared>, writer: Writer, mut config: ClusterConfig) {
+    // A log in a cluster this collector polls: its own topics there (the
+    // log, its shards', leases' and nodes' topics) and the groups that only
+    // read them are the collector's insides, not the estate it watches.
+    if shared.config.log_is_shared()
+        && let Ok(url) = streamsight_store::KafkaUrl::parse(&shared.config.storage)
+    {
+        config.topics_deny.push(url.topic.clone());
+        config.topics_deny.push(format!("{}-*", url.topic));
+    }
     let leases = shared.leases.get().cloned();
     let mut tracker = Tracker::new(&config.name, config.forget_after);
     seed(&shared, &mut tracker, &config.name);
