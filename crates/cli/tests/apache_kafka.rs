@@ -514,6 +514,14 @@ async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_
         out.lines().filter(|l| l.starts_with(group.as_str())).count() >= 2,
         "{out}"
     );
+    // The log lives on the polled cluster: its own topics and the groups
+    // that read them (the leases') are not the estate's.
+    let (ok, all, err) = support::run(&["lag", "--collector", &api]);
+    assert!(ok, "{err}");
+    assert!(
+        !all.contains("secure-log"),
+        "the collector's own log shown as the estate's: {all}"
+    );
 
     // The kafka:// log with a wrong password: serve stops, saying why.
     let bad_log = log.replace("sasl.password=alice-secret", "sasl.password=guess");
