@@ -66,20 +66,49 @@ on_every_broker!(a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_fro
 /// assigns, and describes the group with ConsumerGroupDescribe).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_kip_848_member_blocks_a_reset_on_apache_kafka() {
-    live_member_blocks_a_reset(TestBroker::apache_kafka(), "consumer").await;
+    live_member_blocks_a_reset(TestBroker::apache_kafka(), "consumer", Client::Python).await;
 }
 
 async fn a_live_member_blocks_a_reset_and_a_restarted_consumer_reads_from_the_target(broker: TestBroker) {
-    live_member_blocks_a_reset(broker, "classic").await;
+    live_member_blocks_a_reset(broker, "classic", Client::Python).await;
 }
 
-async fn live_member_blocks_a_reset(broker: TestBroker, protocol: &str) {
+/// Apache Kafka's own Java client as the member, with each protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_java_member_blocks_a_reset_on_apache_kafka() {
+    live_member_blocks_a_reset(TestBroker::apache_kafka(), "classic", Client::Java).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_java_kip_848_member_blocks_a_reset_on_apache_kafka() {
+    live_member_blocks_a_reset(TestBroker::apache_kafka(), "consumer", Client::Java).await;
+}
+
+/// Which real client a member is.
+#[derive(Clone, Copy)]
+enum Client {
+    /// confluent-kafka (librdkafka), `tests/python/group_member.py`.
+    Python,
+    /// Apache Kafka's kafka-clients, `harness/java-clients`.
+    Java,
+}
+
+impl Client {
+    fn join(self, b: &str, topic: &str, group: &str, id: &str, count: usize, protocol: &str) -> Member {
+        match self {
+            Client::Python => Member::join_with(b, topic, group, id, count, protocol),
+            Client::Java => Member::java(b, topic, group, id, count, protocol),
+        }
+    }
+}
+
+async fn live_member_blocks_a_reset(broker: TestBroker, protocol: &str, client: Client) {
     let _watchdog = Watchdog::arm("the reset test", Duration::from_secs(300));
     let b = broker.bootstrap.as_str();
     let (orders, billing) = (broker.name("orders"), broker.name("billing"));
     let (orders, billing) = (orders.as_str(), billing.as_str());
     support::fill_topic(b, orders, 2, 20).await;
-    let member = Member::join_with(b, orders, billing, "billing-py-1", 10, protocol);
+    let member = client.join(b, orders, billing, "billing-py-1", 10, protocol);
     member.until("read 10");
 
     // The dry run names what would happen, and that the member blocks it.

@@ -357,10 +357,33 @@ impl Member {
         )
     }
 
+    /// A member with Apache Kafka's own Java client
+    /// (`harness/java-clients`, `GroupMember`: the same lines as
+    /// `group_member.py`), `protocol` `classic` or `consumer` (KIP-848).
+    pub fn java(bootstrap: &str, topic: &str, group: &str, client_id: &str, count: usize, protocol: &str) -> Member {
+        let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/java-clients/target");
+        let jar = harness.join("java-clients-harness-1.jar");
+        assert!(
+            jar.exists(),
+            "the Java harness is not built at {}: run scripts/test (it builds it)",
+            jar.display()
+        );
+        let classpath = format!("{}:{}/deps/*", jar.display(), harness.display());
+        let mut command = std::process::Command::new("java");
+        command
+            .args(["-cp", &classpath, "dev.streamsight.harness.GroupMember"])
+            .args([bootstrap, topic, group, client_id, &count.to_string(), protocol]);
+        Self::spawn_command(command)
+    }
+
     fn spawn(name: &str, args: &[&str]) -> Member {
-        let mut child = std::process::Command::new(python())
-            .arg(script(name))
-            .args(args)
+        let mut command = std::process::Command::new(python());
+        command.arg(script(name)).args(args);
+        Self::spawn_command(command)
+    }
+
+    fn spawn_command(mut command: std::process::Command) -> Member {
+        let mut child = command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
