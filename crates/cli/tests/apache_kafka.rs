@@ -525,17 +525,7 @@ async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_
 
     // The kafka:// log with a wrong password: serve stops, saying why.
     let bad_log = log.replace("sasl.password=alice-secret", "sasl.password=guess");
-    let (ok, _, err) = support::run(&[
-        "serve",
-        "--intake-listen",
-        "127.0.0.1:0",
-        "--api-listen",
-        "127.0.0.1:0",
-        "--otlp-listen",
-        "127.0.0.1:0",
-        "--storage",
-        &bad_log,
-    ]);
+    let (ok, _, err) = support::serve_to_the_end(&bad_log);
     assert!(!ok, "serve started on a log it cannot authenticate to");
     eprintln!(
         "apache_kafka: a kafka:// log with a wrong password: {}",

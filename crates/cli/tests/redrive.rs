@@ -107,6 +107,28 @@ fn redriven(bootstrap: &str, topics: &[(&str, i32)]) -> Copies {
     out
 }
 
+/// `streamsight dlq redrive ARGS` started with `key`, and the id of the run
+/// it started (its first `redrive RUN …` line).
+fn start_redrive<S: AsRef<std::ffi::OsStr>>(args: &[S], key: &str) -> (std::process::Child, String) {
+    let mut cli = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(args)
+        .env("STREAMSIGHT_API_KEY", key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(cli.stdout.take().unwrap()).lines();
+    let run = loop {
+        let line = lines.next().expect("the CLI ended before its run started").unwrap();
+        if let Some(rest) = line.strip_prefix("redrive ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    // The rest of its output is drained, so that it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (cli, run)
+}
+
 /// Polls a run's status until `done` holds, with a deadline.
 async fn until_run(api: &str, key: &str, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let client = keyed_client(key);
@@ -303,8 +325,8 @@ async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_se
 
     // 4. Another selection to another topic, slowly: the CLI is killed -9
     //    (the run goes on in the collector), then the collector is.
-    let mut cli = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-        .args([
+    let (mut cli, run) = start_redrive(
+        &[
             "dlq",
             "redrive",
             "--collector",
@@ -313,8 +335,6 @@ async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_se
             "tansu",
             "--dlq",
             "orders.dlq",
-        ])
-        .args([
             "--reason",
             "deserialization",
             "--to-topic",
@@ -322,19 +342,9 @@ async fn dead_letters_are_redriven_once_through_an_abort_and_kill_9_and_their_se
             "--rate",
             "10",
             "--execute",
-        ])
-        .env("STREAMSIGHT_API_KEY", &admin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(cli.stdout.take().unwrap()).lines();
-    let run = loop {
-        let line = lines.next().expect("the CLI ended before its run started").unwrap();
-        if let Some(rest) = line.strip_prefix("redrive ") {
-            break rest.split_whitespace().next().unwrap().to_owned();
-        }
-    };
+        ],
+        &admin,
+    );
     until_run(&api, &read, &run, "ten sent", |s| {
         s["live"]["sent"].as_u64() >= Some(10)
     })
@@ -524,20 +534,7 @@ async fn redrive_across_a_broker_kill(kind: streamsight_testkit::BrokerKind) {
             "--execute".into(),
         ]
     };
-    let mut cli = Command::new(env!("CARGO_BIN_EXE_streamsight"))
-        .args(args("20"))
-        .env("STREAMSIGHT_API_KEY", &admin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(cli.stdout.take().unwrap()).lines();
-    let run = loop {
-        let line = lines.next().expect("the CLI ended before its run started").unwrap();
-        if let Some(rest) = line.strip_prefix("redrive ") {
-            break rest.split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    let (mut cli, run) = start_redrive(&args("20"), &admin);
     until_run(&api, &read, &run, "twenty sent", |s| {
         s["live"]["sent"].as_u64() >= Some(20)
     })

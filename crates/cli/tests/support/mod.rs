@@ -73,17 +73,7 @@ pub fn serve_env(storage: &str, env: &[(&str, &str)]) -> (Guard, String, String)
     let (guard, line) = start(
         Command::new(env!("CARGO_BIN_EXE_streamsight"))
             .envs(env.iter().copied())
-            .args([
-                "serve",
-                "--intake-listen",
-                "127.0.0.1:0",
-                "--api-listen",
-                "127.0.0.1:0",
-                "--otlp-listen",
-                "127.0.0.1:0",
-                "--storage",
-                storage,
-            ])
+            .args(serve_args(storage))
             .env(
                 "STREAMSIGHT_LOG",
                 std::env::var("STREAMSIGHT_TEST_LOG").unwrap_or("warn".into()),
@@ -91,6 +81,27 @@ pub fn serve_env(storage: &str, env: &[(&str, &str)]) -> (Guard, String, String)
         "streamsight serving",
     );
     (guard, field(&line, "intake"), field(&line, "api"))
+}
+
+/// `streamsight serve` on `storage` and free loopback ports, run to its end
+/// (a test that expects it to refuse to start): (success, stdout, stderr).
+pub fn serve_to_the_end(storage: &str) -> (bool, String, String) {
+    run(&serve_args(storage))
+}
+
+/// `serve` on `storage` with every listener on a free loopback port.
+fn serve_args(storage: &str) -> [&str; 9] {
+    [
+        "serve",
+        "--intake-listen",
+        "127.0.0.1:0",
+        "--api-listen",
+        "127.0.0.1:0",
+        "--otlp-listen",
+        "127.0.0.1:0",
+        "--storage",
+        storage,
+    ]
 }
 
 /// Runs `streamsight ARGS` to completion: (success, stdout, stderr).
