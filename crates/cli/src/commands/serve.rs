@@ -15,7 +15,7 @@ pub struct Args {
     /// OTLP/HTTP (`/v1/traces`, `/v1/logs`) and Fluent Bit (`/ingest/json_lines`) address.
     #[arg(long, env = "STREAMSIGHT_OTLP_LISTEN")]
     pub otlp_listen: Option<std::net::SocketAddr>,
-    /// sqlite://PATH, kafka://HOST:PORT[,HOST:PORT]/TOPIC[?mode=sharded&…] or memory://
+    /// sqlite://PATH, kafka://HOST:PORT[,HOST:PORT]/TOPIC[?create=true&mode=sharded&…] or memory://
     #[arg(long, env = "STREAMSIGHT_STORAGE")]
     pub storage: Option<String>,
     /// On a sharded log: where the other nodes reach this node's API
