@@ -77,13 +77,6 @@ mod tests {
                     offset: 9,
                 },
             ),
-            observation(
-                1,
-                Observation::Assigned {
-                    group: "g",
-                    partition: p(2),
-                },
-            ),
             Record::Rejected {
                 at: Millis(2),
                 reason: RejectReason::NegativePartition,
@@ -245,6 +238,21 @@ mod tests {
                     group: "g",
                     partition: p(2),
                     offset: 40,
+                },
+            ),
+            observation(
+                9,
+                Observation::Assigned {
+                    group: "g",
+                    partition: p(2),
+                },
+            ),
+            observation(
+                9,
+                Observation::TopicRetention {
+                    cluster: "c",
+                    topic: "t",
+                    retention_ms: 604_800_000,
                 },
             ),
             observation(
