@@ -109,26 +109,30 @@ impl KafkaStore {
     /// Connects; creates the log topic when it is missing only if the URL
     /// says `create=true`.
     pub fn open(url: KafkaUrl) -> Result<Self, StoreError> {
-        if !url.create && crate::client::topic_partitions(&url, &url.topic)?.is_none() {
-            return Err(StoreError::BadUrlPart {
-                url: format!("kafka://{}/{}", url.bootstrap, url.topic),
-                part: format!("the log topic {:?}", url.topic),
-                why: format!(
-                    "does not exist on {}: check its name (every node of one log names the same topic), or add \
-                     create=true to the URL to make it",
-                    url.bootstrap
-                ),
-            });
-        }
-        let mut store = KafkaStore {
+        // One lookup: the log topic's count, made only with create=true.
+        let partitions = match crate::client::topic_partitions(&url, &url.topic)? {
+            Some(n) => n,
+            None if url.create => ensure_topic(&url, &url.topic, url.partitions)?,
+            None => {
+                return Err(StoreError::BadUrlPart {
+                    url: format!("kafka://{}/{}", url.bootstrap, url.topic),
+                    part: format!("the log topic {:?}", url.topic),
+                    why: format!(
+                        "does not exist on {}: check its name (every node of one log names the same topic), or add \
+                         create=true to the URL to make it",
+                        url.bootstrap
+                    ),
+                });
+            }
+        };
+        let store = KafkaStore {
             producer: producer(&url)?,
             url,
             node: node_name(),
             tail: None,
-            partitions: 0,
+            partitions,
             buffer: Vec::new(),
         };
-        store.partitions = ensure_topic(&store.url, &store.url.topic, store.url.partitions)?;
         if let Some(why) = partitions_disagree(&store.url, store.partitions) {
             return Err(StoreError::BadUrlPart {
                 url: format!("kafka://{}/{}", store.url.bootstrap, store.url.topic),

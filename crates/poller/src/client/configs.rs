@@ -20,7 +20,9 @@ const TOPIC: i8 = 2;
 #[derive(Debug, Default)]
 pub(super) struct RetentionCache {
     pub(super) at: Option<Millis>,
-    pub(super) by_topic: BTreeMap<String, i64>,
+    /// Every topic asked of, with its time retention when the broker gave
+    /// one: a topic it said nothing usable of is not asked again each poll.
+    pub(super) by_topic: BTreeMap<String, Option<i64>>,
     /// The brokers failed DescribeConfigs (tansu 0.6.0 lists it among its
     /// APIs and closes the connection when asked): not asked again until then.
     pub(super) refused_until: Option<Millis>,
@@ -81,9 +83,11 @@ impl ClusterClient {
                                     .and_then(|c| c.value.as_ref())
                                     .map(|v| v.as_str())
                             };
-                            if let Some(ms) = time_retention(value("retention.ms"), value("cleanup.policy")) {
-                                by_topic.insert(r.resource_name.to_string(), ms);
-                            }
+                            let ms = time_retention(value("retention.ms"), value("cleanup.policy"));
+                            by_topic.insert(r.resource_name.to_string(), ms);
+                        }
+                        for name in chunk {
+                            by_topic.entry(name.clone()).or_insert(None);
                         }
                     }
                     Err(e) => {
@@ -107,7 +111,14 @@ impl ClusterClient {
         }
         snap.retention = names
             .into_iter()
-            .filter_map(|name| self.retention.by_topic.get(&name).map(|ms| (name, *ms)))
+            .filter_map(|name| {
+                self.retention
+                    .by_topic
+                    .get(&name)
+                    .copied()
+                    .flatten()
+                    .map(|ms| (name, ms))
+            })
             .collect();
     }
 }
