@@ -9,6 +9,7 @@ mod changes;
 mod feature;
 mod metrics;
 pub mod notify;
+pub mod prometheus;
 pub mod round;
 pub mod service;
 pub mod signals;

@@ -6,7 +6,8 @@ use crate::service::AlertService;
 use streamsight_core::Millis;
 use streamsight_http::prometheus::{esc, header};
 
-/// `streamsight_alerts{rule,state}`, `streamsight_notifications_failed_total`
+/// `streamsight_alerts{rule,state}`, `streamsight_alert_value{rule,state,…}`,
+/// `streamsight_notifications_failed_total`
 /// `streamsight_alerts_evaluation_seconds` and `streamsight_alerts_evaluated`.
 pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
     use std::fmt::Write;
@@ -32,6 +33,7 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
             esc(&rule)
         );
     }
+    render_alert_values(alerts, out, now);
     let _ = writeln!(
         out,
         "# HELP streamsight_notifications_failed_total Notifications not delivered after retries, or dropped with the queue full.\n# TYPE streamsight_notifications_failed_total counter"
@@ -58,4 +60,66 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
     );
     let evaluated = alerts.evaluated_now.load(std::sync::atomic::Ordering::Relaxed);
     let _ = writeln!(out, "streamsight_alerts_evaluated {}", u8::from(evaluated));
+}
+
+/// An alert's labels as Prometheus label names: `cluster` is `cluster_name`,
+/// as in every other series; a name Prometheus would refuse, or one that
+/// would hide `rule` or `state`, is left out.
+pub(crate) fn prometheus_label(name: &str) -> Option<&str> {
+    let valid = name
+        .chars()
+        .enumerate()
+        .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+    match name {
+        "cluster" => Some("cluster_name"),
+        "rule" | "state" | "" => None,
+        _ if valid && !name.starts_with("__") => Some(name),
+        _ => None,
+    }
+}
+
+/// One series per alert that is not quiet (pending, firing, no data), with
+/// the alert's own labels (group, topic, cluster_name…) and its value (NaN
+/// while it has none): what Prometheus needs to mirror streamsight's alerts
+/// and say which group or topic each is about. Bounded by the rules'
+/// `max_series`.
+fn render_alert_values(alerts: &AlertService, out: &mut String, now: Millis) {
+    use std::fmt::Write;
+    header(
+        out,
+        "streamsight_alert_value",
+        "gauge",
+        "Each alert that is pending, firing or without data, with its labels; the value is the signal's last value (NaN when none).",
+    );
+    for a in alerts.list(now, false) {
+        let state = a.alert.state.as_str();
+        // A silence in streamsight silences its mirror in Prometheus too.
+        if a.silenced || !matches!(state, "pending" | "firing" | "no_data") {
+            continue;
+        }
+        let mut labels = format!("rule=\"{}\",state=\"{state}\"", esc(&a.alert.rule));
+        for (k, v) in a.alert.labels.iter() {
+            if let Some(name) = prometheus_label(k) {
+                let _ = write!(labels, ",{name}=\"{}\"", esc(v));
+            }
+        }
+        let value = a.alert.value.map_or_else(|| "NaN".to_owned(), |v| v.to_string());
+        let _ = writeln!(out, "streamsight_alert_value{{{labels}}} {value}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prometheus_label;
+
+    #[test]
+    fn alert_labels_become_prometheus_labels() {
+        assert_eq!(prometheus_label("cluster"), Some("cluster_name"));
+        assert_eq!(prometheus_label("group"), Some("group"));
+        assert_eq!(prometheus_label("rule"), None);
+        assert_eq!(prometheus_label("state"), None);
+        assert_eq!(prometheus_label("9lives"), None);
+        assert_eq!(prometheus_label("a-b"), None);
+        assert_eq!(prometheus_label("__name__"), None);
+    }
 }

@@ -56,6 +56,24 @@ pub async fn rules(url: &str) -> Result<serde_json::Value, String> {
         .map_err(|e| format!("collector at {url}: {e}"))
 }
 
+/// The rules of a collector's `/api/v1/rules` answer (each with its
+/// `source`, which is not a rule's field).
+pub fn parse_rules(body: &serde_json::Value) -> Result<Vec<streamsight_core::alerts::rule::Rule>, String> {
+    let Some(rules) = body["rules"].as_array() else {
+        return Err("the collector's answer has no rules".to_owned());
+    };
+    rules
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Some(o) = r.as_object_mut() {
+                o.remove("source");
+            }
+            serde_json::from_value(r).map_err(|e| format!("a rule the collector sent: {e}"))
+        })
+        .collect()
+}
+
 pub fn write_rules(out: &mut impl Write, body: &serde_json::Value) -> std::io::Result<()> {
     writeln!(
         out,

@@ -84,6 +84,99 @@ fn the_shipped_rules_pass_promtool() {
     promtool(&["test", "rules", "alerts_test.yml"]);
 }
 
+/// The shipped file is what the binary generates from its default rules, so
+/// Prometheus and streamsight can never disagree on a threshold or a wait.
+#[test]
+fn the_shipped_rules_are_generated_from_the_default_rules() {
+    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(["alerts", "rules", "--format", "prometheus", "--defaults"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shipped = std::fs::read_to_string(repo("deploy/prometheus/alerts.yml")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == shipped,
+        "deploy/prometheus/alerts.yml is not what the defaults generate: run\n  \
+         streamsight alerts rules --format prometheus --defaults > deploy/prometheus/alerts.yml"
+    );
+    // Waits as streamsight's own: a stall pages after 1 m, failing sends after 30 s.
+    for (alert, wait) in [
+        ("KafkaConsumerStalled", "for: 1m"),
+        ("KafkaProducerFailing", "for: 30s"),
+        ("KafkaLagSecondsHigh", "for: 1m"),
+    ] {
+        let at = shipped.find(&format!("- alert: {alert}\n")).unwrap();
+        let block = &shipped[at..shipped[at + 1..].find("- alert:").map_or(shipped.len(), |e| at + 1 + e)];
+        assert!(block.contains(wait), "{alert}: {block}");
+    }
+
+    // A tuned rule in a configuration generates the tuned threshold; a
+    // disabled one is left out; a rule of the user's own is translated.
+    let config = std::env::temp_dir().join(format!("streamsight-prom-rules-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[[serve.alerts.rules]]\nname = \"lag_seconds_high\"\nsignal = \"group_lag_seconds\"\nabove = 120.0\nfor = \"2m\"\n\
+         summary = \"{group} is {value} s behind\"\nscope = { group = \"billing*\" }\n\n\
+         [[serve.alerts.rules]]\nname = \"produce_rate_drop\"\nsignal = \"produce_rate\"\nenabled = false\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(["alerts", "rules", "--format", "prometheus", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tuned = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        tuned.contains(r#"expr: "max by (cluster_name, group) (kafka_consumergroup_group_max_lag_seconds{group=~\"billing.*\"}) > 120"
+        for: 2m"#),
+        "{tuned}"
+    );
+    assert!(!tuned.contains("KafkaProduceRateDrop"), "{tuned}");
+    // A mistake gets a clear error: --format prometheus belongs to `rules`.
+    let out = Command::new(env!("CARGO_BIN_EXE_streamsight"))
+        .args(["alerts", "--format", "prometheus"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--format prometheus is for `streamsight alerts rules` only"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every shipped alert is seen firing and seen quiet in alerts_test.yml.
+#[test]
+fn every_shipped_alert_has_a_firing_and_a_quiet_unit_test() {
+    let rules = std::fs::read_to_string(repo("deploy/prometheus/alerts.yml")).unwrap();
+    let tests = std::fs::read_to_string(repo("deploy/prometheus/alerts_test.yml")).unwrap();
+    let lines: Vec<&str> = tests.lines().map(str::trim).collect();
+    let mut fires = BTreeSet::new();
+    let mut quiet = BTreeSet::new();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(name) = line.strip_prefix("alertname: ") {
+            match lines.get(i + 1) {
+                Some(&"exp_alerts: []") => quiet.insert(name.to_owned()),
+                Some(&"exp_alerts:") => fires.insert(name.to_owned()),
+                other => panic!("{name}: {other:?}"),
+            };
+        }
+    }
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(alerts.len() >= 15, "{alerts:?}");
+    for alert in alerts {
+        assert!(fires.contains(alert), "{alert} is never seen firing in alerts_test.yml");
+        // Mirrors fire only while streamsight's own alert does.
+        if !rules.contains(&format!("- alert: {alert}\n        expr: \"streamsight_alert_value")) {
+            assert!(quiet.contains(alert), "{alert} is never seen quiet in alerts_test.yml");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_the_boards_and_rules_use_is_exported() {
     // A polled cluster (for offsets, log starts and poll times) and the seed's

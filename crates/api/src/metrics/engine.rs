@@ -17,6 +17,10 @@ struct GroupLag<'a> {
     /// Some partition's lag is unknown: the sums are not written (never a partial sum).
     unknown: bool,
     topics: BTreeMap<&'a str, i64>,
+    /// Records retention deleted before the group read them, per topic: every
+    /// topic of the group from its first sighting, at 0 while none (a counter
+    /// first seen at 100 reads as no increase to Prometheus).
+    lost: BTreeMap<&'a str, i64>,
     described: bool,
     /// Its partitions' reports folded as the engine folds a group's: its
     /// status without evaluating every partition a second time.
@@ -134,7 +138,7 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
     let mut loss = Family::new(
         "streamsight_data_loss_messages_total",
         "counter",
-        "Records retention deleted before the group read them (absent while none).",
+        "Records retention deleted before the group read them, per group and topic (0 from the group-topic's first sighting).",
     );
     let mut offset = Family::new(
         "kafka_consumergroup_group_offset",
@@ -194,12 +198,22 @@ pub fn render_engine(out: &mut String, engine: &Engine, snapshots: &Snapshots, n
             if r.lag_seconds_lower_bound {
                 lower_bound.sample(&labels, 1);
             }
-            if r.data_loss_messages > 0 {
-                loss.sample(&labels, r.data_loss_messages);
-            }
             status.sample(&format!("{labels},status=\"{}\"", r.status.as_str()), 1);
         }
+        let lost = g.lost.entry(n.topic).or_default();
+        *lost = lost.saturating_add(r.data_loss_messages);
         g.fold.add((), r);
+    }
+    for (&(cluster, group), g) in &groups {
+        for (topic, n) in &g.lost {
+            let labels = format!(
+                "cluster_name=\"{}\",group=\"{}\",topic=\"{}\"",
+                esc(cluster),
+                esc(group),
+                esc(topic)
+            );
+            loss.sample(&labels, *n);
+        }
     }
     for family in [&lag, &lag_seconds, &offset, &lower_bound, &status, &loss] {
         family.write(out);

@@ -123,12 +123,14 @@ fn render_leases(out: &mut String, shared: &Shared) {
 
 pub fn render(shared: &Shared, now: Millis, granularity: Granularity) -> String {
     let mut out = String::with_capacity(1 << 16);
-    {
+    let topics = {
         let engine = shared.lag.engine();
         render_engine(&mut out, &engine, &shared.clusters.snapshots(), now, granularity);
         render_rejections(&mut out, &engine.stats().rejected);
         render_engine_memory(&mut out, &engine.memory());
-    }
+        engine_topics(&engine)
+    };
+    render_failed_sends(&mut out, &topics, &shared.deliveries.view().failures);
     header(
         &mut out,
         "streamsight_group_history_bytes",
@@ -414,6 +416,44 @@ fn render_probes(out: &mut String, probes: &[streamsight_probe::Probe]) {
     ] {
         family.write(out);
     }
+}
+
+/// Every (cluster, topic) the engine has a partition of, copied so that the
+/// engine is let go before the deliveries are read.
+fn engine_topics(engine: &streamsight_core::Engine) -> std::collections::BTreeSet<(String, String)> {
+    let mut seen = std::collections::BTreeSet::new();
+    for pid in engine.partitions() {
+        let (cluster, topic, _) = engine.partition_names(pid);
+        seen.insert((cluster, topic));
+    }
+    seen.into_iter().map(|(c, t)| (c.to_owned(), t.to_owned())).collect()
+}
+
+/// Failed sends per topic since the collector started counting them: every
+/// topic the engine knows at 0 until one fails, so a rule's `increase` sees
+/// the first failures (the count by error is in the API).
+fn render_failed_sends(
+    out: &mut String,
+    topics: &std::collections::BTreeSet<(String, String)>,
+    failures: &streamsight_core::failures::SendFailures,
+) {
+    let mut family = Family::new(
+        "streamsight_failed_sends_total",
+        "counter",
+        "Sends producers reported failed, per topic: those records are not in Kafka, so no lag counts them.",
+    );
+    let mut totals: std::collections::BTreeMap<(&str, &str), u64> =
+        topics.iter().map(|(c, t)| ((c.as_str(), t.as_str()), 0)).collect();
+    for ((cluster, topic), f) in failures.since(Millis(i64::MIN)) {
+        totals.insert((cluster, topic), f.total);
+    }
+    for ((cluster, topic), n) in totals {
+        family.sample(
+            &format!("cluster_name=\"{}\",topic=\"{}\"", esc(cluster), esc(topic)),
+            n,
+        );
+    }
+    family.write(out);
 }
 
 fn render_deliveries(out: &mut String, d: &streamsight_node::deliveries::Deliveries) {

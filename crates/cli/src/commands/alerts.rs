@@ -18,15 +18,38 @@ pub struct Args {
         default_value = "http://127.0.0.1:7411"
     )]
     pub collector: String,
-    /// A table, or the collector's answer as JSON.
+    /// A table, the collector's answer as JSON, or (for `rules`) a
+    /// Prometheus rule file of the same rules.
     #[arg(long, global = true, value_enum, default_value = "table")]
-    pub format: Format,
+    pub format: AlertsFormat,
+}
+
+/// `--format` of `streamsight alerts`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlertsFormat {
+    /// A table, for people.
+    Table,
+    /// JSON, for programs.
+    Json,
+    /// `rules` only: Prometheus alerting rules paging on the same conditions
+    /// (of `--config`'s rules, else the collector's).
+    Prometheus,
 }
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
     /// Every rule, disabled ones included, and where it comes from.
-    Rules,
+    Rules {
+        /// With `--format prometheus`: the rules of this configuration (the
+        /// defaults, replaced and added to by its `[[serve.alerts.rules]]`)
+        /// instead of the collector's.
+        #[arg(long, conflicts_with = "defaults")]
+        config: Option<PathBuf>,
+        /// With `--format prometheus`: streamsight's default rules, as
+        /// `deploy/prometheus/alerts.yml` ships them.
+        #[arg(long)]
+        defaults: bool,
+    },
     /// Makes or replaces a rule from a TOML file (the fields of
     /// `[[serve.alerts.rules]]`); over the configuration's of the same name.
     SetRule {
@@ -63,18 +86,58 @@ pub enum Action {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let runtime = output::runtime()?;
     let url = &args.collector;
+    if let Some(Action::Rules { config, defaults }) = &args.action
+        && args.format == AlertsFormat::Prometheus
+    {
+        let text = match config {
+            None if *defaults => {
+                let rules = streamsight_alerts::rules::default_rules();
+                streamsight_alerts::prometheus::rules_file(&rules, "streamsight's default rules")
+            }
+            Some(path) => {
+                let config = crate::config::Config::load(Some(path))?;
+                config.serve.alerts.validate().map_err(anyhow::Error::msg)?;
+                let source = format!("the rules of {}", path.display());
+                streamsight_alerts::prometheus::rules_file(&config.serve.alerts.base_rules(), &source)
+            }
+            None => {
+                let body = runtime
+                    .block_on(crate::alerts::rules(url))
+                    .map_err(anyhow::Error::msg)?;
+                let rules = crate::alerts::parse_rules(&body).map_err(anyhow::Error::msg)?;
+                streamsight_alerts::prometheus::rules_file(&rules, &format!("the rules of the collector at {url}"))
+            }
+        };
+        print!("{text}");
+        return Ok(());
+    }
+    if args.format == AlertsFormat::Prometheus {
+        anyhow::bail!("--format prometheus is for `streamsight alerts rules` only");
+    }
+    if let Some(Action::Rules { config, defaults }) = &args.action
+        && (config.is_some() || *defaults)
+    {
+        anyhow::bail!(
+            "--config and --defaults are read with --format prometheus only: the table and JSON are the collector's rules"
+        );
+    }
+    let format = if args.format == AlertsFormat::Json {
+        Format::Json
+    } else {
+        Format::Table
+    };
     let change = match args.action {
         None => {
             let body = runtime.block_on(crate::alerts::list(url)).map_err(anyhow::Error::msg)?;
-            return output::emit(args.format, &body, |mut out, body| {
+            return output::emit(format, &body, |mut out, body| {
                 crate::alerts::write_table(&mut out, body)
             });
         }
-        Some(Action::Rules) => {
+        Some(Action::Rules { .. }) => {
             let body = runtime
                 .block_on(crate::alerts::rules(url))
                 .map_err(anyhow::Error::msg)?;
-            return output::emit(args.format, &body, |mut out, body| {
+            return output::emit(format, &body, |mut out, body| {
                 crate::alerts::write_rules(&mut out, body)
             });
         }

@@ -97,7 +97,7 @@ pub fn default_rules() -> Vec<Rule> {
             "producer_failing",
             Signal::ProducerFailing,
             30,
-            "sends to {topic} ({cluster}) are failing: lag reads low until they recover",
+            "sends to {topic} ({cluster}) are failing: the records that failed are not in Kafka, so no lag counts them",
         ),
         {
             let mut r = Rule::new(
