@@ -237,6 +237,18 @@ async fn delete_records_past_a_commit_is_data_loss_counted_exactly() {
         v["partitions"][0]["lag"]["lag_messages"] == 70
     })
     .await;
+    // Prometheus reads the loss counter by its increase: it is there at 0
+    // before the first loss, so the first loss is an increase.
+    let loss_line = |metrics: &str| {
+        let series = format!(
+            "streamsight_data_loss_messages_total{{cluster_name=\"apache-kafka\",group=\"{behind}\",topic=\"{topic}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()).map(str::to_owned))
+    };
+    let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
+    assert_eq!(loss_line(&metrics).as_deref(), Some("0"), "before the cut");
     let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &b)
         .create()
@@ -265,6 +277,8 @@ async fn delete_records_past_a_commit_is_data_loss_counted_exactly() {
         (&serde_json::json!(30), &serde_json::json!(60), &serde_json::json!(40)),
         "{lag:#}"
     );
+    let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
+    assert_eq!(loss_line(&metrics).as_deref(), Some("30"), "after the cut");
     let (_, other) = streamsight_testkit::http::get(&http, &lag_of(&ahead)).await;
     let lag = &other["partitions"][0]["lag"];
     assert_eq!(
