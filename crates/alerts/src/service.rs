@@ -56,6 +56,7 @@ impl Question {
 fn sensitivity(rule: &Rule) -> Sensitivity {
     Sensitivity {
         spreads: rule.sensitivity.unwrap_or(Sensitivity::default().spreads),
+        min_spread: rule.signal.min_spread(),
         ..Sensitivity::default()
     }
 }
@@ -363,7 +364,8 @@ impl AlertService {
                 previous.insert(key.clone(), labels);
                 if same[0].signal.is_counter() {
                     let mut readings = lock(&self.readings);
-                    let last = readings.remove(&key).unwrap_or_default();
+                    // No readings yet: the signal's first reading since start.
+                    let last = readings.remove(&key);
                     let (rates, now_read) = signals::per_minute(all, last, now);
                     readings.insert(key, now_read);
                     rates

@@ -47,11 +47,15 @@ const READINGS_KEPT: usize = 8;
 pub type Readings = Vec<(SharedLabels, std::collections::VecDeque<(Millis, f64)>)>;
 
 /// Counters (sorted, as [`settle`] leaves them) turned into increases per
-/// minute over about the last minute of `previous` readings (sorted): unknown
-/// for a series first seen, and a counter that went down (its source
-/// restarted) counts from zero. A series that vanished is dropped.
-pub fn per_minute(counts: Series, previous: Readings, now: Millis) -> (Series, Readings) {
-    let mut old = previous.into_iter().peekable();
+/// minute over about the last minute of `previous` readings (sorted; `None`
+/// at the signal's first reading since the collector started): at the first
+/// reading every series is unknown (its count may be years old); after it, a
+/// series first seen counts from 0 a window ago (a burst of a reason never
+/// seen before is a burst, not a baseline), and a counter that went down (its
+/// source restarted) counts from zero. A series that vanished is dropped.
+pub fn per_minute(counts: Series, previous: Option<Readings>, now: Millis) -> (Series, Readings) {
+    let first_reading = previous.is_none();
+    let mut old = previous.unwrap_or_default().into_iter().peekable();
     let mut readings = Vec::with_capacity(counts.len());
     let rates = counts
         .into_iter()
@@ -59,6 +63,9 @@ pub fn per_minute(counts: Series, previous: Readings, now: Millis) -> (Series, R
             while old.next_if(|o| *o.0 < *labels).is_some() {}
             let mut kept = old.next_if(|o| *o.0 == *labels).map(|o| o.1).unwrap_or_default();
             let Some(count) = count else { return (labels, None) };
+            if kept.is_empty() && !first_reading {
+                kept.push_back((Millis(now.0.saturating_sub(RATE_WINDOW_MS)), 0.0));
+            }
             if kept.back().is_some_and(|&(_, was)| count < was) {
                 kept.clear();
                 kept.push_back((Millis(now.0.saturating_sub(1)), 0.0));
@@ -132,26 +139,63 @@ mod tests {
 
     #[test]
     fn counters_become_rates_over_about_a_minute() {
-        let (r, kept) = per_minute(series(5.0), Vec::new(), Millis(0));
+        let (r, kept) = per_minute(series(5.0), None, Millis(0));
         assert_eq!(r[0].1, None, "unknown at the first reading");
         // Read every 10 s: 6 more each time, 36 a minute.
         let mut kept = kept;
         let mut rate = None;
         for i in 1..=12 {
-            let (r, k) = per_minute(series(5.0 + 6.0 * f64::from(i)), kept, Millis(i64::from(i) * 10_000));
+            let (r, k) = per_minute(
+                series(5.0 + 6.0 * f64::from(i)),
+                Some(kept),
+                Millis(i64::from(i) * 10_000),
+            );
             kept = k;
             rate = r[0].1;
         }
         assert_eq!(rate, Some(36.0));
         assert!(kept[0].1.len() <= READINGS_KEPT);
         // Read every 200 ms: still compared with a reading a while back.
-        let (r, kept) = per_minute(series(77.0), kept, Millis(120_200));
+        let (r, kept) = per_minute(series(77.0), Some(kept), Millis(120_200));
         assert!(r[0].1.is_some_and(|x| x > 0.0), "{r:?}");
         // The counter restarted: counted from zero.
-        let (r, _) = per_minute(series(2.0), kept, Millis(130_000));
+        let (r, _) = per_minute(series(2.0), Some(kept), Millis(130_000));
         assert!(r[0].1.is_some_and(|x| x > 0.0), "{r:?}");
         // Gone: forgotten.
-        let (_, kept) = per_minute(Vec::new(), Vec::new(), Millis(140_000));
+        let (_, kept) = per_minute(Vec::new(), Some(Vec::new()), Millis(140_000));
         assert!(kept.is_empty());
+    }
+
+    #[test]
+    fn a_series_first_seen_after_the_first_reading_counts_from_zero() {
+        let other = |n: f64| vec![(labels(&[("topic", "audit")]), Some(n))];
+        let (_, kept) = per_minute(other(40.0), None, Millis(0));
+        // 150 letters of a reason never seen before: 150 a minute, not a baseline.
+        let mut both = other(40.0);
+        both.extend(series(150.0));
+        both.sort_by(|a, b| a.0.cmp(&b.0));
+        let (r, kept) = per_minute(both.clone(), Some(kept), Millis(10_000));
+        let orders = r
+            .iter()
+            .find(|(l, _)| l.get("topic").is_some_and(|t| t == "orders"))
+            .unwrap();
+        assert_eq!(orders.1, Some(150.0));
+        // And it fades as it stops: a minute later, nothing new.
+        let mut kept = kept;
+        let mut rate = None;
+        for i in 2..=9 {
+            let (r, k) = per_minute(both.clone(), Some(kept), Millis(i * 10_000));
+            kept = k;
+            rate = r
+                .iter()
+                .find(|(l, _)| l.get("topic").is_some_and(|t| t == "orders"))
+                .unwrap()
+                .1;
+        }
+        assert_eq!(rate, Some(0.0));
+        // Even a signal that had no series at all before.
+        let (_, kept) = per_minute(Vec::new(), None, Millis(0));
+        let (r, _) = per_minute(series(30.0), Some(kept), Millis(5_000));
+        assert_eq!(r[0].1, Some(30.0));
     }
 }

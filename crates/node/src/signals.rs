@@ -525,7 +525,10 @@ fn dead_letters(shared: &Shared, signal: Signal) -> Series {
     let monitors = shared.dlq.view();
     for m in monitors.iter() {
         for t in m.report() {
-            for (r, n) in &t.reasons {
+            // Counted from when the monitor first read the topic to its end:
+            // letters written before it watched are not a burst.
+            let Some(reasons) = &t.since_caught_up else { continue };
+            for (r, n) in reasons {
                 let key = if signal == Signal::SchemaViolations {
                     if r.stage != "validation" {
                         continue;

@@ -187,6 +187,13 @@ impl Provenance {
                 }
             }
         }
+        // Spring's error handler names no stage: a letter it wrote is a
+        // listener's failure, in deserializing (its exception says so) or in
+        // processing; "unknown" said nothing a reader could use.
+        if spring && !own && p.stage.is_none() {
+            let deserializing = p.error_class.as_deref().is_some_and(|c| c.contains("Deserializ"));
+            p.stage = Some(if deserializing { "deserialization" } else { "processing" }.to_owned());
+        }
         p.convention = if own {
             Some("streamsight")
         } else if spring {
@@ -283,6 +290,23 @@ mod tests {
 
     fn parse(h: &[(&'static str, Vec<u8>)]) -> Option<Provenance> {
         Provenance::parse(h.iter().map(|(k, v)| (*k, Some(v.as_slice()))))
+    }
+
+    #[test]
+    fn spring_letters_have_a_stage() {
+        let at = |fqcn: &str| {
+            parse(&[
+                ("kafka_dlt-original-topic", b"orders".to_vec()),
+                ("kafka_dlt-exception-fqcn", fqcn.as_bytes().to_vec()),
+            ])
+            .unwrap()
+            .stage
+        };
+        assert_eq!(at("java.lang.IllegalStateException").as_deref(), Some("processing"));
+        assert_eq!(
+            at("org.springframework.kafka.support.serializer.DeserializationException").as_deref(),
+            Some("deserialization")
+        );
     }
 
     #[test]

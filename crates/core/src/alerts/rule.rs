@@ -90,6 +90,17 @@ impl Signal {
         )
     }
 
+    /// The smallest spread an anomaly rule's detector allows, in the signal's
+    /// unit: a steady series does not alarm on a wobble below it. 1 for most;
+    /// a DLQ's records per second are small numbers (0.2 a second is busy),
+    /// so there it is 0.05 (3 letters a minute).
+    pub fn min_spread(self) -> f32 {
+        match self {
+            Signal::DlqVelocity => 0.05,
+            _ => 1.0,
+        }
+    }
+
     /// Lag messages summed over partitions unless the rule says `max`.
     pub fn aggregates(self) -> bool {
         matches!(self, Signal::GroupLagMessages | Signal::TopicLagMessages)

@@ -27,6 +27,9 @@ function h(tag, attrs, ...kids) {
 }
 
 const num = (n) => (n === null || n === undefined ? null : Number(n).toLocaleString('en-US'));
+// "1 record", "2 records", "? records" when unknown.
+const plural = (n, word, unknown = '?') =>
+  `${num(n) ?? unknown} ${Number(n) === 1 ? word : `${word}s`}`;
 const unknown = () => h('span', { class: 'unknown' }, 'unknown');
 
 function duration(seconds) {
@@ -186,7 +189,7 @@ const overview = {
     }
     for (const q of inc.dlq) {
       items.push(h('li', { class: 'warn' }, h('strong', {}, 'Dead letters: '), h('a', { href: '/dlq' }, q.dlq_topic),
-        ` ${q.velocity === null ? '' : `${q.velocity.toFixed(2)}/s, `}${num(q.records) ?? '?'} records`,
+        ` ${q.velocity === null ? '' : `${q.velocity.toFixed(2)}/s, `}${plural(q.records, 'record')}`,
         q.top_reason ? `; most: ${q.top_reason.reason.error_class || '?'} at ${q.top_reason.reason.stage || '?'}` : ''));
     }
     for (const p of inc.probes_down) {
@@ -476,7 +479,7 @@ const topic = {
           w.trace_ids.map((t) => [h('a', { href: `/journeys/${enc(t)}` }, t), ' ']),
         ]), 'No window is missing messages.'),
       h('h2', {}, 'Dead-letter queue'),
-      d.dlq.length ? d.dlq.map((q) => h('p', {}, h('a', { href: '/dlq' }, q.dlq_topic), `: ${num(q.records) ?? '?'} records, ${q.velocity === null ? 'velocity unknown' : `${q.velocity.toFixed(2)}/s`}`))
+      d.dlq.length ? d.dlq.map((q) => h('p', {}, h('a', { href: '/dlq' }, q.dlq_topic), `: ${plural(q.records, 'record')}, ${q.velocity === null ? 'velocity unknown' : `${q.velocity.toFixed(2)}/s`}`))
         : h('p', { class: 'muted' }, 'No monitored DLQ names this topic as its source.'),
     ];
   },
@@ -585,7 +588,7 @@ const dlq = {
       for (const t of c.topics) {
         out.push(h('section', { 'aria-label': t.dlq_topic },
           h('h2', {}, `${t.dlq_topic} `, h('span', { class: 'muted' }, `(${c.cluster}${t.source_topic ? `, from ${t.source_topic}` : ''})`)),
-          h('p', {}, `${num(t.records) ?? 'unknown'} records, ${t.velocity === null ? 'velocity unknown' : `${t.velocity.toFixed(2)} per second`}, ${num(t.read)} read by the monitor.`),
+          h('p', {}, `${plural(t.records, 'record', 'unknown')}, ${t.velocity === null ? 'velocity unknown' : `${t.velocity.toFixed(2)} per second`}, ${num(t.read)} read by the monitor.`),
           table('Reasons', [['Source topic'], ['Error'], ['Stage'], ['Convention'], ['Records', 'num']],
             t.reasons.map(([r, n]) => [r.source_topic, h('code', {}, r.error_class), r.stage, r.convention, num(n)]), 'No reasons read yet.'),
           h('p', {}, h('button', { type: 'button', class: 'secondary', 'data-redrive': t.dlq_topic, onclick: () => redriveDialog(c.cluster, t.dlq_topic) }, `Redrive ${t.dlq_topic}…`)),
