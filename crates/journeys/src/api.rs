@@ -176,8 +176,27 @@ async fn by_offset(
         return answered;
     }
     off_worker(shared, move |shared| {
-        let ids = of(shared).at_offset(q.cluster.as_deref(), &q.topic, q.partition, q.offset);
-        let mut journeys: Vec<_> = ids.into_iter().filter_map(|id| crate::view::view(shared, id)).collect();
+        let mut ids = of(shared).at_offset(q.cluster.as_deref(), &q.topic, q.partition, q.offset);
+        ids.extend(crate::view::letters_at(
+            shared,
+            q.cluster.as_deref(),
+            &q.topic,
+            q.partition,
+            q.offset,
+        ));
+        // A span that names no cluster is indexed under none; the journey's
+        // message then takes the only cluster that has its topic. `cluster`
+        // keeps the journeys whose message is on it: never one it cannot say.
+        let on_cluster = |j: &crate::view::JourneyView| {
+            q.cluster
+                .as_deref()
+                .is_none_or(|want| j.message.as_ref().is_some_and(|m| m.cluster == want))
+        };
+        let mut journeys: Vec<_> = ids
+            .into_iter()
+            .filter_map(|id| crate::view::view(shared, id))
+            .filter(on_cluster)
+            .collect();
         // A consumer's trace and the producer's it links to are one journey.
         journeys.sort_by_key(|j| j.trace_id);
         journeys.dedup_by_key(|j| j.trace_id);

@@ -28,8 +28,13 @@ pub enum Step {
     Span(Span),
     Log(LogLine),
     DeadLetter {
+        /// When it was written: the send to the DLQ where a span shows it,
+        /// else the letter's timestamp, never before its consumer took the
+        /// message (a DLQ writer may copy the message's own timestamp).
         #[serde(rename = "at_ms")]
         at: Option<i64>,
+        /// Who wrote it: the sending span's service, else its group's consumer's.
+        service: Option<String>,
         #[serde(flatten)]
         letter: DeadLetter,
         error_message: Option<String>,
@@ -138,7 +143,7 @@ pub fn view_of(shared: &Shared, id: TraceId, gathered: Option<Journey>) -> Optio
             if groups.is_empty() {
                 notes.push(format!("no group is known to read {}[{}]", m.topic, m.partition));
             }
-            verdict::judge(m, &journey.spans, &dead, &groups, &gaps)
+            verdict::judge(m, &journey.spans, &journey.logs, &dead, &groups, &gaps)
         }
         None => {
             if failed_send.is_none() {
@@ -147,12 +152,16 @@ pub fn view_of(shared: &Shared, id: TraceId, gathered: Option<Journey>) -> Optio
             Vec::new()
         }
     };
+    let written: Vec<(Option<i64>, Option<String>)> = letters.iter().map(|l| written(&journey.spans, l)).collect();
+    // In nanoseconds: steps within one millisecond keep their order, on the
+    // page (which rounds) and in the CLI alike.
+    let ns = |ms: i64| ms.saturating_mul(1_000_000);
     let mut steps: Vec<(i64, Step)> = journey
         .spans
         .into_iter()
-        .map(|s| (s.start_ns.div_euclid(1_000_000), Step::Span(s)))
-        .chain(journey.logs.into_iter().map(|l| (l.at.0, Step::Log(l))))
-        .chain(letters.into_iter().flat_map(|l| {
+        .map(|s| (s.start_ns, Step::Span(s)))
+        .chain(journey.logs.into_iter().map(|l| (ns(l.at.0), Step::Log(l))))
+        .chain(letters.into_iter().zip(written).flat_map(|(l, (at, service))| {
             let redrive = l.redrive.map(|(at_ms, run)| {
                 let step = Step::Redriven {
                     at_ms,
@@ -167,14 +176,15 @@ pub fn view_of(shared: &Shared, id: TraceId, gathered: Option<Journey>) -> Optio
                         offset: -1,
                     }),
                 };
-                (at_ms, step)
+                (ns(at_ms), step)
             });
             let step = Step::DeadLetter {
-                at: l.at,
+                at,
+                service,
                 letter: l.letter,
                 error_message: l.error_message,
             };
-            std::iter::once((l.at.unwrap_or(i64::MAX), step)).chain(redrive)
+            std::iter::once((at.map_or(i64::MAX, ns), step)).chain(redrive)
         }))
         .collect();
     steps.sort_by_key(|(at, _)| *at);
@@ -187,6 +197,53 @@ pub fn view_of(shared: &Shared, id: TraceId, gathered: Option<Journey>) -> Optio
         verdicts,
         notes,
     })
+}
+
+/// The traces of the dead letters whose provenance names this message: a
+/// message known only from its dead letter is found by its offset too.
+pub fn letters_at(shared: &Shared, cluster: Option<&str>, topic: &str, partition: i32, offset: i64) -> Vec<TraceId> {
+    traced_letters(shared)
+        .into_iter()
+        .filter(|(_, l)| {
+            l.source.as_ref().is_some_and(|m| {
+                m.topic == topic
+                    && m.partition == partition
+                    && m.offset == offset
+                    && cluster.is_none_or(|c| m.cluster == c)
+            })
+        })
+        .map(|(t, _)| t)
+        .collect()
+}
+
+/// When a dead letter was written, and by which service: the span that sent
+/// it to its DLQ where one shows it; else its timestamp, but not before the
+/// last of its group's consumer spans on the message began (a letter's
+/// timestamp may be the message's own, copied), with that consumer's service.
+fn written(spans: &[Span], l: &Letter) -> (Option<i64>, Option<String>) {
+    let ms = |s: &Span| s.start_ns.div_euclid(1_000_000);
+    if let Some(send) = spans.iter().find(|s| {
+        s.messaging
+            .as_ref()
+            .is_some_and(|m| m.topic == l.letter.dlq_topic && m.operation == Some(Operation::Send))
+    }) {
+        return (Some(ms(send)), Some(send.service.clone()));
+    }
+    let consumer = spans
+        .iter()
+        .filter(|s| {
+            s.messaging.as_ref().is_some_and(|m| {
+                matches!(m.operation, Some(Operation::Process | Operation::Receive))
+                    && l.source.as_ref().is_none_or(|src| m.topic == src.topic)
+                    && (m.group.is_none() || m.group == l.letter.group)
+            })
+        })
+        .max_by_key(|s| s.start_ns);
+    let at = match (l.at, consumer) {
+        (Some(at), Some(c)) => Some(at.max(ms(c))),
+        (at, c) => at.or(c.map(ms)),
+    };
+    (at, consumer.map(|c| c.service.clone()))
 }
 
 /// The dead letters the DLQ monitors hold (their recent records) that name a

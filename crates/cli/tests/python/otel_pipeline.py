@@ -2,11 +2,16 @@
 opentelemetry-instrumentation-confluent-kafka, exporting spans and logs over
 OTLP/HTTP (protobuf) with opentelemetry-exporter-otlp-proto-http.
 
-usage: otel_pipeline.py BOOTSTRAP TOPIC GROUP OTLP_URL COUNT FAIL_INDEX
+usage: otel_pipeline.py BOOTSTRAP TOPIC GROUP OTLP_URL COUNT FAIL_INDEX [STEP_FAIL_INDEX DEAD_INDEX]
 Produces COUNT records to partition 0 and prints each one's trace id and
 offset; consumes them with GROUP, logging one line per record, and fails the
-processing of record FAIL_INDEX (its span's status is an error); then flushes
-and prints "done".
+processing of record FAIL_INDEX (its span's status is an error). Record
+STEP_FAIL_INDEX fails in a step of the application's own (a child span
+`process_order` in error and an ERROR log line) while the instrumentation's
+process span ends well. Record DEAD_INDEX is dead-lettered to TOPIC.dlq with
+streamsight's provenance headers, through the instrumented producer, keeping
+the message's own timestamp (as some DLQ writers do). Then flushes and prints
+"done".
 """
 import logging
 import sys
@@ -26,6 +31,9 @@ from opentelemetry.trace import Status, StatusCode
 
 bootstrap, topic, group, otlp, count, fail = sys.argv[1:7]
 count, fail = int(count), int(fail)
+step_fail = int(sys.argv[7]) if len(sys.argv) > 7 else -1
+dead = int(sys.argv[8]) if len(sys.argv) > 8 else -1
+tracer = trace.get_tracer("refund-svc")
 
 resource = Resource.create({"service.name": "shop-pipeline"})
 tracer_provider = TracerProvider(resource=resource)
@@ -82,6 +90,25 @@ while seen < count:
         log.error("charging %s failed: card declined", msg.value().decode())
         span.set_status(Status(StatusCode.ERROR, "CardDeclined"))
         span.set_attribute("error.type", "CardDeclined")
+    elif index == step_fail:
+        with tracer.start_as_current_span("process_order") as step:
+            log.error("refunding %s failed: card expired", msg.value().decode())
+            step.set_status(Status(StatusCode.ERROR, "CardExpired"))
+            step.set_attribute("error.type", "CardExpired")
+    elif index == dead:
+        log.error("charging %s failed: dead-lettered", msg.value().decode())
+        traceparent = dict(msg.headers() or []).get("traceparent", b"").decode()
+        provenance = [
+            ("streamsight.dlq.source.topic", msg.topic().encode()),
+            ("streamsight.dlq.source.partition", str(msg.partition()).encode()),
+            ("streamsight.dlq.source.offset", str(msg.offset()).encode()),
+            ("streamsight.dlq.consumer.group", group.encode()),
+            ("streamsight.dlq.stage", b"processing"),
+            ("streamsight.dlq.error.class", b"CardDeclined"),
+            ("streamsight.dlq.trace.id", traceparent.split("-")[1].encode() if traceparent else b""),
+        ]
+        producer.produce(topic + ".dlq", value=msg.value(), headers=provenance, timestamp=msg.timestamp()[1])
+        producer.flush(30)
     else:
         log.info("charged %s", msg.value().decode())
     consumer.commit(message=msg, asynchronous=False)

@@ -358,6 +358,15 @@ impl Journeys {
     /// healthy share by their id's random bits), and forgets those past retention.
     pub fn housekeep(&mut self, now: Millis) {
         let share = (self.limits.healthy_share.clamp(0.0, 1.0) * 10_000.0) as u64;
+        // A journey is kept whole: a trace linked to a notable one (the
+        // producer's trace a failed consumer's links to, or the consumers'
+        // traces of a failed send) is kept with it.
+        let mut notable: std::collections::HashSet<TraceId> = std::collections::HashSet::new();
+        for (id, t) in self.traces.iter().filter(|(_, t)| t.notable) {
+            notable.insert(*id);
+            notable.extend(self.linked.get(id).into_iter().flatten().copied());
+            notable.extend(t.spans.iter().flat_map(|s| &s.links).map(|(to, _)| self.resolve(*to)));
+        }
         let mut drop = Vec::new();
         for (id, t) in &mut self.traces {
             if now.since(t.last_seen) >= self.limits.retention_ms {
@@ -370,7 +379,7 @@ impl Journeys {
                 let messaging = t.spans.is_empty()
                     || self.linked.contains_key(id)
                     || t.spans.iter().any(|s| s.messaging.is_some() || !s.links.is_empty());
-                if !messaging || (!t.notable && id.low() % 10_000 >= share) {
+                if !messaging || (!notable.contains(id) && id.low() % 10_000 >= share) {
                     drop.push((*id, true));
                 }
             }
@@ -526,6 +535,45 @@ mod tests {
         assert_eq!(j.stats().sampled_out, 2);
         j.housekeep(Millis(61_000 + 24 * 3_600_000));
         assert_eq!(j.stats().traces, 0, "past retention");
+    }
+
+    #[test]
+    fn a_failed_consumer_keeps_the_producer_trace_it_links_to() {
+        let limits = JourneyLimits {
+            healthy_share: 0.0,
+            ..JourneyLimits::default()
+        };
+        let mut j = Journeys::new(limits);
+        // The producer's healthy trace, and a consumer's own trace linked to it
+        // whose processing logged an error.
+        j.add_span(span(LONG, 1, Operation::Send, Some(41)), Millis(0));
+        let mut process = span(7, 2, Operation::Process, Some(41));
+        process.links = vec![(TraceId(LONG), 1)];
+        j.add_span(process, Millis(10));
+        j.add_log(
+            LogLine {
+                trace_id: TraceId(7),
+                span_id: Some(2),
+                at: Millis(10),
+                severity: "ERROR".into(),
+                body: "refund failed".into(),
+                service: "refund-svc".into(),
+                source: Source::Otlp,
+            },
+            Millis(10),
+        );
+        // And a healthy pair, dropped together.
+        j.add_span(span(20, 1, Operation::Send, Some(42)), Millis(0));
+        let mut healthy = span(21, 2, Operation::Process, Some(42));
+        healthy.links = vec![(TraceId(20), 1)];
+        j.add_span(healthy, Millis(10));
+        j.housekeep(Millis(61_000));
+        let kept = j
+            .journey(TraceId(LONG))
+            .expect("the producer's trace is kept with its failed consumer");
+        assert_eq!(kept.spans.len(), 2);
+        assert_eq!(kept.linked_traces, [TraceId(7)]);
+        assert!(j.journey(TraceId(20)).is_none() && j.journey(TraceId(21)).is_none());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! spans of its journey, its dead letters, the group's committed offset and the
 //! offsets drop accounting found skipped or expired. Pure: the caller gathers.
 
-use super::{Operation, Span};
+use super::{LogLine, Operation, Span, TraceId};
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// The message a journey is about.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -83,11 +84,65 @@ pub struct GroupVerdict {
     pub verdict: Verdict,
 }
 
+/// Whether a log line's severity says something failed.
+fn is_error(severity: &str) -> bool {
+    let s = severity.trim().to_ascii_uppercase();
+    ["ERROR", "FATAL", "CRITICAL", "EMERG", "ALERT"]
+        .iter()
+        .any(|e| s.starts_with(e))
+}
+
+/// The (trace, span) ids of `roots` and of every span under them (bounded by
+/// the journey's own span limit: a pass per level, at most that many).
+fn under(spans: &[Span], roots: &[&Span]) -> BTreeSet<(TraceId, u64)> {
+    let mut found: BTreeSet<(TraceId, u64)> = roots.iter().map(|s| (s.trace_id, s.span_id)).collect();
+    for _ in 0..spans.len() {
+        let before = found.len();
+        for s in spans {
+            if s.parent_id != 0 && found.contains(&(s.trace_id, s.parent_id)) {
+                found.insert((s.trace_id, s.span_id));
+            }
+        }
+        if found.len() == before {
+            break;
+        }
+    }
+    found
+}
+
+/// What failed while the group's consumer handled the message: an ERROR span
+/// under its consumer spans (the instrumentation's own process span may end
+/// well around a failed step of the application's), or an ERROR log line of
+/// one of them, or of their trace when the line names no span.
+fn failed_within(spans: &[Span], logs: &[LogLine], consumer: &[&Span]) -> Option<String> {
+    if consumer.is_empty() {
+        return None;
+    }
+    let inside = under(spans, consumer);
+    let traces: BTreeSet<TraceId> = consumer.iter().map(|s| s.trace_id).collect();
+    spans
+        .iter()
+        .filter(|s| inside.contains(&(s.trace_id, s.span_id)))
+        .find_map(|s| s.error.clone())
+        .or_else(|| {
+            logs.iter()
+                .filter(|l| is_error(&l.severity))
+                .find(|l| match l.span_id {
+                    Some(id) => inside.contains(&(l.trace_id, id)),
+                    None => traces.contains(&l.trace_id),
+                })
+                .map(|l| super::cut(&l.body, super::MAX_TEXT))
+        })
+}
+
 /// The verdict for each group reading the message. A span that names no group
 /// counts for a group only when that group is the only one reading the topic.
+/// Processing that failed anywhere under the group's consumer spans (an ERROR
+/// span or log line) is `failed_processing`, never `processed`.
 pub fn judge(
     message: &Message,
     spans: &[Span],
+    logs: &[LogLine],
     dead: &[DeadLetter],
     groups: &[GroupPosition],
     gaps: &[Gap],
@@ -114,8 +169,9 @@ pub fn judge(
             let processing = consumer_spans
                 .iter()
                 .filter(|s| s.messaging.as_ref().and_then(|m| m.operation) == Some(Operation::Process));
-            let failed = processing.clone().find_map(|s| s.error.clone());
-            let processed = processing.clone().any(|s| s.error.is_none());
+            let within = failed_within(spans, logs, &consumer_spans);
+            let failed = processing.clone().find_map(|s| s.error.clone()).or(within.clone());
+            let processed = processing.clone().any(|s| s.error.is_none()) && within.is_none();
             // A letter not redriven is where the message is now (a redriven
             // copy that failed again is dead-lettered again).
             let letter = dead
@@ -236,10 +292,9 @@ mod tests {
 
     #[test]
     fn each_group_gets_its_own_verdict() {
-        let spans = [
-            process(Some("billing"), None),
-            process(Some("fraud"), Some("ValueError")),
-        ];
+        let mut fraud = process(Some("fraud"), Some("ValueError"));
+        fraud.span_id = 5;
+        let spans = [process(Some("billing"), None), fraud];
         let dead = [DeadLetter {
             dlq_topic: "orders.dlq".into(),
             dlq_partition: 0,
@@ -263,7 +318,7 @@ mod tests {
             at("reports", Some(99)),
             at("new", None),
         ];
-        let v: Vec<(String, Verdict)> = judge(&message(), &spans, &dead, &groups, &gaps)
+        let v: Vec<(String, Verdict)> = judge(&message(), &spans, &[], &dead, &groups, &gaps)
             .into_iter()
             .map(|g| (g.group, g.verdict))
             .collect();
@@ -284,7 +339,7 @@ mod tests {
     #[test]
     fn a_span_without_a_group_counts_only_for_the_only_group() {
         let spans = [process(None, Some("KeyError"))];
-        let one = judge(&message(), &spans, &[], &[at("billing", Some(42))], &[]);
+        let one = judge(&message(), &spans, &[], &[], &[at("billing", Some(42))], &[]);
         assert_eq!(
             one[0].verdict,
             Verdict::FailedProcessing {
@@ -294,6 +349,7 @@ mod tests {
         let two = judge(
             &message(),
             &spans,
+            &[],
             &[],
             &[at("billing", Some(42)), at("fraud", Some(42))],
             &[],
@@ -319,7 +375,7 @@ mod tests {
         };
         let groups = [at("fraud", Some(42))];
         let judge_with =
-            |spans: &[Span], dead: &[DeadLetter]| judge(&message(), spans, dead, &groups, &[])[0].verdict.clone();
+            |spans: &[Span], dead: &[DeadLetter]| judge(&message(), spans, &[], dead, &groups, &[])[0].verdict.clone();
         let redriven = Verdict::Redriven {
             topic: "orders".into(),
             partition: 0,
@@ -345,5 +401,49 @@ mod tests {
         again.error = Some("ValueError".into());
         let v = judge_with(&[failed, again], &[letter(Some(copy)), second]);
         assert!(matches!(v, Verdict::DeadLettered { dlq_offset: 7, .. }), "{v:?}");
+    }
+
+    #[test]
+    fn a_failed_step_under_a_process_span_that_ended_well_is_failed_processing() {
+        let groups = [GroupPosition {
+            group: "refunds".into(),
+            committed: Some(42),
+        }];
+        let ok = process(Some("refunds"), None);
+        let mut child = process(None, Some("ValueError"));
+        child.messaging = None;
+        child.span_id = 3;
+        child.parent_id = ok.span_id;
+        child.name = "process_order".into();
+        let judged =
+            |spans: &[Span], logs: &[LogLine]| judge(&message(), spans, logs, &[], &groups, &[])[0].verdict.clone();
+        assert_eq!(judged(std::slice::from_ref(&ok), &[]), Verdict::Processed);
+        assert_eq!(
+            judged(&[ok.clone(), child.clone()], &[]),
+            Verdict::FailedProcessing {
+                error: "ValueError".into()
+            }
+        );
+        // An ERROR log line of the consumer's span, or of its trace.
+        let line = |span_id: Option<u64>, severity: &str, trace: u128| LogLine {
+            trace_id: TraceId(trace),
+            span_id,
+            at: crate::time::Millis(0),
+            severity: severity.into(),
+            body: "refund failed: card expired".into(),
+            service: "refund-svc".into(),
+            source: super::super::Source::Otlp,
+        };
+        let failed = Verdict::FailedProcessing {
+            error: "refund failed: card expired".into(),
+        };
+        assert_eq!(judged(std::slice::from_ref(&ok), &[line(Some(2), "ERROR", 1)]), failed);
+        assert_eq!(judged(std::slice::from_ref(&ok), &[line(None, "error", 1)]), failed);
+        assert_eq!(
+            judged(std::slice::from_ref(&ok), &[line(Some(2), "INFO", 1)]),
+            Verdict::Processed
+        );
+        // Another trace's error is not this consumer's.
+        assert_eq!(judged(&[ok], &[line(None, "ERROR", 9)]), Verdict::Processed);
     }
 }

@@ -995,10 +995,12 @@ const journeyPage = {
   title: ([id]) => `Journey ${id}`,
   url: ([id]) => `/api/v1/journeys/${enc(id)}`,
   render(d) {
-    const whenOf = (s) => (s.kind === 'span' ? s.start_ns / 1e6 : s.at_ms);
+    // Whole milliseconds, as the CLI counts them: the steps come in time order
+    // and the column never goes back.
+    const whenOf = (s) => (s.kind === 'span' ? Math.floor(s.start_ns / 1e6) : s.at_ms);
     const times = d.steps.map(whenOf).filter((t) => t !== null && t !== undefined);
     const first = times.length ? Math.min(...times) : 0;
-    const at = (s) => { const t = whenOf(s); return t === null || t === undefined ? unknown() : `+${Math.round(t - first)} ms`; };
+    const at = (s) => { const t = whenOf(s); return t === null || t === undefined ? unknown() : `+${t - first} ms`; };
     const place = (m) => (m ? `${m.topic}[${m.partition ?? '?'}]${m.offset !== null && m.offset !== undefined ? ` @${m.offset}` : ''}${m.group ? ` · ${m.group}` : ''}` : '');
     const what = (s) => {
       if (s.kind === 'span') return [s.name, s.messaging ? [' ', h('code', {}, place(s.messaging))] : '', s.error ? [' ', badge('error'), ' ', s.error] : ''];

@@ -128,6 +128,23 @@ fn span_id_from_hex(s: &str) -> u64 {
     }
 }
 
+/// The topic in a messaging span's name, `{destination} {operation}` or
+/// `{operation} {destination}` (OpenTelemetry's conventions, older and newer).
+fn topic_from_name(name: &str) -> Option<String> {
+    const OPERATIONS: [&str; 7] = ["send", "publish", "create", "process", "receive", "deliver", "settle"];
+    let mut words = name.split_whitespace();
+    let (a, b) = (words.next()?, words.next()?);
+    if words.next().is_some() {
+        return None;
+    }
+    let topic = match (OPERATIONS.contains(&a), OPERATIONS.contains(&b)) {
+        (false, true) => a,
+        (true, false) => b,
+        _ => return None,
+    };
+    (topic != "unknown").then(|| topic.to_owned())
+}
+
 const KIND_PRODUCER: i32 = 4;
 const KIND_CONSUMER: i32 = 5;
 const STATUS_ERROR: i32 = 2;
@@ -135,8 +152,17 @@ const STATUS_ERROR: i32 = 2;
 fn to_span(raw: RawSpan, service: &str) -> Option<Span> {
     let trace_id = raw.trace_id?;
     let attrs = &raw.attrs;
-    let topic = get(attrs, &["messaging.destination.name", "messaging.destination"]).map(Value::text);
     let system = get(attrs, &["messaging.system"]).map(Value::text);
+    // Some instrumentations (OpenTelemetry's confluent-kafka, 0.48b0, on a
+    // send) record the destination as "unknown" and the topic only in the
+    // span's name ("orders send"): the name then says it.
+    let topic = get(attrs, &["messaging.destination.name", "messaging.destination"])
+        .map(Value::text)
+        .filter(|t| !t.is_empty() && t != "unknown")
+        .or_else(|| {
+            let said = get(attrs, &["messaging.destination.name", "messaging.destination"]).is_some();
+            (said || system.is_some()).then(|| topic_from_name(&raw.name)).flatten()
+        });
     let messaging = match (topic, system) {
         (Some(topic), _) => {
             let mut m = Messaging {
@@ -399,6 +425,22 @@ pub fn decode_logs(body: &[u8], json: bool, limits: Limits) -> Result<Decoded, D
 }
 
 #[cfg(test)]
+mod name_tests {
+    use super::topic_from_name;
+
+    #[test]
+    fn a_span_name_says_the_topic_when_the_attribute_does_not() {
+        assert_eq!(topic_from_name("checkout send").as_deref(), Some("checkout"));
+        assert_eq!(topic_from_name("process orders.v2").as_deref(), Some("orders.v2"));
+        assert_eq!(topic_from_name("unknown send"), None);
+        assert_eq!(topic_from_name("send"), None);
+        assert_eq!(topic_from_name("send process"), None);
+        assert_eq!(topic_from_name("my topic send"), None);
+        assert_eq!(topic_from_name("GET /orders"), None);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use prost::Message;
@@ -469,6 +511,25 @@ mod tests {
         );
         let js = decode_traces(json.as_bytes(), true, Limits::default()).unwrap();
         assert_eq!(js.spans, pb.spans);
+    }
+
+    /// opentelemetry-instrumentation-confluent-kafka 0.48b0 names the topic of
+    /// a send given positionally in the span's name only, and "unknown" as its
+    /// destination (0.66b1, the suite's, names it in both).
+    #[test]
+    fn a_send_whose_destination_reads_unknown_takes_its_topic_from_its_name() {
+        let json = format!(
+            r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"checkout"}}}}]}},
+            "scopeSpans":[{{"spans":[{{"traceId":"{}","spanId":"0000000000000009","name":"checkout send","kind":4,
+            "startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000001000000",
+            "attributes":[{{"key":"messaging.system","value":{{"stringValue":"kafka"}}}},
+              {{"key":"messaging.destination.name","value":{{"stringValue":"unknown"}}}},
+              {{"key":"messaging.operation","value":{{"stringValue":"publish"}}}}]}}]}}]}}]}}"#,
+            "0a".repeat(16)
+        );
+        let js = decode_traces(json.as_bytes(), true, Limits::default()).unwrap();
+        let m = js.spans[0].messaging.as_ref().unwrap();
+        assert_eq!((m.topic.as_str(), m.operation), ("checkout", Some(Operation::Send)));
     }
 
     #[test]
