@@ -276,3 +276,54 @@ async fn an_otel_instrumented_pipeline_shows_each_message_path_and_where_it_stop
     );
     assert_eq!(verdict(&kept, GROUP).as_deref(), Some("failed_processing"));
 }
+
+/// opentelemetry-instrumentation-confluent-kafka 0.48b0, which services still
+/// run, records a send whose topic is given by keyword with the destination
+/// "unknown": the journey's send step takes the topic from the span's name
+/// ("checkout send"), never `unknown[?]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_instrumentation_s_send_is_named_by_its_span() {
+    let python = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv-otel-0.48/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test, which installs it",
+        python.display()
+    );
+    let bin = env!("CARGO_BIN_EXE_streamsight");
+    let (_kafka, line) = start(
+        Command::new(bin).args(["dev-kafka", "--topic", "checkout:1"]),
+        "bootstrap=",
+    );
+    let bootstrap = support::field(&line, "bootstrap");
+    let config = format!(
+        "[serve]\nhistory_interval = \"500ms\"\n\n[serve.journeys]\ndecision_wait = \"1h\"\n\n\
+         [[serve.clusters]]\nname = \"local\"\nbootstrap = [\"{bootstrap}\"]\npoll_interval = \"1s\"\ngroups = [\"{GROUP}\"]\n"
+    );
+    let (_serve, line) = support::serve_with_line("journeys-otel-0.48", &config, "memory://");
+    let (api, otlp) = (support::field(&line, "api"), support::field(&line, "otlp"));
+    let (_pipeline, _) = start(
+        Command::new(python)
+            .arg(script("otel_pipeline.py"))
+            .args([&bootstrap, "checkout", GROUP, &otlp, "1", "-1"]),
+        "done",
+    );
+    let client = reqwest::Client::new();
+    let j = eventually(60, "the journey of checkout[0]@0", async || {
+        let body = get(
+            &client,
+            &format!("{api}/api/v1/journeys?topic=checkout&partition=0&offset=0"),
+        )
+        .await;
+        body["journeys"].as_array()?.first().cloned()
+    })
+    .await;
+    let send = j["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "span" && s["messaging"]["operation"] == "send")
+        .cloned()
+        .unwrap_or_else(|| panic!("no send step: {j:#}"));
+    assert_eq!(send["name"], "checkout send", "{send:#}");
+    assert_eq!(send["messaging"]["topic"], "checkout", "{send:#}");
+}

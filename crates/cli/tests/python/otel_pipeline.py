@@ -60,7 +60,8 @@ sent = []
 for i in range(count):
     headers = []
     value = b"order-%d" % i
-    producer.produce(topic, value=value, partition=0, headers=headers, on_delivery=delivered)
+    # The topic by keyword, as many services write it.
+    producer.produce(topic=topic, value=value, partition=0, headers=headers, on_delivery=delivered)
     traceparent = dict(headers).get("traceparent", b"").decode()
     sent.append((value, traceparent.split("-")[1] if traceparent else ""))
     producer.poll(0)
