@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use streamsight_alerts::prometheus::alert_name;
 use support::dsm;
 
 fn repo(path: &str) -> PathBuf {
@@ -359,10 +360,15 @@ async fn query(http: &reqwest::Client, prometheus: &str, query: &str) -> Vec<ser
     body["data"]["result"].as_array().cloned().unwrap_or_default()
 }
 
-/// `(alert, what it names)` of every alert firing in Prometheus, with its summary.
-async fn prometheus_firing(http: &reqwest::Client, prometheus: &str) -> BTreeMap<(String, String), String> {
-    let body = streamsight_testkit::http::get_json(http, &format!("{prometheus}/api/v1/alerts")).await;
-    body["data"]["alerts"]
+/// `(name, what it names)` of every firing alert in `alerts` (Prometheus'
+/// or streamsight's answer), with its summary: `name` and `summary` say where
+/// each keeps them.
+fn firing(
+    alerts: &serde_json::Value,
+    name: fn(&serde_json::Value) -> &serde_json::Value,
+    summary: fn(&serde_json::Value) -> &serde_json::Value,
+) -> BTreeMap<(String, String), String> {
+    alerts
         .as_array()
         .into_iter()
         .flatten()
@@ -370,31 +376,24 @@ async fn prometheus_firing(http: &reqwest::Client, prometheus: &str) -> BTreeMap
         .map(|a| {
             let l = &a["labels"];
             let subject = l["group"].as_str().or(l["topic"].as_str()).unwrap_or("").to_owned();
-            (
-                (l["alertname"].as_str().unwrap().to_owned(), subject),
-                a["annotations"]["summary"].as_str().unwrap_or("").to_owned(),
-            )
+            let name = name(a).as_str().unwrap().to_owned();
+            ((name, subject), summary(a).as_str().unwrap_or("").to_owned())
         })
         .collect()
 }
 
-/// `(rule, what it names)` of every alert firing in streamsight, with its summary.
+async fn prometheus_firing(http: &reqwest::Client, prometheus: &str) -> BTreeMap<(String, String), String> {
+    let body = streamsight_testkit::http::get_json(http, &format!("{prometheus}/api/v1/alerts")).await;
+    firing(
+        &body["data"]["alerts"],
+        |a| &a["labels"]["alertname"],
+        |a| &a["annotations"]["summary"],
+    )
+}
+
 async fn streamsight_firing(http: &reqwest::Client, api: &str) -> BTreeMap<(String, String), String> {
     let body = streamsight_testkit::http::get_json(http, &format!("{api}/api/v1/alerts")).await;
-    body["alerts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["state"] == "firing")
-        .map(|a| {
-            let l = &a["labels"];
-            let subject = l["group"].as_str().or(l["topic"].as_str()).unwrap_or("").to_owned();
-            (
-                (a["rule"].as_str().unwrap().to_owned(), subject),
-                a["summary"].as_str().unwrap_or("").to_owned(),
-            )
-        })
-        .collect()
+    firing(&body["alerts"], |a| &a["rule"], |a| &a["summary"])
 }
 
 /// The seed's incident in real time, with Prometheus scraping the collector
@@ -540,30 +539,16 @@ async fn prometheus_pages_on_the_seed_incident_with_the_shipped_rules() {
     }
 
     let mut table = String::from("alert | names | Prometheus fired at | streamsight fired at\n");
-    let own = |alert: &str| -> String {
-        let rule = alert.strip_prefix("Kafka").unwrap_or(alert);
-        let mut snake = String::new();
-        for (i, c) in rule.chars().enumerate() {
-            if c.is_ascii_uppercase() && i > 0 {
-                snake.push('_');
-            }
-            snake.push(c.to_ascii_lowercase());
-        }
-        snake
-    };
     let mut keys: BTreeSet<(String, String)> = prometheus_times.keys().cloned().collect();
-    keys.extend(
-        streamsight_times
-            .keys()
-            .map(|(r, s)| (support_alert_name(r), s.clone())),
-    );
+    keys.extend(streamsight_times.keys().map(|(r, s)| (alert_name(r), s.clone())));
     for (alert, subject) in &keys {
         let p = prometheus_times
             .get(&(alert.clone(), subject.clone()))
             .map(|(t, _)| format!("+{t:.0} s"));
         let s = streamsight_times
-            .get(&(own(alert), subject.clone()))
-            .map(|(t, _)| format!("+{t:.0} s"));
+            .iter()
+            .find(|((rule, of), _)| alert_name(rule) == *alert && of == subject)
+            .map(|(_, (t, _))| format!("+{t:.0} s"));
         table.push_str(&format!(
             "{alert} | {subject} | {} | {}\n",
             p.unwrap_or("-".into()),
@@ -660,17 +645,4 @@ async fn prometheus_pages_on_the_seed_incident_with_the_shipped_rules() {
             println!("{family}: read by a rule or panel; series born late: {born_late:?}");
         }
     }
-}
-
-/// streamsight's rule name as the shipped rules name its alert.
-fn support_alert_name(rule: &str) -> String {
-    let mut out = String::from("Kafka");
-    for word in rule.split('_') {
-        let mut c = word.chars();
-        if let Some(f) = c.next() {
-            out.push(f.to_ascii_uppercase());
-            out.extend(c);
-        }
-    }
-    out
 }
