@@ -1,6 +1,7 @@
 //! The dead-letter queue monitor: DLQ topics found by configuration and by
-//! naming convention (`.dlq`, `-dlq`, `.DLT`, `-dlt`), their velocity from the
-//! brokers' end offsets (no instrumentation needed), and their reasons from a
+//! naming convention (`.dlq`, `-dlq`, `.DLT`, `-dlt`), their size from the
+//! brokers' end offsets and their velocity from the letters' timestamps (no
+//! instrumentation needed), and their reasons from a
 //! read-only consumer that parses provenance headers in streamsight's, Spring's
 //! and Connect's namings. It never commits: it reads with its own group id and
 //! keeps its positions in memory. Payloads are previewed for browsing, never
@@ -126,7 +127,7 @@ impl DlqMonitor {
         let (config, stats, stop) = (monitor.config.clone(), monitor.stats.clone(), monitor.stop.clone());
         let spawned = std::thread::Builder::new()
             .name("streamsight-dlq".into())
-            .spawn(move || watch(&config, consumer, &sniffer, &stats, &stop));
+            .spawn(move || watch(&config, &consumer, &sniffer, &stats, &stop));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the dlq monitor thread");
         }
@@ -223,7 +224,7 @@ fn sniff(consumer: &BaseConsumer, topics: &[(String, Vec<i32>)], looked: &mut BT
 
 fn watch(
     config: &DlqConfig,
-    consumer: BaseConsumer,
+    consumer: &BaseConsumer,
     sniffer: &BaseConsumer,
     stats: &Mutex<DlqStats>,
     stop: &AtomicBool,
@@ -310,8 +311,8 @@ fn watch(
             // The next refresh counts from the end of this one: reading gets
             // its whole interval however long the brokers took to answer.
             refreshed = Some(Instant::now());
-            // Velocity comes from the brokers' end offsets; whether the topic
-            // was read to its end (and made again) from both watermarks.
+            // The brokers' watermarks: the letters in each DLQ, and whether
+            // the monitor has read it to its end.
             for (t, parts) in &assigned {
                 let marks: Option<Vec<(i32, i64, i64)>> = parts
                     .iter()

@@ -7,8 +7,6 @@ use streamsight_wire::dlq::Provenance;
 /// Recent records kept per DLQ topic, and the longest payload preview.
 pub const RECENT_KEPT: usize = 100;
 pub const PREVIEW_BYTES: usize = 256;
-/// Offset samples kept per topic for velocity.
-const SAMPLES_KEPT: usize = 64;
 /// The span a velocity is measured over: letters written in the last minute.
 pub const VELOCITY_WINDOW_MS: i64 = 60_000;
 /// Seconds of letters' arrivals kept (a bucket a second): twice the window.
@@ -47,8 +45,8 @@ struct TopicStats {
     reasons: BTreeMap<Reason, u64>,
     read: u64,
     recent: VecDeque<RecentRecord>,
-    /// (unix ms, sum of end offsets over partitions).
-    ends: VecDeque<(i64, i64)>,
+    /// The last refresh: (unix ms, sum of end offsets over partitions).
+    end: Option<(i64, i64)>,
     /// The next offset to count per partition: a record below it was counted
     /// already (the consumer was assigned again as DLQs came and went), and
     /// is not counted twice.
@@ -210,11 +208,7 @@ impl DlqStats {
 
     /// The broker's end offsets of a DLQ topic, summed, at `at_ms`.
     pub fn ends(&mut self, topic: &str, at_ms: i64, sum: i64) {
-        let t = self.topics.entry(topic.to_owned()).or_default();
-        if t.ends.len() == SAMPLES_KEPT {
-            t.ends.pop_front();
-        }
-        t.ends.push_back((at_ms, sum));
+        self.topics.entry(topic.to_owned()).or_default().end = Some((at_ms, sum));
     }
 
     pub fn report(&self) -> Vec<TopicReport> {
@@ -222,7 +216,7 @@ impl DlqStats {
         /// (read by then): a burst shows at once and fades within a minute;
         /// letters written before the monitor watched are not a burst.
         fn velocity(t: &TopicStats) -> Option<f64> {
-            let &(now, _) = t.ends.back()?;
+            let (now, _) = t.end?;
             let from = (now - VELOCITY_WINDOW_MS).div_euclid(1000);
             let n: u64 = t.arrivals.range(from + 1..).map(|(_, n)| n).sum();
             Some(n as f64 * 1000.0 / VELOCITY_WINDOW_MS as f64)
@@ -242,7 +236,7 @@ impl DlqStats {
                 TopicReport {
                     dlq_topic: name.clone(),
                     source_topic: t.source_topic.clone(),
-                    records: t.ends.back().map(|&(_, e)| e),
+                    records: t.end.map(|(_, e)| e),
                     velocity,
                     read: t.read,
                     read_again: t.read_again,
