@@ -4,7 +4,7 @@
 
 use crate::service::AlertService;
 use streamsight_core::Millis;
-use streamsight_http::prometheus::{esc, header};
+use streamsight_http::prometheus::{esc, header, label_name};
 
 /// `streamsight_alerts{rule,state}`, `streamsight_alert_value{rule,state,…}`,
 /// `streamsight_notifications_failed_total`
@@ -62,19 +62,12 @@ pub(crate) fn render(alerts: &AlertService, out: &mut String, now: Millis) {
     let _ = writeln!(out, "streamsight_alerts_evaluated {}", u8::from(evaluated));
 }
 
-/// An alert's labels as Prometheus label names: `cluster` is `cluster_name`,
-/// as in every other series; a name Prometheus would refuse, or one that
-/// would hide `rule` or `state`, is left out.
+/// An alert's labels as Prometheus label names ([`label_name`]), but for
+/// those that would hide the series' own `rule` or `state`.
 pub(crate) fn prometheus_label(name: &str) -> Option<&str> {
-    let valid = name
-        .chars()
-        .enumerate()
-        .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
     match name {
-        "cluster" => Some("cluster_name"),
-        "rule" | "state" | "" => None,
-        _ if valid && !name.starts_with("__") => Some(name),
-        _ => None,
+        "rule" | "state" => None,
+        _ => label_name(name),
     }
 }
 

@@ -11,6 +11,22 @@ pub fn esc(v: &str) -> std::borrow::Cow<'_, str> {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").into()
 }
 
+/// A label of streamsight's as Prometheus names it: `cluster` is
+/// `cluster_name` (kafka-lag-exporter's name, every series' here); a name
+/// Prometheus would refuse (or reserves, `__…`) is `None`.
+pub fn label_name(name: &str) -> Option<&str> {
+    let valid = !name.is_empty()
+        && !name.starts_with("__")
+        && name
+            .chars()
+            .enumerate()
+            .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+    match name {
+        "cluster" => Some("cluster_name"),
+        _ => valid.then_some(name),
+    }
+}
+
 pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use streamsight_core::Millis;
 use streamsight_core::alerts::rule::Signal;
-use streamsight_http::prometheus::{Family, esc};
+use streamsight_http::prometheus::{Family, esc, label_name};
 use streamsight_node::Shared;
 use streamsight_node::signals::{self as series, Query};
 
@@ -45,8 +45,7 @@ pub(crate) fn render_signals(out: &mut String, shared: &Shared, now: Millis) {
             let Some(value) = value else { continue };
             let mut text = String::new();
             for (k, v) in labels.iter() {
-                // kafka-lag-exporter's name for the cluster, as every series here.
-                let k = if k == "cluster" { "cluster_name" } else { k.as_str() };
+                let Some(k) = label_name(k) else { continue };
                 let sep = if text.is_empty() { "" } else { "," };
                 let _ = write!(text, "{sep}{k}=\"{}\"", esc(v));
             }
