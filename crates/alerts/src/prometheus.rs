@@ -27,6 +27,8 @@ struct PromRule {
     severity: String,
     /// The streamsight rule it comes from.
     rule: Option<String>,
+    /// Read from `streamsight_alert_value` (the rule has no series of its own).
+    mirrored: bool,
     summary: String,
 }
 
@@ -216,7 +218,9 @@ fn summary(template: &str) -> String {
 }
 
 fn translate(rule: &Rule) -> PromRule {
-    let (expr, own_summary) = native(rule).unwrap_or_else(|| {
+    let native = native(rule);
+    let mirrored = native.is_none();
+    let (expr, own_summary) = native.unwrap_or_else(|| {
         // No data is how some rules fire (a silent service has no value).
         let series = format!(
             "streamsight_alert_value{{rule={},state=~\"firing|no_data\"}}",
@@ -224,7 +228,6 @@ fn translate(rule: &Rule) -> PromRule {
         );
         (series, None)
     });
-    let mirrored = expr.starts_with("streamsight_alert_value");
     PromRule {
         alert: alert_name(&rule.name),
         expr,
@@ -232,6 +235,7 @@ fn translate(rule: &Rule) -> PromRule {
         for_: if mirrored { Duration::ZERO } else { rule.for_ },
         severity: severity(rule),
         rule: Some(rule.name.clone()),
+        mirrored,
         summary: own_summary.unwrap_or_else(|| summary(&rule.summary)),
     }
 }
@@ -245,6 +249,7 @@ fn meta(generated: &[String], mirrored: &[String]) -> Vec<PromRule> {
         for_: Duration::from_secs(for_secs),
         severity: severity.to_owned(),
         rule: None,
+        mirrored: false,
         summary: summary.to_owned(),
     };
     let except = |names: &[String]| {
@@ -329,7 +334,7 @@ pub fn rules_file(rules: &[Rule], source: &str) -> String {
     let names: Vec<String> = translated.iter().filter_map(|r| r.rule.clone()).collect();
     let mirrored: Vec<String> = translated
         .iter()
-        .filter(|r| r.expr.starts_with("streamsight_alert_value"))
+        .filter(|r| r.mirrored)
         .filter_map(|r| r.rule.clone())
         .collect();
     let mut out = String::new();
