@@ -156,13 +156,11 @@ fn to_span(raw: RawSpan, service: &str) -> Option<Span> {
     // Some instrumentations (OpenTelemetry's confluent-kafka, 0.48b0, on a
     // send) record the destination as "unknown" and the topic only in the
     // span's name ("orders send"): the name then says it.
-    let topic = get(attrs, &["messaging.destination.name", "messaging.destination"])
-        .map(Value::text)
-        .filter(|t| !t.is_empty() && t != "unknown")
-        .or_else(|| {
-            let said = get(attrs, &["messaging.destination.name", "messaging.destination"]).is_some();
-            (said || system.is_some()).then(|| topic_from_name(&raw.name)).flatten()
-        });
+    let topic = match get(attrs, &["messaging.destination.name", "messaging.destination"]).map(Value::text) {
+        Some(t) if !t.is_empty() && t != "unknown" => Some(t),
+        said if said.is_some() || system.is_some() => topic_from_name(&raw.name),
+        _ => None,
+    };
     let messaging = match (topic, system) {
         (Some(topic), _) => {
             let mut m = Messaging {
