@@ -32,7 +32,8 @@ payloads and the broker's traffic) means the generator itself fell
 silent, and the drop was real; otherwise it is a misreading to look into.
 
 Needs the venv scripts/test installs (confluent-kafka, msgpack, matplotlib) and
-tansu (STREAMSIGHT_TANSU, else .tools/tansu/bin/tansu).
+Apache Kafka (`scripts/kafka install`), or with --broker tansu, tansu
+(STREAMSIGHT_TANSU, else .tools/tansu/bin/tansu).
 """
 
 import argparse
@@ -166,7 +167,8 @@ def broker_traffic(bootstrap, groups, produced, sends, stop, niceness):
     a tenth of the groups committing each second, a little behind the end.
     Each send's time goes to `sends` as (topic, unix seconds).
 
-    A batch every 10 s, not every second: tansu's memory engine keeps each
+    A batch every 10 s, not every second (kept so on Apache Kafka, for runs
+    to compare): tansu's memory engine keeps each
     batch as an object and lists every one of a partition's on each ListOffsets
     and Fetch, so its CPU grows with the batches it holds. A batch a second
     took it from 4 % of a core to 35 % in 25 minutes, taking the collector's
@@ -299,6 +301,8 @@ def main():
     ap.add_argument("--minutes", type=float, default=60)
     ap.add_argument("--warmup", type=float, default=10, help="minutes before the goals are judged")
     ap.add_argument("--binary", default=os.path.join(ROOT, "target/release/streamsight"))
+    ap.add_argument("--broker", choices=("kafka", "tansu"), default="kafka",
+                    help="the broker polled: Apache Kafka (scripts/kafka, by default) or tansu's memory engine")
     ap.add_argument("--tansu", default=os.environ.get("STREAMSIGHT_TANSU",
                                                       os.path.join(ROOT, ".tools/tansu/bin/tansu")))
     ap.add_argument("--groups", type=int, default=500)
@@ -332,7 +336,10 @@ def main():
         sys.exit(f"--broker-nice {args.broker_nice}: a niceness from 0 to 19")
     if args.hog < 0:
         sys.exit(f"--hog {args.hog}: a count of busy processes, 0 or more")
-    for path, what in [(args.binary, "--binary"), (args.tansu, "--tansu")]:
+    executables = [(args.binary, "--binary")] + ([(args.tansu, "--tansu")] if args.broker == "tansu" else [])
+    if args.broker == "kafka" and not os.path.isdir(os.path.join(ROOT, ".tools/kafka/libs")):
+        sys.exit("--broker kafka: Apache Kafka is not installed (run scripts/kafka install)")
+    for path, what in executables:
         if not os.access(path, os.X_OK):
             sys.exit(f"{what} {path}: not an executable (build it, or pass the path)")
     os.makedirs(args.out, exist_ok=True)
@@ -357,13 +364,27 @@ def main():
 def run(args, work, children, stop):
     # The broker, its topics, and the groups' first commits.
     port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    broker = subprocess.Popen(
-        [args.tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        preexec_fn=lambda: os.nice(args.broker_nice))
-    children.append(broker)
-    wait_listening(port)
+    if args.broker == "kafka":
+        broker = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "scripts/kafka"), "start", "--port", str(port),
+             "--dir", os.path.join(work, "kafka")], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, preexec_fn=lambda: os.nice(args.broker_nice))
+        children.append(broker)
+        # scripts/kafka prints the bootstrap once the node answers, not when
+        # its port first listens.
+        line = broker.stdout.readline()
+        if not line.startswith("bootstrap="):
+            sys.exit(f"scripts/kafka start did not answer (said {line!r}); see its log in {work}/kafka")
+        # Nothing reads the rest: a full pipe must not block the script.
+        threading.Thread(target=broker.stdout.read, daemon=True).start()
+    else:
+        url = f"tcp://127.0.0.1:{port}"
+        broker = subprocess.Popen(
+            [args.tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: os.nice(args.broker_nice))
+        children.append(broker)
+        wait_listening(port)
     bootstrap = f"127.0.0.1:{port}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1), NewTopic(DLQ, 1, 1),
@@ -387,7 +408,7 @@ def run(args, work, children, stop):
     started = time.monotonic()
     for g in groups:
         commit(g, random.randint(0, 50))
-    print(f"soak: tansu on {bootstrap}, {len(groups)} groups committed in {time.monotonic() - started:.0f} s",
+    print(f"soak: {args.broker} on {bootstrap}, {len(groups)} groups committed in {time.monotonic() - started:.0f} s",
           flush=True)
 
     # Every notification, received as a receiver would.

@@ -63,6 +63,7 @@ fn judge(holds: bool, skipped: Option<String>, heard: Option<Millis>, now: Milli
 /// One round on the housekeeping tick: evaluate, store what changed, notify
 /// what is due (never waiting for a receiver), store that it was.
 pub async fn round(shared: std::sync::Arc<Shared>, writer: &streamsight_node::Writer, now: Millis) {
+    of(&shared).note_open_transactions(&shared, now);
     evaluate_round(shared.clone(), writer, now).await;
     let evaluated = not_evaluated_because(&shared, now).is_none();
     of(&shared)

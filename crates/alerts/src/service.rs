@@ -112,6 +112,9 @@ pub struct AlertService {
     /// How long the last round's evaluation took (µs; 0 before the first):
     /// `streamsight_alerts_evaluation_seconds`.
     pub(crate) evaluation_micros: std::sync::atomic::AtomicU64,
+    /// Who holds each open transaction this node's engine knows of, in words,
+    /// by (cluster, topic, partition): what `transaction_open`'s summary names.
+    pub(crate) open_transactions: Mutex<std::collections::HashMap<(String, String, String), String>>,
     /// Held while a change is stored and applied: a rewrite of the state never
     /// lands after a change it did not see (a removed rule brought back).
     pub(crate) changes: tokio::sync::Mutex<()>,
@@ -187,6 +190,7 @@ impl AlertService {
             delivered: std::sync::Arc::default(),
             rewritten_at: Mutex::new(None),
             evaluation_micros: std::sync::atomic::AtomicU64::new(0),
+            open_transactions: Mutex::default(),
             changes: tokio::sync::Mutex::new(()),
         }
     }
@@ -274,8 +278,43 @@ impl AlertService {
         match rules.iter().find(|r| *r.name == *a.rule) {
             None => format!("{} ({}): the rule was removed", a.rule, labels()),
             Some(r) if r.summary.is_empty() => format!("{} ({})", a.rule, labels()),
-            Some(r) => render(&r.summary, &a.labels, a.value),
+            Some(r) => {
+                let mut out = render(&r.summary, &a.labels, a.value);
+                // The holder is not a label (it changes while the partition's
+                // alert is the same one): it is said beside the summary.
+                if r.signal == streamsight_core::alerts::rule::Signal::OpenTransactionSeconds
+                    && a.state != AlertState::Resolved
+                    && let (Some(c), Some(t), Some(p)) = (
+                        a.labels.get("cluster"),
+                        a.labels.get("topic"),
+                        a.labels.get("partition"),
+                    )
+                    && let Some(holder) = lock(&self.open_transactions).get(&(c.clone(), t.clone(), p.clone()))
+                {
+                    out.push_str("; held by ");
+                    out.push_str(holder);
+                }
+                out
+            }
         }
+    }
+
+    /// Notes who holds each open transaction the engine knows of (on every
+    /// node, each round: the nodes that only list alerts name them too).
+    pub fn note_open_transactions(&self, shared: &Shared, now: Millis) {
+        let engine = shared.lag.engine();
+        let named = engine
+            .named_open_transactions(now)
+            .into_iter()
+            .map(|(pid, t, since)| {
+                let (c, topic, p) = engine.partition_names(pid);
+                (
+                    (c.to_owned(), topic.to_owned(), p.to_string()),
+                    streamsight_core::explain::open_transaction(&t, since, now),
+                )
+            })
+            .collect();
+        *lock(&self.open_transactions) = named;
     }
 
     /// This node's part of every signal the rules read: what a sharded log's

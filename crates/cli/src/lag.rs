@@ -346,7 +346,10 @@ fn note(report: &streamsight_core::LagReport) -> String {
         notes.push("leader unreachable: lag unconfirmed".to_owned());
     }
     if report.open_transaction_since.is_some() {
-        notes.push("held by an open transaction".to_owned());
+        notes.push(match &report.open_transaction {
+            Some(t) => format!("held by an open transaction of {}", t.holder()),
+            None => "held by an open transaction".to_owned(),
+        });
     }
     if notes.is_empty() {
         "-".to_owned()
@@ -377,6 +380,7 @@ mod tests {
             end_offset_at: None,
             last_stable_offset: None,
             open_transaction_since: None,
+            open_transaction: None,
             no_members_since: None,
         }
     }

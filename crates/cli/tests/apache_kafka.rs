@@ -549,3 +549,153 @@ async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_
     drop(kafka);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An open transaction on Apache Kafka, named wherever a user looks: the
+/// group's verdict (the API's reason, which the dashboard's group page
+/// shows), its row in `streamsight lag`, and the `transaction_open` alert's
+/// summary say which transactional id and producer hold the partition, as
+/// Kafka's own `kafka-transactions.sh describe` says. A committed one
+/// afterwards leaves nothing named and nothing blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_transaction_is_named_by_the_verdict_the_row_and_the_alert() {
+    use rdkafka::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use std::time::Duration;
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (topic, group, id) = (unique("ledger"), unique("settle"), unique("ledger-writer"));
+    support::fill_topic(&b, &topic, 1, 10).await;
+    let t = Duration::from_secs(30);
+    let tx: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("transactional.id", &id)
+        .set("transaction.timeout.ms", "600000")
+        .create()
+        .unwrap();
+    tx.init_transactions(t).unwrap();
+    tx.begin_transaction().unwrap();
+    for i in 0..5 {
+        tx.send(
+            BaseRecord::<(), _>::to(&topic)
+                .partition(0)
+                .payload(&format!("entry {i}")),
+        )
+        .unwrap();
+    }
+    tx.flush(t).unwrap();
+    // A read_committed member reads to the open transaction and commits there.
+    let reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reader = {
+        let (b, topic, group, reading) = (b.clone(), topic.clone(), group.clone(), reading.clone());
+        std::thread::spawn(move || {
+            let c: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &b)
+                .set("group.id", &group)
+                .set("isolation.level", "read_committed")
+                .set("enable.auto.commit", "false")
+                .set("auto.offset.reset", "earliest")
+                .create()
+                .unwrap();
+            c.subscribe(&[&topic]).unwrap();
+            while reading.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(Ok(_)) = c.poll(Duration::from_millis(200)) {
+                    let _ = c.commit_consumer_state(CommitMode::Sync);
+                }
+            }
+        })
+    };
+    let toml = format!(
+        "[engine]\nopen_transaction_after = \"2s\"\n\n[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-open-transaction", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let url = format!("{api}/api/v1/groups/apache-kafka/{group}");
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 90, "blocked and named", |v| {
+        let lag = &v["partitions"][0]["lag"];
+        lag["status"] == "blocked" && lag["open_transaction"]["transactional_id"].is_string()
+    })
+    .await;
+    // Kafka's own word on the transaction.
+    let (ok, out, err) = kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        &["--bootstrap-server", &b, "describe", "--transactional-id", &id],
+    );
+    assert!(ok, "{out}{err}");
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    let column = |name: &str| -> i64 { row[header.iter().position(|h| *h == name).unwrap()].parse().unwrap() };
+    let lag = &detail["partitions"][0]["lag"];
+    let held = &lag["open_transaction"];
+    assert_eq!(
+        (
+            &held["transactional_id"],
+            &held["producer_id"],
+            &held["producer_epoch"],
+            &held["first_offset"],
+            &held["timeout_ms"],
+            &lag["last_stable_offset"],
+        ),
+        (
+            &serde_json::json!(id),
+            &serde_json::json!(column("ProducerId")),
+            &serde_json::json!(column("ProducerEpoch")),
+            &serde_json::json!(10),
+            &serde_json::json!(column("TransactionTimeoutMs")),
+            &serde_json::json!(10),
+        ),
+        "{detail:#}\n{out}"
+    );
+    let holder = format!(
+        "transactional id {id:?} (producer {}, epoch {})",
+        column("ProducerId"),
+        column("ProducerEpoch")
+    );
+    let reason = detail["partitions"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!(
+            "blocked by an open transaction: {holder} has held offset 10 for "
+        )),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("its coordinator aborts it at its 10 m timeout"),
+        "{reason}"
+    );
+    let alerts_url = format!("{api}/api/v1/alerts");
+    let alerts = streamsight_testkit::http::wait_for_json(&http, &alerts_url, 60, "transaction_open firing", |v| {
+        v["alerts"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|a| a["rule"] == "transaction_open" && a["labels"]["topic"] == topic && a["state"] == "firing")
+        })
+    })
+    .await;
+    let alert = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["rule"] == "transaction_open" && a["labels"]["topic"] == topic)
+        .unwrap();
+    let summary = alert["summary"].as_str().unwrap();
+    assert!(summary.contains(&format!("; held by {holder} (open ")), "{summary}");
+    let (ok, out, err) = support::run(&["lag", "--collector", &api, "--group", &group]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains(&format!("held by an open transaction of {holder}")),
+        "{out}"
+    );
+
+    // Committed: the reader passes it; nothing is held, nobody named.
+    tx.commit_transaction(t).unwrap();
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 60, "caught up", |v| {
+        let lag = &v["partitions"][0]["lag"];
+        lag["status"] == "ok" && lag["lag_messages"] == 0
+    })
+    .await;
+    assert!(
+        detail["partitions"][0]["lag"].get("open_transaction").is_none(),
+        "{detail:#}"
+    );
+    reading.store(false, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+}

@@ -67,14 +67,47 @@ pub fn reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_grace
     ) {
         let _ = write!(
             out,
-            "; an open transaction has held offset {held} for {}: read_committed consumers cannot pass it",
-            duration(now.since(since))
+            "; an open transaction{} has held offset {held} for {}{}: read_committed consumers cannot pass it",
+            report
+                .open_transaction
+                .as_ref()
+                .map_or_else(String::new, |t| format!(" of {}", t.holder())),
+            duration(now.since(since)),
+            timeout(report, now),
         );
     }
     if report.producer_failing {
         out.push_str("; producers are failing, so the end offset and lag may read low");
     }
     out
+}
+
+/// How the transaction's timeout stands, where the coordinator said: the
+/// coordinator aborts it then, and a transaction open past it is stuck.
+fn timeout(report: &LagReport, now: Millis) -> String {
+    match (&report.open_transaction, report.open_transaction_since) {
+        (Some(t), Some(since)) => transaction_timeout(t, since, now),
+        _ => String::new(),
+    }
+}
+
+/// Who holds an open transaction (held since `since`) and how its timeout
+/// stands, in words: `transactional id "tx" (producer 7, epoch 0) (open 5 m; ...)`.
+pub fn open_transaction(t: &crate::model::OpenTransaction, since: Millis, now: Millis) -> String {
+    format!("{}{}", t.holder(), transaction_timeout(t, since, now))
+}
+
+fn transaction_timeout(t: &crate::model::OpenTransaction, since: Millis, now: Millis) -> String {
+    let open = now.since(since);
+    match t.timeout_ms.map(i64::from) {
+        Some(limit) if open > limit => format!(" (open {}, past its {} timeout)", duration(open), duration(limit)),
+        Some(limit) => format!(
+            " (open {}; its coordinator aborts it at its {} timeout)",
+            duration(open),
+            duration(limit)
+        ),
+        None => format!(" (open {})", duration(open)),
+    }
 }
 
 fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_grace_ms: i64) -> String {
@@ -155,9 +188,14 @@ fn status_reason(report: &LagReport, window: &CommitWindow, now: Millis, stop_gr
             let since = report
                 .open_transaction_since
                 .map_or_else(|| "a while".to_owned(), |t| duration(now.since(t)));
+            let who = report
+                .open_transaction
+                .as_ref()
+                .map_or_else(|| "it".to_owned(), |t| t.holder());
             format!(
-                "blocked by an open transaction: it has held offset {held} for {since}; \
+                "blocked by an open transaction: {who} has held offset {held} for {since}{}; \
                  read_committed consumers cannot pass it {}",
+                timeout(report, now),
                 waiting()
             )
         }
@@ -237,6 +275,7 @@ mod tests {
             end_offset_at: Some(Millis(299_000)),
             last_stable_offset: None,
             open_transaction_since: None,
+            open_transaction: None,
             no_members_since: None,
         }
     }

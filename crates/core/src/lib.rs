@@ -34,7 +34,8 @@ pub use engine::{
 };
 pub use model::{
     Consumer, EndOffsetSource, EngineEvent, LagReport, LagRow, Limit, LimitCounts, Observation, ObservationOf,
-    OwnedObservation, Partition, PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames, Status,
+    OpenTransaction, OwnedObservation, Partition, PartitionRef, RejectCounts, RejectReason, ResetEvidence, SharedNames,
+    Status,
 };
 pub use record::{AlertEvent, AuditEvent, Record, Route};
 pub use time::Millis;

@@ -121,6 +121,23 @@ pub enum ObservationOf<S> {
         #[serde(flatten)]
         partition: Partition<S>,
     },
+    /// The broker names the producer whose open transaction holds the
+    /// partition's last stable offset (the last [`Self::StableOffset`]):
+    /// DescribeProducers on the partition's leader gives the producer whose
+    /// transaction starts there, the transaction coordinator
+    /// (ListTransactions, DescribeTransactions) its transactional id and
+    /// timeout, where it answered. Kept small: every record pays for the
+    /// largest observation.
+    TransactionHolder {
+        #[serde(flatten)]
+        partition: Partition<S>,
+        producer_id: i64,
+        producer_epoch: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transactional_id: Option<S>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<i32>,
+    },
     /// The topic's time retention as its settings say (`retention.ms` when
     /// its cleanup policy deletes; -1 when nothing is deleted by time): with
     /// the age of a group's oldest unread record, when retention deletes it.
@@ -193,6 +210,7 @@ impl<S> ObservationOf<S> {
             | O::StableOffset { partition: p, offset }
             | O::RecordWritten { partition: p, offset }
             | O::ControlMarker { partition: p, offset } => check_offset(*offset).and_then(|()| partition(p)),
+            O::TransactionHolder { partition: p, .. } => partition(p),
             O::Unreachable { partition: p } | O::Assigned { partition: p, .. } => partition(p),
             O::TopicRecreated { .. }
             | O::GroupDeleted { .. }
@@ -284,6 +302,19 @@ impl<S> ObservationOf<S> {
             O::Assigned { group, partition } => O::Assigned {
                 group: f(group),
                 partition: partition.map(&mut f),
+            },
+            O::TransactionHolder {
+                partition,
+                producer_id,
+                producer_epoch,
+                transactional_id,
+                timeout_ms,
+            } => O::TransactionHolder {
+                partition: partition.map(&mut f),
+                producer_id: *producer_id,
+                producer_epoch: *producer_epoch,
+                transactional_id: transactional_id.as_ref().map(&mut f),
+                timeout_ms: *timeout_ms,
             },
             O::TopicRetention {
                 cluster,
@@ -547,6 +578,37 @@ impl Status {
     }
 }
 
+/// The open transaction holding a partition's last stable offset, as the
+/// broker names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenTransaction {
+    pub producer_id: i64,
+    pub producer_epoch: i32,
+    /// Where the transaction's first record on the partition is: the last
+    /// stable offset while it is open.
+    pub first_offset: i64,
+    /// Where the transaction coordinator answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactional_id: Option<Arc<str>>,
+    /// The transaction's timeout: its coordinator aborts it once it has been
+    /// open this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<i32>,
+}
+
+impl OpenTransaction {
+    /// Who holds it, in words: `transactional id "tx" (producer 7, epoch 0)`.
+    pub fn holder(&self) -> String {
+        match &self.transactional_id {
+            Some(id) => format!(
+                "transactional id {id:?} (producer {}, epoch {})",
+                self.producer_id, self.producer_epoch
+            ),
+            None => format!("producer {} (epoch {})", self.producer_id, self.producer_epoch),
+        }
+    }
+}
+
 /// Lag and health of one group on one partition at one moment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LagReport {
@@ -586,6 +648,10 @@ pub struct LagReport {
         skip_serializing_if = "Option::is_none"
     )]
     pub open_transaction_since: Option<Millis>,
+    /// The open transaction holding the last stable offset, as the broker
+    /// names it, once it has held it for `open_transaction_after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_transaction: Option<Arc<OpenTransaction>>,
     /// Since when the group's coordinator has described it with no live
     /// member: nothing reads what it is behind.
     #[serde(default, rename = "no_members_since_ms", skip_serializing_if = "Option::is_none")]

@@ -158,6 +158,7 @@ impl Record {
                 | O::LogStart { partition, .. }
                 | O::ControlMarker { partition, .. }
                 | O::StableOffset { partition, .. }
+                | O::TransactionHolder { partition, .. }
                 | O::RecordWritten { partition, .. }
                 | O::Unreachable { partition }
                 | O::Assigned { partition, .. } => Some(&partition.topic),

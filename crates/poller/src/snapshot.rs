@@ -69,8 +69,24 @@ pub struct PartitionSnapshot {
     /// transaction is open.
     #[serde(default)]
     pub stable: Option<i64>,
+    /// The open transaction holding `stable` below `end`, as the brokers name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_transaction: Option<TransactionHolder>,
     /// Why the offsets are missing.
     pub error: Option<String>,
+}
+
+/// The producer whose open transaction holds a partition's last stable
+/// offset: DescribeProducers on the leader (the producer whose transaction
+/// starts at that offset), and where its coordinator answered,
+/// ListTransactions and DescribeTransactions (its id and timeout).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionHolder {
+    pub producer_id: i64,
+    pub producer_epoch: i32,
+    pub first_offset: i64,
+    pub transactional_id: Option<String>,
+    pub timeout_ms: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

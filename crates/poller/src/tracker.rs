@@ -56,6 +56,8 @@ struct PartitionSeen {
     /// The last stable offset stored, and whether it was below the end then:
     /// a transaction opening where the offset already stood is a change too.
     stable: Option<(i64, bool)>,
+    /// The transaction's holder last stored.
+    holder: Option<crate::snapshot::TransactionHolder>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -317,6 +319,26 @@ impl Tracker {
                         ps.stable = Some(seen_now);
                         out.durable.push(observed);
                     }
+                    // After the stable offset, which forgets a holder named
+                    // for another offset. Stored when it changes.
+                    if let Some(h) = &p.open_transaction {
+                        let named = record(
+                            at,
+                            Observation::TransactionHolder {
+                                partition: part(&cluster, &t.name, p.partition),
+                                producer_id: h.producer_id,
+                                producer_epoch: h.producer_epoch,
+                                transactional_id: h.transactional_id.as_deref(),
+                                timeout_ms: h.timeout_ms,
+                            },
+                        );
+                        if ps.holder.as_ref() == Some(h) {
+                            out.transient.push(named);
+                        } else {
+                            ps.holder = Some(h.clone());
+                            out.durable.push(named);
+                        }
+                    }
                 }
             }
             // Partitions only grow in Kafka; one that vanished went with a recreation.
@@ -564,6 +586,7 @@ mod tests {
                 log_start: Some(log_start),
                 end: Some(end),
                 stable: None,
+                open_transaction: None,
                 error: None,
             }],
         });
@@ -682,6 +705,7 @@ mod tests {
             log_start: Some(0),
             end: Some(7),
             stable: None,
+            open_transaction: None,
             error: None,
         });
         grown.groups[0].offsets.push(CommittedOffset {

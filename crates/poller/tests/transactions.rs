@@ -156,10 +156,13 @@ async fn an_open_transaction_on_apache_kafka_blocks_a_read_committed_group() {
         }
         p.flush(t).unwrap();
     };
+    let open_id = unique("open");
     let transactional = |id: &str| -> BaseProducer {
+        let id = if id == "open" { open_id.clone() } else { unique(id) };
         let p: BaseProducer = ClientConfig::new()
             .set("bootstrap.servers", b)
-            .set("transactional.id", unique(id))
+            .set("transactional.id", id)
+            .set("transaction.timeout.ms", "600000")
             .create()
             .unwrap();
         p.init_transactions(t).unwrap();
@@ -237,8 +240,43 @@ async fn an_open_transaction_on_apache_kafka_blocks_a_read_committed_group() {
         (Status::Blocked, Some(10), Some(10), Some(25)),
         "{why}"
     );
+    // The holder as Kafka's own kafka-transactions.sh describes it.
+    let (ok, out, err) = streamsight_testkit::apache_kafka::kafka_tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        &["--bootstrap-server", b, "describe", "--transactional-id", &open_id],
+    );
+    assert!(ok, "{out}{err}");
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    let column = |name: &str| {
+        row[header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{out}"))]
+    };
+    let held = r.open_transaction.clone().expect("the holder is named");
+    assert_eq!(
+        (
+            held.transactional_id.as_deref(),
+            held.producer_id.to_string(),
+            held.producer_epoch.to_string(),
+            held.first_offset,
+            held.timeout_ms.map(|t| t.to_string()),
+        ),
+        (
+            Some(open_id.as_str()),
+            column("ProducerId").to_owned(),
+            column("ProducerEpoch").to_owned(),
+            10,
+            Some(column("TransactionTimeoutMs").to_owned()),
+        ),
+        "{out}"
+    );
     assert!(
-        why.starts_with("blocked by an open transaction: it has held offset 10"),
+        why.starts_with(&format!(
+            "blocked by an open transaction: transactional id {open_id:?} (producer {}, epoch {}) has held offset 10",
+            held.producer_id, held.producer_epoch
+        )),
         "{why}"
     );
     // The committed and the aborted transaction's markers are never lag.
@@ -260,8 +298,13 @@ async fn an_open_transaction_on_apache_kafka_blocks_a_read_committed_group() {
     poll(secs(101), &mut engine).await;
     let (r, why) = report(&engine, 0, 101);
     assert_eq!(
-        (r.status, r.lag_messages, r.open_transaction_since),
-        (Status::Ok, Some(0), None),
+        (
+            r.status,
+            r.lag_messages,
+            r.open_transaction_since,
+            r.open_transaction.clone()
+        ),
+        (Status::Ok, Some(0), None, None),
         "{r:?} {why}"
     );
 }

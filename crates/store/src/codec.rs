@@ -46,6 +46,7 @@ mod kind {
     pub(super) const GROUP_MEMBERS: u8 = 21;
     pub(super) const ASSIGNED: u8 = 22;
     pub(super) const TOPIC_RETENTION: u8 = 23;
+    pub(super) const TRANSACTION_HOLDER: u8 = 24;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -152,6 +153,33 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                         head(kind::STABLE_OFFSET, &mut body);
                         part(partition, &mut names, &mut body);
                         put_i64(&mut body, *offset);
+                    }
+                    O::TransactionHolder {
+                        partition,
+                        producer_id,
+                        producer_epoch,
+                        transactional_id,
+                        timeout_ms,
+                    } => {
+                        head(kind::TRANSACTION_HOLDER, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *producer_id);
+                        put_i64(&mut body, i64::from(*producer_epoch));
+                        // Each optional part: a flag, then the value when set.
+                        match transactional_id {
+                            Some(id) => {
+                                body.push(1);
+                                put_u64(&mut body, names.id(id));
+                            }
+                            None => body.push(0),
+                        }
+                        match timeout_ms {
+                            Some(ms) => {
+                                body.push(1);
+                                put_i64(&mut body, i64::from(*ms));
+                            }
+                            None => body.push(0),
+                        }
                     }
                     O::RecordWritten { partition, offset } => {
                         head(kind::RECORD_WRITTEN, &mut body);
@@ -325,6 +353,26 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                 partition: part(&mut r)?,
                 offset: r.i64()?,
             }),
+            kind::TRANSACTION_HOLDER => {
+                let partition = part(&mut r)?;
+                let producer_id = r.i64()?;
+                let producer_epoch = i32::try_from(r.i64()?).map_err(|_| CodecError::Range)?;
+                let transactional_id = match r.u8()? {
+                    0 => None,
+                    _ => Some(name(&mut r)?),
+                };
+                let timeout_ms = match r.u8()? {
+                    0 => None,
+                    _ => Some(i32::try_from(r.i64()?).map_err(|_| CodecError::Range)?),
+                };
+                observation(O::TransactionHolder {
+                    partition,
+                    producer_id,
+                    producer_epoch,
+                    transactional_id,
+                    timeout_ms,
+                })
+            }
             kind::RECORD_WRITTEN => observation(O::RecordWritten {
                 partition: part(&mut r)?,
                 offset: r.i64()?,

@@ -272,6 +272,26 @@ mod tests {
             observation(6, Observation::Unreachable { partition: p(i32::MIN) }),
             observation(
                 6,
+                Observation::TransactionHolder {
+                    partition: p(2),
+                    producer_id: i64::MAX,
+                    producer_epoch: i32::MIN,
+                    transactional_id: Some("tx-ü"),
+                    timeout_ms: Some(i32::MAX),
+                },
+            ),
+            observation(
+                6,
+                Observation::TransactionHolder {
+                    partition: p(3),
+                    producer_id: 0,
+                    producer_epoch: 0,
+                    transactional_id: None,
+                    timeout_ms: None,
+                },
+            ),
+            observation(
+                6,
                 Observation::GroupDeleted {
                     cluster: "c",
                     group: "ü",

@@ -13,6 +13,7 @@ impl Engine {
             end_offset_at: p.end_seen_at,
             last_stable_offset: p.stable.offset(),
             open_transaction_since: self.open_transaction_since(p, now),
+            open_transaction: self.open_transaction(pid, p, now),
             history_points: p.history.len(),
             history_precision: p.history.precision(),
         }
@@ -58,6 +59,7 @@ impl Engine {
             end_offset_at: p.end_seen_at,
             last_stable_offset: p.stable.offset(),
             open_transaction_since: self.open_transaction_since(p, now),
+            open_transaction: self.open_transaction(gp.partition, p, now),
             no_members_since: self.groups[gp.group.0 as usize].no_members_since,
         };
         if let (Some(c), Some(end)) = (committed, report.end_offset) {
@@ -163,6 +165,36 @@ impl Engine {
     pub(super) fn open_transaction_since(&self, p: &PartitionState, now: Millis) -> Option<Millis> {
         let since = p.stable.held_since()?;
         (now.since(since) >= self.open_transaction_ms).then_some(since)
+    }
+
+    /// Who holds the last stable offset, once it counts as an open transaction.
+    pub(super) fn open_transaction(
+        &self,
+        pid: PartitionId,
+        p: &PartitionState,
+        now: Millis,
+    ) -> Option<Arc<OpenTransaction>> {
+        self.open_transaction_since(p, now)?;
+        self.open_transactions.get(&pid).cloned()
+    }
+
+    /// The partitions an open transaction holds at `now` whose holder the
+    /// broker named, with it and since when it has held the partition.
+    pub fn named_open_transactions(&self, now: Millis) -> Vec<(PartitionId, Arc<OpenTransaction>, Millis)> {
+        let mut named: Vec<_> = self
+            .open_transactions
+            .keys()
+            .filter_map(|&pid| {
+                let p = &self.partitions[pid.0 as usize];
+                Some((
+                    pid,
+                    self.open_transaction(pid, p, now)?,
+                    self.open_transaction_since(p, now)?,
+                ))
+            })
+            .collect();
+        named.sort_by_key(|(pid, ..)| *pid);
+        named
     }
 
     /// The time retention (ms) of `pid`'s topic as its settings say: -1 when

@@ -121,6 +121,41 @@ impl Engine {
                 let pid = self.partition_id(partition)?;
                 let p = &mut self.partitions[pid.0 as usize];
                 p.stable = p.stable.observe(offset, p.broker_end, at);
+                // A holder named for another offset, or none held: not this one.
+                let held = p.stable.held_since().is_some();
+                if !held
+                    || self
+                        .open_transactions
+                        .get(&pid)
+                        .is_some_and(|t| t.first_offset != offset)
+                {
+                    self.open_transactions.remove(&pid);
+                }
+                Ok(())
+            }
+            Observation::TransactionHolder {
+                partition,
+                producer_id,
+                producer_epoch,
+                transactional_id,
+                timeout_ms,
+            } => {
+                let pid = self.partition_id(partition)?;
+                // Named for the offset held now; none held, nobody to name.
+                let p = &self.partitions[pid.0 as usize];
+                let (Some(first_offset), Some(_)) = (p.stable.offset(), p.stable.held_since()) else {
+                    return Ok(());
+                };
+                let holder = OpenTransaction {
+                    producer_id,
+                    producer_epoch,
+                    first_offset,
+                    transactional_id: transactional_id.map(|id| Arc::from(truncated(id, MAX_TRANSACTIONAL_ID))),
+                    timeout_ms,
+                };
+                if self.open_transactions.get(&pid).map(|t| &**t) != Some(&holder) {
+                    self.open_transactions.insert(pid, Arc::new(holder));
+                }
                 Ok(())
             }
             Observation::RecordWritten { partition, offset } => {
@@ -384,6 +419,7 @@ impl Engine {
         p.log_start = None;
         p.control_marker = None;
         p.stable = StableOffset::NONE;
+        self.open_transactions.remove(&pid);
         p.pending_end_reset = None;
         p.pending_log_start_reset = None;
         let partition = p.partition;

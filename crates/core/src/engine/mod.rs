@@ -6,9 +6,22 @@ use crate::config::{ConfigError, EngineConfig};
 use crate::health::{HealthInput, HealthParams, partition_status};
 use crate::history::{HistoryParams, OffsetHistory, ProduceTime, Sighting};
 use crate::model::{
-    EndOffsetSource, EngineEvent, LagReport, Limit, Observation, PartitionRef, RejectCounts, RejectReason,
-    ResetEvidence, Status,
+    EndOffsetSource, EngineEvent, LagReport, Limit, Observation, OpenTransaction, PartitionRef, RejectCounts,
+    RejectReason, ResetEvidence, Status,
 };
+use std::sync::Arc;
+
+/// The longest transactional id kept (Kafka bounds it only by its string's
+/// size): beyond it, cut at a character boundary.
+pub const MAX_TRANSACTIONAL_ID: usize = 256;
+
+fn truncated(s: &str, max: usize) -> &str {
+    let mut cut = s.len().min(max);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
 use crate::time::{Millis, duration_ms};
 use crate::window::{Commit, CommitWindow};
 use std::collections::HashMap;
@@ -53,6 +66,10 @@ pub struct Engine {
     groups: Vec<GroupState>,
     group_partitions: Chunked<GroupPartitionState, 1024>,
     losses: Map<GroupPartitionId, Loss>,
+    /// Who holds each partition's last stable offset, as the broker last
+    /// named it, while it holds it there: beside the partitions rather than
+    /// in them, where every partition would pay for what few have.
+    open_transactions: Map<PartitionId, Arc<OpenTransaction>>,
     /// What counts against the cardinality limits.
     usage: Usage,
     stats: EngineStats,
@@ -84,6 +101,7 @@ impl Engine {
             groups: Vec::new(),
             group_partitions: Chunked::default(),
             losses: Map::default(),
+            open_transactions: Map::default(),
             usage: Usage::default(),
             stats: EngineStats::default(),
             events: Vec::new(),

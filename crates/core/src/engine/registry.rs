@@ -42,6 +42,7 @@ impl Engine {
             let p = &mut self.partitions[pid.0 as usize];
             self.partition_ids.remove(&(tid, p.partition));
             p.deleted = true;
+            self.open_transactions.remove(&pid);
             p.history = OffsetHistory::new(&self.history);
             for (gid, gpid) in std::mem::take(&mut p.groups) {
                 self.usage.group_partitions -= 1;

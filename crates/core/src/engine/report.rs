@@ -36,6 +36,9 @@ pub struct PartitionReport {
     pub last_stable_offset: Option<i64>,
     #[serde(rename = "open_transaction_since_ms")]
     pub open_transaction_since: Option<Millis>,
+    /// Who holds the last stable offset, as the broker names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_transaction: Option<std::sync::Arc<crate::model::OpenTransaction>>,
     pub history_points: usize,
     /// The history's current error bound on lag seconds (see docs/engine.md).
     pub history_precision: f32,

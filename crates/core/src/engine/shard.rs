@@ -39,6 +39,8 @@ struct PartitionShard {
     control_marker: Option<i64>,
     #[serde(default)]
     stable: StableOffset,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    open_transaction: Option<std::sync::Arc<crate::model::OpenTransaction>>,
     pending_end_reset: Option<PendingReset>,
     pending_log_start_reset: Option<PendingReset>,
     last_failure_at: Option<Millis>,
@@ -91,6 +93,7 @@ impl Engine {
                     log_start: p.log_start,
                     control_marker: p.control_marker,
                     stable: p.stable,
+                    open_transaction: self.open_transactions.get(pid).cloned(),
                     pending_end_reset: p.pending_end_reset,
                     pending_log_start_reset: p.pending_log_start_reset,
                     last_failure_at: p.last_failure_at,
@@ -164,6 +167,10 @@ impl Engine {
                 state.log_start = p.log_start;
                 state.control_marker = p.control_marker;
                 state.stable = p.stable;
+                match p.open_transaction {
+                    Some(t) => self.open_transactions.insert(pid, t),
+                    None => self.open_transactions.remove(&pid),
+                };
                 state.pending_end_reset = p.pending_end_reset;
                 state.pending_log_start_reset = p.pending_log_start_reset;
                 state.last_failure_at = p.last_failure_at;

@@ -625,6 +625,91 @@ fn a_group_held_at_an_open_transaction_is_blocked_and_the_reason_names_it() {
     assert_ne!(r.status, Status::Blocked);
 }
 
+fn holder(e: &mut Engine, at: i64, id: Option<&str>) {
+    e.observe(
+        secs(at),
+        &Observation::TransactionHolder {
+            partition: part(0),
+            producer_id: 4000,
+            producer_epoch: 2,
+            transactional_id: id,
+            timeout_ms: Some(60_000),
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_producer_holding_an_open_transaction_is_named_while_it_holds_it() {
+    let mut e = engine();
+    for t in 0..=10 {
+        broker_end(&mut e, t * 10, 100 + t * 10);
+        stable(&mut e, t * 10, 100);
+        holder(&mut e, t * 10, Some("payments-tx"));
+        commit(&mut e, t * 10, 100).unwrap();
+    }
+    let id = e.find("c", "g", T, 0).unwrap();
+    // Not an open transaction yet: nobody is named.
+    assert_eq!(e.evaluate(id, secs(59)).open_transaction, None);
+    let r = e.evaluate(id, secs(100));
+    let t = r.open_transaction.clone().expect("named");
+    assert_eq!(
+        (
+            t.producer_id,
+            t.producer_epoch,
+            t.first_offset,
+            t.transactional_id.as_deref()
+        ),
+        (4000, 2, 100, Some("payments-tx"))
+    );
+    let why = e.reason(id, &r, secs(100));
+    assert!(
+        why.starts_with(
+            "blocked by an open transaction: transactional id \"payments-tx\" (producer 4000, epoch 2) has held offset 100 for 1 m 30 s (open 1 m 30 s, past its 1 m timeout); read_committed consumers cannot pass it"
+        ),
+        "{why}"
+    );
+    let p = e.evaluate_partition(e.partition_of(id), secs(100));
+    assert_eq!(p.open_transaction.as_deref(), Some(&*t));
+    // The stable offset moves to another transaction's start: the holder
+    // named for 100 is no longer said to hold it, until the broker names one.
+    broker_end(&mut e, 110, 300);
+    stable(&mut e, 110, 250);
+    assert_eq!(
+        e.evaluate_partition(e.partition_of(id), secs(200)).open_transaction,
+        None
+    );
+    holder(&mut e, 111, None);
+    let p = e.evaluate_partition(e.partition_of(id), secs(200));
+    assert_eq!(
+        p.open_transaction.map(|t| t.holder()),
+        Some("producer 4000 (epoch 2)".to_owned())
+    );
+    // It ends: nothing is held, nobody named.
+    broker_end(&mut e, 210, 300);
+    stable(&mut e, 210, 300);
+    assert_eq!(
+        e.evaluate_partition(e.partition_of(id), secs(300)).open_transaction,
+        None
+    );
+    // A holder kept across a shard's hand-over.
+    stable(&mut e, 220, 290);
+    broker_end(&mut e, 220, 310);
+    stable(&mut e, 220, 290);
+    holder(&mut e, 220, Some("t2"));
+    let mut other = engine();
+    other.import(e.export(&|_| true));
+    let pid = other.find("c", "g", T, 0).map(|id| other.partition_of(id)).unwrap();
+    assert_eq!(
+        other
+            .evaluate_partition(pid, secs(400))
+            .open_transaction
+            .and_then(|t| t.transactional_id.clone())
+            .as_deref(),
+        Some("t2")
+    );
+}
+
 #[test]
 fn a_read_uncommitted_group_past_the_open_transaction_is_judged_by_its_own_commits_and_told() {
     let mut e = engine();

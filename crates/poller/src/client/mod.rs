@@ -17,6 +17,7 @@ mod groups;
 mod record_times;
 mod refresh;
 mod share_groups;
+mod transactions;
 pub use crate::sasl;
 pub use crate::tls;
 pub use admin::PartitionOffset;
@@ -157,6 +158,7 @@ impl ClusterClient {
             Ok(()) => {
                 snap.metadata_ok = true;
                 self.offsets(&mut snap, true).await;
+                self.transaction_holders(&mut snap).await;
             }
             Err(e) => snap.errors.push(e.to_string()),
         }
@@ -334,6 +336,7 @@ impl ClusterClient {
                     log_start: None,
                     end: None,
                     stable: None,
+                    open_transaction: None,
                     error: (p.leader_id.0 < 0).then(|| "no leader".to_owned()),
                 })
                 .collect();

@@ -39,6 +39,7 @@ impl ClusterClient {
                     log_start: None,
                     end: None,
                     stable: None,
+                    open_transaction: None,
                     error: None,
                 })
                 .collect();
