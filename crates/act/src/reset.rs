@@ -412,6 +412,7 @@ mod tests {
             last_timestamp: max_ts,
             log_append_time: false,
             control: false,
+            unreadable: None,
         }
     }
 

@@ -555,7 +555,9 @@ async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_
 /// shows), its row in `streamsight lag`, and the `transaction_open` alert's
 /// summary say which transactional id and producer hold the partition, as
 /// Kafka's own `kafka-transactions.sh describe` says. A committed one
-/// afterwards leaves nothing named and nothing blocked.
+/// afterwards leaves nothing named and nothing blocked; a writer fenced by a
+/// new instance of its transactional id (the epoch bumped, its transaction
+/// aborted) holds nothing, and the new instance is named with its epoch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_transaction_is_named_by_the_verdict_the_row_and_the_alert() {
     use rdkafka::ClientConfig;
@@ -696,6 +698,51 @@ async fn an_open_transaction_is_named_by_the_verdict_the_row_and_the_alert() {
         detail["partitions"][0]["lag"].get("open_transaction").is_none(),
         "{detail:#}"
     );
+
+    // Fenced: the writer opens another transaction and a new instance with
+    // the same transactional id starts, bumping the epoch; the broker aborts
+    // the old one, and nothing holds the partition. The new instance's own
+    // transaction is named with the new epoch; aborted, it is never lag.
+    tx.begin_transaction().unwrap();
+    tx.send(BaseRecord::<(), _>::to(&topic).partition(0).payload("zombie"))
+        .unwrap();
+    tx.flush(t).unwrap();
+    let old_epoch = streamsight_testkit::http::wait_for_json(&http, &url, 60, "the first instance named", |v| {
+        v["partitions"][0]["lag"]["open_transaction"]["transactional_id"] == id
+    })
+    .await["partitions"][0]["lag"]["open_transaction"]["producer_epoch"]
+        .as_i64()
+        .unwrap();
+    let successor: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("transactional.id", &id)
+        .create()
+        .unwrap();
+    successor.init_transactions(t).unwrap();
+    streamsight_testkit::http::wait_for_json(&http, &url, 60, "the fenced transaction aborted", |v| {
+        let lag = &v["partitions"][0]["lag"];
+        lag["status"] == "ok" && lag["lag_messages"] == 0 && lag.get("open_transaction").is_none()
+    })
+    .await;
+    successor.begin_transaction().unwrap();
+    successor
+        .send(BaseRecord::<(), _>::to(&topic).partition(0).payload("successor"))
+        .unwrap();
+    successor.flush(t).unwrap();
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 60, "the successor named", |v| {
+        v["partitions"][0]["lag"]["open_transaction"]["transactional_id"] == id
+    })
+    .await;
+    let new_epoch = detail["partitions"][0]["lag"]["open_transaction"]["producer_epoch"]
+        .as_i64()
+        .unwrap();
+    assert!(new_epoch > old_epoch, "epoch {old_epoch} then {new_epoch}: {detail:#}");
+    successor.abort_transaction(t).unwrap();
+    streamsight_testkit::http::wait_for_json(&http, &url, 60, "the aborted records are no lag", |v| {
+        let lag = &v["partitions"][0]["lag"];
+        lag["status"] == "ok" && lag["lag_messages"] == 0 && lag.get("open_transaction").is_none()
+    })
+    .await;
     reading.store(false, std::sync::atomic::Ordering::Relaxed);
     reader.join().unwrap();
 }

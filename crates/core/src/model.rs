@@ -88,6 +88,17 @@ pub enum ObservationOf<S> {
         partition: Partition<S>,
         offset: i64,
     },
+    /// Offsets `from` to `to` (exclusive) hold nothing a `read_committed`
+    /// consumer is handed: transaction markers (control batches) and the
+    /// records of aborted transactions, as the poller read them at a commit.
+    /// A group committed in the run has read all of it: what it waits for
+    /// starts at `to`.
+    Unreadable {
+        #[serde(flatten)]
+        partition: Partition<S>,
+        from: i64,
+        to: i64,
+    },
     /// An operator moved the group's offset to `offset` (a reset streamsight
     /// executed): the group's own doing, so its commit history starts afresh
     /// there; neither a rewind nor data loss.
@@ -210,6 +221,14 @@ impl<S> ObservationOf<S> {
             | O::StableOffset { partition: p, offset }
             | O::RecordWritten { partition: p, offset }
             | O::ControlMarker { partition: p, offset } => check_offset(*offset).and_then(|()| partition(p)),
+            O::Unreadable { partition: p, from, to } => {
+                check_offset(*from)?;
+                check_offset(*to)?;
+                if to <= from {
+                    return Err(RejectReason::OffsetOutOfRange);
+                }
+                partition(p)
+            }
             O::TransactionHolder { partition: p, .. } => partition(p),
             O::Unreachable { partition: p } | O::Assigned { partition: p, .. } => partition(p),
             O::TopicRecreated { .. }
@@ -270,6 +289,11 @@ impl<S> ObservationOf<S> {
             O::StableOffset { partition, offset } => O::StableOffset {
                 partition: partition.map(&mut f),
                 offset: *offset,
+            },
+            O::Unreadable { partition, from, to } => O::Unreadable {
+                partition: partition.map(&mut f),
+                from: *from,
+                to: *to,
             },
             O::RecordWritten { partition, offset } => O::RecordWritten {
                 partition: partition.map(&mut f),

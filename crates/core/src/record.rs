@@ -157,6 +157,7 @@ impl Record {
                 | O::EndOffset { partition, .. }
                 | O::LogStart { partition, .. }
                 | O::ControlMarker { partition, .. }
+                | O::Unreadable { partition, .. }
                 | O::StableOffset { partition, .. }
                 | O::TransactionHolder { partition, .. }
                 | O::RecordWritten { partition, .. }

@@ -163,6 +163,10 @@ pub struct BatchTime {
     /// an offset no reader is ever handed.
     #[serde(default)]
     pub control: bool,
+    /// Offsets (from, to) from the one read at (a commit) that hold nothing
+    /// a `read_committed` reader is handed: markers and aborted records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<(i64, i64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -376,14 +376,16 @@ impl Tracker {
         // When the records at lagging commits were written. A time after the
         // poll, or none (-1), says nothing true: left out.
         for b in &snap.batches {
-            // A transaction's marker at a commit: the reader there has read
-            // everything (Kafka's own --describe says lag 1 for good).
-            if b.control && b.base_offset == b.last_offset {
+            // Markers and aborted records from a commit on: the reader there
+            // has read everything before them (Kafka's own --describe counts
+            // each as lag for good).
+            if let Some((from, to)) = b.unreadable {
                 out.durable.push(record(
                     at,
-                    Observation::ControlMarker {
+                    Observation::Unreadable {
                         partition: part(&self.cluster, &b.topic, b.partition),
-                        offset: b.base_offset,
+                        from,
+                        to,
                     },
                 ));
             }

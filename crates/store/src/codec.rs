@@ -47,6 +47,7 @@ mod kind {
     pub(super) const ASSIGNED: u8 = 22;
     pub(super) const TOPIC_RETENTION: u8 = 23;
     pub(super) const TRANSACTION_HOLDER: u8 = 24;
+    pub(super) const UNREADABLE: u8 = 25;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -180,6 +181,12 @@ pub fn encode<'a>(records: impl IntoIterator<Item = &'a Record>, out: &mut Vec<u
                             }
                             None => body.push(0),
                         }
+                    }
+                    O::Unreadable { partition, from, to } => {
+                        head(kind::UNREADABLE, &mut body);
+                        part(partition, &mut names, &mut body);
+                        put_i64(&mut body, *from);
+                        put_i64(&mut body, *to);
                     }
                     O::RecordWritten { partition, offset } => {
                         head(kind::RECORD_WRITTEN, &mut body);
@@ -373,6 +380,11 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Record>, CodecError> {
                     timeout_ms,
                 })
             }
+            kind::UNREADABLE => observation(O::Unreadable {
+                partition: part(&mut r)?,
+                from: r.i64()?,
+                to: r.i64()?,
+            }),
             kind::RECORD_WRITTEN => observation(O::RecordWritten {
                 partition: part(&mut r)?,
                 offset: r.i64()?,

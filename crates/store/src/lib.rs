@@ -272,6 +272,14 @@ mod tests {
             observation(6, Observation::Unreachable { partition: p(i32::MIN) }),
             observation(
                 6,
+                Observation::Unreadable {
+                    partition: p(4),
+                    from: 15,
+                    to: i64::MAX,
+                },
+            ),
+            observation(
+                6,
                 Observation::TransactionHolder {
                     partition: p(2),
                     producer_id: i64::MAX,

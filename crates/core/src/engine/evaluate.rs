@@ -64,12 +64,17 @@ impl Engine {
         };
         if let (Some(c), Some(end)) = (committed, report.end_offset) {
             // Records below the log start are gone: loss, reported apart, not lag.
-            let from = c.max(p.log_start.unwrap_or(c));
-            let mut lag = end.saturating_sub(from).max(0);
-            if lag == 1 && self.is_control_marker(p, from) {
-                lag = 0;
+            let mut from = c.max(p.log_start.unwrap_or(c));
+            // Markers and aborted records after the commit are no lag: a
+            // reader is never handed them (and commits only what it was).
+            if let Some(readable) = p.unreadable.readable_after(from) {
+                from = readable.min(end.max(from));
+                report.at_control_marker = true;
+            } else if end.saturating_sub(from) == 1 && self.is_acked_marker(p, from) {
+                from = end;
                 report.at_control_marker = true;
             }
+            let lag = end.saturating_sub(from).max(0);
             report.lag_messages = Some(lag);
             report.lag_seconds = if lag == 0 {
                 Some(0.0)
@@ -156,8 +161,10 @@ impl Engine {
         (span > 0).then(|| (last.offset - first.offset).max(0) as f64 * 1000.0 / span as f64)
     }
 
-    pub(super) fn is_control_marker(&self, p: &PartitionState, offset: i64) -> bool {
-        p.control_marker == Some(offset) || (p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1))
+    /// A marker inferred from acks: the last acked record's next offset is
+    /// the broker's last, which no send took.
+    pub(super) fn is_acked_marker(&self, p: &PartitionState, offset: i64) -> bool {
+        p.acked_end == Some(offset) && p.broker_end == offset.checked_add(1)
     }
 
     /// Since when an open transaction has held the partition's last stable offset

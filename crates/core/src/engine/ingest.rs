@@ -177,7 +177,17 @@ impl Engine {
             Observation::ControlMarker { partition, offset } => {
                 check_offset(offset)?;
                 let pid = self.partition_id(partition)?;
-                self.partitions[pid.0 as usize].control_marker = Some(offset);
+                self.partitions[pid.0 as usize].unreadable = Unreadable::new(offset, offset.saturating_add(1));
+                Ok(())
+            }
+            Observation::Unreadable { partition, from, to } => {
+                check_offset(from)?;
+                check_offset(to)?;
+                if to <= from {
+                    return Err(RejectReason::OffsetOutOfRange);
+                }
+                let pid = self.partition_id(partition)?;
+                self.partitions[pid.0 as usize].unreadable = Unreadable::new(from, to);
                 Ok(())
             }
             Observation::TopicRecreated { cluster, topic } => {
@@ -417,7 +427,7 @@ impl Engine {
         p.acked_end = None;
         p.unconfirmed = None;
         p.log_start = None;
-        p.control_marker = None;
+        p.unreadable = Unreadable::NONE;
         p.stable = StableOffset::NONE;
         self.open_transactions.remove(&pid);
         p.pending_end_reset = None;

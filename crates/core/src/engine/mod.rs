@@ -43,7 +43,8 @@ pub use report::{EngineStats, GroupFold, GroupPartitionNames, GroupReport, Idle,
 pub use shard::EngineShard;
 pub use state::PARTITION_FIXED_BYTES;
 use state::{
-    ClusterUsage, GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, StableOffset, TopicState, Usage,
+    ClusterUsage, GroupPartitionState, GroupState, Loss, PartitionState, PendingReset, StableOffset, TopicState,
+    Unreadable, Usage,
 };
 
 #[derive(Debug)]

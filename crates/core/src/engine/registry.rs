@@ -113,7 +113,7 @@ impl Engine {
             acked_end: None,
             unconfirmed: None,
             log_start: None,
-            control_marker: None,
+            unreadable: Unreadable::NONE,
             stable: StableOffset::NONE,
             pending_end_reset: None,
             pending_log_start_reset: None,

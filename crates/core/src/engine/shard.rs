@@ -36,7 +36,11 @@ struct PartitionShard {
     acked_end: Option<i64>,
     unconfirmed: Option<(i64, Millis)>,
     log_start: Option<i64>,
+    /// Where the unreadable run starts, and (since it can be longer than a
+    /// marker) where it ends: one past the start when absent.
     control_marker: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unreadable_to: Option<i64>,
     #[serde(default)]
     stable: StableOffset,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,7 +95,8 @@ impl Engine {
                     acked_end: p.acked_end,
                     unconfirmed: p.unconfirmed,
                     log_start: p.log_start,
-                    control_marker: p.control_marker,
+                    control_marker: p.unreadable.range().map(|(from, _)| from),
+                    unreadable_to: p.unreadable.range().map(|(_, to)| to),
                     stable: p.stable,
                     open_transaction: self.open_transactions.get(pid).cloned(),
                     pending_end_reset: p.pending_end_reset,
@@ -165,7 +170,10 @@ impl Engine {
                 state.acked_end = p.acked_end;
                 state.unconfirmed = p.unconfirmed;
                 state.log_start = p.log_start;
-                state.control_marker = p.control_marker;
+                state.unreadable = match (p.control_marker, p.unreadable_to) {
+                    (Some(from), to) => Unreadable::new(from, to.unwrap_or(from.saturating_add(1))),
+                    (None, _) => Unreadable::NONE,
+                };
                 state.stable = p.stable;
                 match p.open_transaction {
                     Some(t) => self.open_transactions.insert(pid, t),

@@ -43,7 +43,9 @@ pub(super) struct PartitionState {
     /// the broker's last answer, held until an answer reaches it.
     pub(super) unconfirmed: Option<(i64, Millis)>,
     pub(super) log_start: Option<i64>,
-    pub(super) control_marker: Option<i64>,
+    /// Offsets that hold nothing a reader is handed (markers, aborted
+    /// records), as last read at a commit.
+    pub(super) unreadable: Unreadable,
     /// The last stable offset and since when it has stood there below the end.
     pub(super) stable: StableOffset,
     pub(super) pending_end_reset: Option<PendingReset>,
@@ -97,6 +99,44 @@ pub(super) struct Usage {
     pub(super) clusters: Map<NameId, ClusterUsage>,
     pub(super) partitions: usize,
     pub(super) group_partitions: usize,
+}
+
+/// Offsets `from..to` hold no record a `read_committed` reader is handed.
+/// Two plain words (no offset is negative) for what an option of a pair would
+/// double, as [`StableOffset`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Unreadable {
+    from: i64,
+    to: i64,
+}
+
+impl Default for Unreadable {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl Unreadable {
+    pub(super) const NONE: Self = Self { from: -1, to: -1 };
+
+    pub(super) fn new(from: i64, to: i64) -> Self {
+        if 0 <= from && from < to {
+            Self { from, to }
+        } else {
+            Self::NONE
+        }
+    }
+
+    /// Where what a reader at `offset` waits for starts, when `offset` is in
+    /// the run.
+    pub(super) fn readable_after(self, offset: i64) -> Option<i64> {
+        (self.from <= offset && offset < self.to).then_some(self.to)
+    }
+
+    /// The run as (from, to), if any.
+    pub(super) fn range(self) -> Option<(i64, i64)> {
+        (self.from >= 0).then_some((self.from, self.to))
+    }
 }
 
 /// A partition's last stable offset as the poller last read it. Two plain words

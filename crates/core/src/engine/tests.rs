@@ -272,6 +272,50 @@ fn a_lag_of_one_on_a_control_marker_is_not_lag() {
 }
 
 #[test]
+fn markers_and_aborted_records_after_a_commit_are_not_lag() {
+    // 15: a commit marker, 16: an aborted record, 17: its abort marker. A
+    // read_committed reader handed everything before commits 15 and waits.
+    let mut e = engine();
+    broker_end(&mut e, 0, 18);
+    for t in 0..=100 {
+        broker_end(&mut e, t, 18);
+        if t < 5 {
+            commit(&mut e, t, 15).unwrap();
+        }
+    }
+    assert_eq!(report(&e, 100).lag_messages, Some(3), "without evidence it is lag");
+    let unreadable = |e: &mut Engine, at: i64, from: i64, to: i64| {
+        e.observe(
+            secs(at),
+            &Observation::Unreadable {
+                partition: part(0),
+                from,
+                to,
+            },
+        )
+    };
+    unreadable(&mut e, 100, 15, 18).unwrap();
+    let r = report(&e, 101);
+    assert_eq!(
+        (r.lag_messages, r.lag_seconds, r.status),
+        (Some(0), Some(0.0), Status::Ok),
+        "{r:?}"
+    );
+    assert!(r.at_control_marker);
+    // Records after the run are lag, the run is not.
+    broker_end(&mut e, 102, 20);
+    assert_eq!(report(&e, 103).lag_messages, Some(2));
+    // A backwards or empty run is refused.
+    assert!(unreadable(&mut e, 104, 18, 18).is_err());
+    assert!(unreadable(&mut e, 104, -1, 3).is_err());
+    // Handed over with a shard.
+    let mut other = engine();
+    other.import(e.export(&|_| true));
+    let id = other.find("c", "g", T, 0).unwrap();
+    assert_eq!(other.evaluate(id, secs(105)).lag_messages, Some(2));
+}
+
+#[test]
 fn an_idle_caught_up_group_stays_ok_while_the_broker_confirms() {
     let mut e = engine();
     broker_end(&mut e, 0, 100);

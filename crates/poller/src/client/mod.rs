@@ -117,6 +117,9 @@ pub struct ClusterClient {
     name_offset_topics: bool,
     /// Record batches whose times were read already.
     batches: record_times::BatchCache,
+    /// Partitions whose read at a commit found only markers and aborted
+    /// records up to where the bytes ended: the run's end so far.
+    open_runs: HashMap<(String, i32), i64>,
     /// The topics' time retention, as last read.
     retention: configs::RetentionCache,
     /// Each polled topic's partitions and their leaders, from the last
@@ -139,6 +142,7 @@ impl ClusterClient {
             requests: 0,
             name_offset_topics: false,
             batches: HashMap::new(),
+            open_runs: HashMap::new(),
             retention: configs::RetentionCache::default(),
             leaders: HashMap::new(),
         }

@@ -49,10 +49,15 @@ impl ClusterClient {
                 let Some(&(_, start, end)) = partitions.get(&(o.topic.as_str(), o.partition)) else {
                     continue;
                 };
-                let cached = self
-                    .batches
-                    .get(&(o.topic.clone(), o.partition))
-                    .is_some_and(|b| b.iter().any(|&(base, last)| (base..=last).contains(&o.offset)));
+                let key = (o.topic.clone(), o.partition);
+                // Read already, unless it began a run of markers and aborted
+                // records whose end the read did not show, and the log grew.
+                let grown = self.open_runs.get(&key).is_some_and(|&to| o.offset < to && end > to);
+                let cached = !grown
+                    && self
+                        .batches
+                        .get(&key)
+                        .is_some_and(|b| b.iter().any(|&(base, last)| (base..=last).contains(&o.offset)));
                 if o.offset >= start && o.offset < end && !cached {
                     wanted.insert((o.topic.clone(), o.partition, o.offset));
                 }
@@ -86,7 +91,7 @@ impl ClusterClient {
         &mut self,
         rounds: BTreeMap<i32, Vec<Round>>,
     ) -> (Vec<BatchTime>, Vec<KafkaError>) {
-        let mut work = Vec::new();
+        let (mut work, mut asked) = (Vec::new(), Vec::new());
         for (leader, leader_rounds) in rounds {
             let Some(addr) = self.brokers.get(&leader).cloned() else {
                 continue;
@@ -96,19 +101,38 @@ impl ClusterClient {
             }
             let requests = leader_rounds.iter().map(fetch).collect();
             work.push((addr, requests));
+            asked.push(leader_rounds);
         }
         let (mut batches, mut errors) = (Vec::new(), Vec::new());
-        for (_, result) in self.fan_out(work).await {
+        for ((_, result), rounds) in self.fan_out(work).await.into_iter().zip(asked) {
             match result {
                 Ok(answers) => {
-                    for t in answers.iter().flat_map(|a| &a.responses) {
-                        for p in t.partitions.iter().filter(|p| p.error_code == 0) {
-                            let Some(records) = &p.records else { continue };
-                            if let Some(b) = first_batch(records) {
+                    // Answers come in the order of the rounds asked.
+                    for (answer, round) in answers.iter().zip(&rounds) {
+                        for t in &answer.responses {
+                            for p in t.partitions.iter().filter(|p| p.error_code == 0) {
+                                let Some(records) = &p.records else { continue };
+                                let read = read_batches_of(records);
+                                let Some(first) = read.first() else { continue };
+                                let topic = t.topic.0.to_string();
+                                let at = round.get(&(topic.clone(), p.partition_index)).copied();
+                                let run = at.map(|at| (at, readable_from(&read, at)));
+                                // A run the bytes saw no end of may grow as
+                                // the log does: read again once it has.
+                                let key = (topic.clone(), p.partition_index);
+                                if self.open_runs.len() >= CACHED_PARTITIONS {
+                                    self.open_runs.clear();
+                                }
+                                match run {
+                                    Some((_, (to, false))) => self.open_runs.insert(key, to),
+                                    _ => self.open_runs.remove(&key),
+                                };
+                                let unreadable = run.map(|(at, (to, _))| (at, to)).filter(|(at, to)| to > at);
                                 batches.push(BatchTime {
-                                    topic: t.topic.0.to_string(),
+                                    topic,
                                     partition: p.partition_index,
-                                    ..b
+                                    unreadable,
+                                    ..first.time.clone()
                                 });
                             }
                         }
@@ -172,10 +196,40 @@ fn remember(cache: &mut BatchCache, topic: &str, partition: i32, b: &BatchTime) 
     entry.push((b.base_offset, b.last_offset));
 }
 
-/// The first record batch's offsets and times from the bytes a Fetch returned
-/// (magic 2 only: older formats have no batch header, and a partial batch is
-/// enough, the header being its first 61 bytes); `None` for anything else.
-pub(crate) fn first_batch(records: &[u8]) -> Option<BatchTime> {
+/// A record batch's header as a Fetch returned it (magic 2 only: older
+/// formats have no batch header; a batch cut short by the bytes asked for is
+/// read as far as its header).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Batch {
+    pub(crate) time: BatchTime,
+    /// Part of a transaction (attribute bit 4), by this producer.
+    pub(crate) transactional: bool,
+    pub(crate) producer_id: i64,
+    /// A control batch's type, from its record's key: 0 abort, 1 commit;
+    /// `None` when the bytes stop before it.
+    pub(crate) control_type: Option<i16>,
+}
+
+/// Each record batch's header in the bytes a Fetch returned, in order, until
+/// the bytes end or stop being batches.
+pub(crate) fn read_batches_of(records: &[u8]) -> Vec<Batch> {
+    let mut out = Vec::new();
+    let mut rest = records;
+    while let Some(batch) = batch_header(rest) {
+        // The next batch starts after this one's length (which follows the
+        // base offset); a batch cut short ends the walk.
+        let length = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+        let size = usize::try_from(length).ok().and_then(|l| l.checked_add(12));
+        out.push(batch);
+        match size {
+            Some(size) if size <= rest.len() && size >= 61 => rest = &rest[size..],
+            _ => break,
+        }
+    }
+    out
+}
+
+fn batch_header(records: &[u8]) -> Option<Batch> {
     let mut b = records;
     if b.len() < 61 {
         return None;
@@ -189,23 +243,99 @@ pub(crate) fn first_batch(records: &[u8]) -> Option<BatchTime> {
     let last_delta = b.get_i32();
     let base_timestamp = b.get_i64();
     let max_timestamp = b.get_i64();
+    let producer_id = b.get_i64();
+    let _producer_epoch = b.get_i16();
+    let _base_sequence = b.get_i32();
+    let _count = b.get_i32();
     if magic != 2 || base_offset < 0 || last_delta < 0 {
         return None;
     }
     let log_append_time = attributes & 0b1000 != 0;
     // Bit 5: a control batch (a transaction marker).
     let control = attributes & 0b10_0000 != 0;
-    Some(BatchTime {
-        topic: String::new(),
-        partition: 0,
-        base_offset,
-        last_offset: base_offset.checked_add(i64::from(last_delta))?,
-        // LogAppendTime: every record's time is the broker's, in maxTimestamp.
-        first_timestamp: if log_append_time { max_timestamp } else { base_timestamp },
-        last_timestamp: max_timestamp,
-        log_append_time,
-        control,
+    Some(Batch {
+        time: BatchTime {
+            topic: String::new(),
+            partition: 0,
+            base_offset,
+            last_offset: base_offset.checked_add(i64::from(last_delta))?,
+            // LogAppendTime: every record's time is the broker's, in maxTimestamp.
+            first_timestamp: if log_append_time { max_timestamp } else { base_timestamp },
+            last_timestamp: max_timestamp,
+            log_append_time,
+            control,
+            unreadable: None,
+        },
+        transactional: attributes & 0b1_0000 != 0,
+        producer_id,
+        control_type: if control { control_type(b) } else { None },
     })
+}
+
+/// A control record's type from its key (version, then type, each i16),
+/// after the record's length, attributes, timestamp and offset deltas and
+/// the key's length (varints).
+fn control_type(mut record: &[u8]) -> Option<i16> {
+    varint(&mut record)?; // the record's length
+    if record.is_empty() {
+        return None;
+    }
+    record.advance(1); // attributes
+    varint(&mut record)?; // timestamp delta
+    varint(&mut record)?; // offset delta
+    let key_length = varint(&mut record)?;
+    if key_length < 4 || record.len() < 4 {
+        return None;
+    }
+    let _version = record.get_i16();
+    Some(record.get_i16())
+}
+
+/// A zigzag varint (at most 10 bytes), advancing past it.
+fn varint(b: &mut &[u8]) -> Option<i64> {
+    let mut value: u64 = 0;
+    for i in 0..10 {
+        let byte = *b.first()?;
+        b.advance(1);
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(((value >> 1) as i64) ^ -((value & 1) as i64));
+        }
+    }
+    None
+}
+
+/// The first offset at or after `at` a `read_committed` reader is handed, as
+/// far as `batches` tell: markers are skipped, and a transaction's records
+/// when the batches show its producer's abort marker after them. Where the
+/// bytes end first, the end of what they showed, and `false`: what follows
+/// is not known yet.
+pub(crate) fn readable_from(batches: &[Batch], at: i64) -> (i64, bool) {
+    let mut position = at;
+    for (i, b) in batches.iter().enumerate() {
+        if b.time.last_offset < position {
+            continue;
+        }
+        // The marker ending a transactional batch's transaction, if shown.
+        let ended = || {
+            batches[i + 1..]
+                .iter()
+                .find(|later| later.time.control && later.producer_id == b.producer_id)
+                .map(|marker| marker.control_type)
+        };
+        let outcome = if b.transactional { ended() } else { Some(Some(1)) };
+        match outcome {
+            _ if b.time.control => position = b.time.last_offset + 1,
+            Some(Some(0)) => position = b.time.last_offset + 1,
+            // Readable from the batch's first record (or where a
+            // compaction's gap puts the next one).
+            Some(Some(_)) => return (position.max(b.time.base_offset), true),
+            // A transaction whose end is not shown (still open, or past the
+            // bytes read) may commit: not known to be skipped, not yet read.
+            _ => return (position.max(b.time.base_offset), false),
+        }
+    }
+    (position, false)
 }
 
 #[cfg(test)]
@@ -228,29 +358,98 @@ mod tests {
         v
     }
 
+    fn batch_time(records: &[u8]) -> Option<BatchTime> {
+        batch_header(records).map(|b| b.time)
+    }
+
+    /// A batch of `records` records (offsets `base..`) by `producer`, its
+    /// length field true; a control batch carries its marker record.
+    fn batch(base: i64, records: i32, producer: i64, attributes: i16, marker: Option<i16>) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&0i32.to_be_bytes()); // leader epoch
+        body.push(2);
+        body.extend_from_slice(&0u32.to_be_bytes());
+        body.extend_from_slice(&attributes.to_be_bytes());
+        body.extend_from_slice(&(records - 1).to_be_bytes());
+        body.extend_from_slice(&1_000i64.to_be_bytes());
+        body.extend_from_slice(&1_000i64.to_be_bytes());
+        body.extend_from_slice(&producer.to_be_bytes());
+        body.extend_from_slice(&0i16.to_be_bytes());
+        body.extend_from_slice(&0i32.to_be_bytes());
+        body.extend_from_slice(&records.to_be_bytes());
+        match marker {
+            // length, attributes, timestamp delta, offset delta, key length 4
+            // (zigzag: 8), key (version 0, type), value length 0, no headers.
+            Some(kind) => body.extend_from_slice(&[20, 0, 0, 0, 8, 0, 0, 0, kind as u8, 0, 0]),
+            None => body.extend_from_slice(&vec![0; 10 * records as usize]),
+        }
+        let mut out = base.to_be_bytes().to_vec();
+        out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn markers_and_aborted_records_after_an_offset_are_skipped_as_a_reader_skips_them() {
+        const TXN: i16 = 0b1_0000;
+        const MARKER: i16 = 0b11_0000;
+        // 10..15 a transaction of producer 7, 15 its commit marker; 16 an
+        // aborted record of producer 8, 17 its abort marker; 18.. plain.
+        let log = [
+            batch(10, 5, 7, TXN, None),
+            batch(15, 1, 7, MARKER, Some(1)),
+            batch(16, 1, 8, TXN, None),
+            batch(17, 1, 8, MARKER, Some(0)),
+            batch(18, 3, -1, 0, None),
+        ]
+        .concat();
+        let read = read_batches_of(&log);
+        assert_eq!(read.len(), 5);
+        assert_eq!(
+            read.iter().map(|b| b.control_type).collect::<Vec<_>>(),
+            [None, Some(1), None, Some(0), None]
+        );
+        // Committed data is read; from the marker on, 18 is the next record handed.
+        assert_eq!(readable_from(&read, 12), (12, true));
+        assert_eq!(readable_from(&read, 15), (18, true));
+        assert_eq!(readable_from(&read, 17), (18, true));
+        // Only the markers and the aborted batch, as a tail: all unreadable.
+        let tail = read_batches_of(&log[..log.len() - batch(18, 3, -1, 0, None).len()]);
+        assert_eq!(readable_from(&tail, 15), (18, false), "what follows is unknown");
+        // A transaction whose end the bytes do not show may commit: the
+        // run stops before it, and is not known to be over.
+        let open = read_batches_of(&[batch(15, 1, 7, MARKER, Some(1)), batch(16, 1, 8, TXN, None)].concat());
+        assert_eq!(readable_from(&open, 15), (16, false));
+        // Bytes cut in the middle of a batch: the batches before it only.
+        let cut = &log[..log.len() - 5];
+        assert_eq!(read_batches_of(cut).len(), 5, "the last header is whole");
+        assert_eq!(read_batches_of(&log[..70]).len(), 1);
+        assert!(read_batches_of(&[0; 40]).is_empty());
+    }
+
     #[test]
     fn batch_headers_give_both_times_and_garbage_gives_none() {
-        let b = first_batch(&header(40, 9, 0, 1_000, 1_250)).unwrap();
+        let b = batch_time(&header(40, 9, 0, 1_000, 1_250)).unwrap();
         assert_eq!(
             (b.base_offset, b.last_offset, b.first_timestamp, b.last_timestamp),
             (40, 49, 1_000, 1_250)
         );
         assert!(!b.log_append_time);
         // LogAppendTime (attribute bit 3): the broker's time for every record.
-        let b = first_batch(&header(40, 9, 0b1000, 1_000, 1_250)).unwrap();
+        let b = batch_time(&header(40, 9, 0b1000, 1_000, 1_250)).unwrap();
         assert_eq!(
             (b.first_timestamp, b.last_timestamp, b.log_append_time),
             (1_250, 1_250, true)
         );
         assert!(!b.control);
         // A transaction's marker: a control batch (bit 5, transactional bit 4) of one record.
-        let marker = first_batch(&header(35, 0, 0b11_0000, 1_300, 1_300)).unwrap();
+        let marker = batch_time(&header(35, 0, 0b11_0000, 1_300, 1_300)).unwrap();
         assert!(marker.control && marker.base_offset == marker.last_offset);
-        assert_eq!(first_batch(&header(40, 9, 0, 1, 2)[..60]), None);
+        assert_eq!(batch_time(&header(40, 9, 0, 1, 2)[..60]), None);
         let mut old = header(40, 9, 0, 1, 2);
         old[16] = 1;
-        assert_eq!(first_batch(&old), None, "magic 1 has no batch header");
-        assert_eq!(first_batch(&header(40, -1, 0, 1, 2)), None);
-        assert_eq!(first_batch(&header(i64::MAX, 9, 0, 1, 2)), None, "offsets past i64");
+        assert_eq!(batch_time(&old), None, "magic 1 has no batch header");
+        assert_eq!(batch_time(&header(40, -1, 0, 1, 2)), None);
+        assert_eq!(batch_time(&header(i64::MAX, 9, 0, 1, 2)), None, "offsets past i64");
     }
 }
