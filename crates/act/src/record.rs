@@ -278,23 +278,8 @@ pub(crate) fn cluster_config(cluster: &ClusterConfig) -> Result<ClientConfig, Ac
         .set("client.id", &cluster.client_id)
         .set("socket.timeout.ms", cluster.request_timeout.as_millis().to_string())
         .set("log_level", "3");
-    // librdkafka's names are the config's.
-    c.set("security.protocol", cluster.security_protocol.as_str());
-    if let Some(sasl) = &cluster.sasl {
-        c.set("sasl.mechanism", sasl.mechanism.name())
-            .set("sasl.username", &sasl.username)
-            .set("sasl.password", &sasl.password);
-    }
-    if let Some(tls) = &cluster.tls {
-        if tls.server_name.is_some() {
-            return Err(ActError::Refused(format!(
-                "cluster {}: acting on records does not support tls.server_name yet",
-                cluster.name
-            )));
-        }
-        if let Some(ca) = &tls.ca_file {
-            c.set("ssl.ca.location", ca.display().to_string());
-        }
+    for (k, v) in cluster.librdkafka_security().map_err(ActError::Refused)? {
+        c.set(k, v);
     }
     Ok(c)
 }

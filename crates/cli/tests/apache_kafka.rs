@@ -472,6 +472,11 @@ async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_
     let (topic, group) = (unique("payments"), unique("ledger"));
     support::fill_topic(b, &topic, 1, 10).await;
     support::seed_commits(b, &topic, &group, &[4]);
+    // Dead letters and the probe's topic, for a monitor and a probe that
+    // reach the cluster only through its SASL_SSL listener.
+    support::dead_letters(b, 5, 0).await;
+    let probe_topic = unique("probe");
+    support::fill_topic(b, &probe_topic, 1, 0).await;
 
     let ca = cert.display().to_string();
     let cluster = |name: &str, mechanism: &str, user: &str, password: &str| {
@@ -485,6 +490,11 @@ async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_
         cluster("scram", "SCRAM-SHA-512", "alice", "alice-secret"),
         cluster("plain", "PLAIN", "bob", "bob-secret"),
         cluster("wrong", "SCRAM-SHA-512", "alice", "guess"),
+        // Each names a cluster: its bootstrap and security settings.
+        "[[serve.dlq]]\nname = \"secure-dlq\"\ncluster = \"scram\"\nrefresh = \"1s\"\n".to_owned(),
+        format!(
+            "[[serve.probes]]\nname = \"secure-probe\"\ncluster = \"plain\"\ntopic = {probe_topic:?}\ninterval = \"200ms\"\n"
+        ),
     ]
     .concat();
     let log = format!(
@@ -538,6 +548,74 @@ async fn sasl_ssl_with_scram_and_plain_authenticates_and_a_wrong_password_names_
     );
 
     // The kafka:// log with a wrong password: serve stops, saying why.
+    // The DLQ monitor and the probe through SASL_SSL, with the clusters' settings.
+    streamsight_testkit::http::wait_for_json(
+        &http,
+        &format!("{api}/api/v1/dlq"),
+        60,
+        "letters read over SASL_SSL",
+        |v| {
+            v["clusters"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c["cluster"] == "secure-dlq"
+                        && c["topics"]
+                            .as_array()
+                            .is_some_and(|ts| ts.iter().any(|t| t["dlq_topic"] == "orders.dlq" && t["read"] == 5))
+                })
+            })
+        },
+    )
+    .await;
+    streamsight_testkit::http::wait_for_json(
+        &http,
+        &format!("{api}/api/v1/probes"),
+        60,
+        "the probe over SASL_SSL",
+        |v| {
+            v["probes"].as_array().is_some_and(|ps| {
+                ps.iter().any(|p| {
+                    p["cluster"] == "secure-probe"
+                        && p["report"]["partitions"][0]["received"].as_u64().is_some_and(|n| n > 0)
+                })
+            })
+        },
+    )
+    .await;
+    // Acting through the collector on the secured cluster: a record read, a
+    // reset shown then made, the broker's own tool reading it back.
+    let (ok, out, err) = support::run(&[
+        "record",
+        "--collector",
+        &api,
+        "--cluster",
+        "scram",
+        "--topic",
+        &topic,
+        "--partition",
+        "0",
+        "--offset",
+        "3",
+    ]);
+    assert!(ok, "{out}{err}");
+    let args = [
+        "groups",
+        "reset",
+        "--collector",
+        &api,
+        "--cluster",
+        "scram",
+        "--group",
+        &group,
+        "--to-offset",
+        "2",
+    ];
+    let (ok, out, err) = support::run(&args);
+    assert!(ok && out.contains('4') && out.contains('2'), "{out}{err}");
+    let (ok, out, err) = support::run(&[&args[..], &["--execute"]].concat());
+    assert!(ok, "{out}{err}");
+    let described = described_by_kafka(b, &group);
+    assert_eq!(described[&(topic.clone(), 0)].0, "2", "{described:?}");
+
     let bad_log = log.replace("sasl.password=alice-secret", "sasl.password=guess");
     let (ok, _, err) = support::serve_to_the_end(&bad_log);
     assert!(!ok, "serve started on a log it cannot authenticate to");

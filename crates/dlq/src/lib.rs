@@ -24,7 +24,14 @@ use streamsight_wire::dlq::{Provenance, source_of_dlq_name};
 #[serde(deny_unknown_fields)]
 pub struct DlqConfig {
     pub name: String,
+    /// `host:port[,host:port]`; the cluster's when `cluster` names one.
+    #[serde(default)]
     pub bootstrap: String,
+    /// A `[[serve.clusters]]` entry whose bootstrap (when `bootstrap` is
+    /// empty) and security settings (unless `client` sets
+    /// `security.protocol`) the monitor uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     /// DLQ topics besides those found by name.
     #[serde(default)]
     pub topics: Vec<String>,
@@ -56,6 +63,7 @@ impl DlqConfig {
         Self {
             name: name.to_owned(),
             bootstrap: bootstrap.to_owned(),
+            cluster: None,
             topics: Vec::new(),
             by_convention: true,
             group: default_group(),

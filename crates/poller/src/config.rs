@@ -67,6 +67,31 @@ fn keeps(allow: &[String], deny: &[String], name: &str) -> bool {
 }
 
 impl ClusterConfig {
+    /// librdkafka's properties for reaching this cluster as the poller does
+    /// (security protocol, SASL, the CA file): what every librdkafka client
+    /// streamsight makes for it shares (actions, probes, DLQ monitors).
+    pub fn librdkafka_security(&self) -> Result<Vec<(&'static str, String)>, String> {
+        // librdkafka's names are the config's.
+        let mut out = vec![("security.protocol", self.security_protocol.as_str().to_owned())];
+        if let Some(sasl) = &self.sasl {
+            out.push(("sasl.mechanism", sasl.mechanism.name().to_owned()));
+            out.push(("sasl.username", sasl.username.clone()));
+            out.push(("sasl.password", sasl.password.clone()));
+        }
+        if let Some(tls) = &self.tls {
+            if tls.server_name.is_some() {
+                return Err(format!(
+                    "cluster {}: librdkafka's clients (actions, probes, DLQ monitors) do not support tls.server_name",
+                    self.name
+                ));
+            }
+            if let Some(ca) = &tls.ca_file {
+                out.push(("ssl.ca.location", ca.display().to_string()));
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether this cluster's poll covers group `name`.
     pub fn keeps_group(&self, name: &str) -> bool {
         keeps(&self.groups_allow, &self.groups_deny, name)

@@ -24,8 +24,14 @@ pub const STOP_WITHIN: Duration = Duration::from_secs(2);
 pub struct ProbeConfig {
     /// The cluster's name in reports.
     pub name: String,
-    /// `host:port[,host:port]`.
+    /// `host:port[,host:port]`; the cluster's when `cluster` names one.
+    #[serde(default)]
     pub bootstrap: String,
+    /// A `[[serve.clusters]]` entry whose bootstrap (when `bootstrap` is
+    /// empty) and security settings (unless `client` sets
+    /// `security.protocol`) the probe uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     /// Must exist (or the brokers must create it on first use).
     #[serde(default = "default_topic")]
     pub topic: String,
@@ -64,6 +70,7 @@ impl ProbeConfig {
         Self {
             name: name.to_owned(),
             bootstrap: bootstrap.to_owned(),
+            cluster: None,
             topic: default_topic(),
             group: default_group(),
             interval: default_interval(),

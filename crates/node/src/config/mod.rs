@@ -346,7 +346,56 @@ impl ServeConfig {
             };
             out.push((t.name.clone(), config));
         }
+        for (_, config) in &mut out {
+            config.reach_clusters()?;
+        }
         Ok(out)
+    }
+
+    /// Probes and DLQ monitors that name a cluster (`cluster = "NAME"`)
+    /// reach it as its poller does: its bootstrap where theirs is empty, its
+    /// security settings unless their `client` sets `security.protocol`.
+    /// Without either a bootstrap or a cluster, or naming an unknown one, the
+    /// configuration is refused, saying which.
+    pub fn reach_clusters(&mut self) -> Result<(), String> {
+        let clusters = &self.clusters;
+        let reach = |what: &str,
+                     name: &str,
+                     cluster: &Option<String>,
+                     bootstrap: &mut String,
+                     client: &mut std::collections::BTreeMap<String, String>|
+         -> Result<(), String> {
+            let Some(cluster) = cluster else {
+                if bootstrap.is_empty() {
+                    return Err(format!(
+                        "{what} {name:?}: set bootstrap, or cluster to one of [[serve.clusters]]"
+                    ));
+                }
+                return Ok(());
+            };
+            let Some(c) = clusters.iter().find(|c| c.name == *cluster) else {
+                return Err(format!(
+                    "{what} {name:?}: cluster {cluster:?} is not among [[serve.clusters]] ({})",
+                    clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            };
+            if bootstrap.is_empty() {
+                *bootstrap = c.bootstrap.join(",");
+            }
+            if !client.contains_key("security.protocol") {
+                for (k, v) in c.librdkafka_security().map_err(|e| format!("{what} {name:?}: {e}"))? {
+                    client.entry(k.to_owned()).or_insert(v);
+                }
+            }
+            Ok(())
+        };
+        for p in &mut self.probes {
+            reach("probe", &p.name, &p.cluster, &mut p.bootstrap, &mut p.client)?;
+        }
+        for d in &mut self.dlq {
+            reach("DLQ monitor", &d.name, &d.cluster, &mut d.bootstrap, &mut d.client)?;
+        }
+        Ok(())
     }
 }
 
@@ -402,7 +451,53 @@ mod tests {
         assert!(smaller.validate().unwrap_err().contains("must hold at least one"));
     }
 
-    use super::tenant_storage;
+    use super::{ServeConfig, tenant_storage};
+
+    #[test]
+    fn probes_and_dlq_monitors_reach_a_named_cluster_as_its_poller_does() {
+        let mut secured = streamsight_poller::ClusterConfig::new("prod", "k1:9093");
+        secured.security_protocol = streamsight_poller::SecurityProtocol::SaslSsl;
+        secured.sasl = Some(streamsight_poller::sasl::SaslConfig {
+            mechanism: streamsight_poller::sasl::Mechanism::ScramSha512,
+            username: "alice".into(),
+            password: "secret".into(),
+        });
+        let mut config = ServeConfig {
+            clusters: vec![secured],
+            ..ServeConfig::default()
+        };
+        let mut dlq = streamsight_dlq::DlqConfig::new("letters", "");
+        dlq.cluster = Some("prod".into());
+        let mut probe = streamsight_probe::ProbeConfig::new("probe", "other:9092");
+        probe.cluster = Some("prod".into());
+        probe.client.insert("security.protocol".into(), "plaintext".into());
+        config.dlq.push(dlq);
+        config.probes.push(probe);
+        config.reach_clusters().unwrap();
+        let d = &config.dlq[0];
+        assert_eq!(d.bootstrap, "k1:9093");
+        assert_eq!(
+            (
+                d.client["security.protocol"].as_str(),
+                d.client["sasl.mechanism"].as_str(),
+                d.client["sasl.password"].as_str()
+            ),
+            ("sasl_ssl", "SCRAM-SHA-512", "secret")
+        );
+        // Its own bootstrap and security settings are kept.
+        let p = &config.probes[0];
+        assert_eq!((p.bootstrap.as_str(), p.client.len()), ("other:9092", 1));
+        // An unknown cluster, or nothing to reach, is refused, saying which.
+        config.dlq[0].cluster = Some("staging".into());
+        let err = config.reach_clusters().unwrap_err();
+        assert!(
+            err.contains("DLQ monitor \"letters\": cluster \"staging\" is not among [[serve.clusters]] (prod)"),
+            "{err}"
+        );
+        config.dlq[0] = streamsight_dlq::DlqConfig::new("letters", "");
+        let err = config.reach_clusters().unwrap_err();
+        assert!(err.contains("set bootstrap, or cluster"), "{err}");
+    }
 
     #[test]
     fn each_tenant_has_a_store_of_its_own() {
