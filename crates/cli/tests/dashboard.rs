@@ -831,16 +831,16 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
     );
 }
 
-/// The group page's Reset… dialog against tansu: the dry run is shown before
+/// The group page's Reset… dialog against Apache Kafka: the dry run is shown before
 /// anything changes, the reset is confirmed only after it, and the group's
 /// committed offsets move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
-    let broker = streamsight_testkit::Tansu::start();
+    let broker = streamsight_testkit::ApacheKafka::shared();
     support::fill_topic(&broker.bootstrap, "orders", 2, 20).await;
     support::seed_commits(&broker.bootstrap, "orders", "billing", &[5, 12]);
     let toml = format!(
-        "[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [\"{}\"]\npoll_interval = \"500ms\"\n",
+        "[[serve.clusters]]\nname = \"kafka\"\nbootstrap = [\"{}\"]\npoll_interval = \"500ms\"\n",
         broker.bootstrap
     );
     let (_serve, _intake, api) = support::serve_with("dashboard-reset", &toml, "memory://");
@@ -854,7 +854,7 @@ async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
     .await;
 
     let b = Browser::start(1400, 1000).await;
-    b.open(&format!("{api}/groups/tansu/billing")).await;
+    b.open(&format!("{api}/groups/kafka/billing")).await;
     b.wait_until("the reset button", "return !!document.getElementById('reset-open')")
         .await;
     b.eval("document.getElementById('reset-open').click(); return true")
@@ -899,7 +899,7 @@ async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
     .await;
     b.check_page("group-reset-done").await;
     // A record of the topic, read once, laid out.
-    b.open(&format!("{api}/records/tansu/orders/1/3")).await;
+    b.open(&format!("{api}/records/kafka/orders/1/3")).await;
     b.wait_until(
         "the record",
         "return document.querySelector('main').innerText.includes('record 3')",
@@ -932,15 +932,13 @@ async fn a_reset_is_shown_as_a_dry_run_then_confirmed_from_the_group_page() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_are_selected_on_the_dlq_page_and_redriven_after_a_dry_run() {
-    let dir = std::env::temp_dir().join(format!("streamsight-dashboard-redrive-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let broker = streamsight_testkit::Tansu::start_on(streamsight_testkit::free_port(), "sqlite://tansu.db", &dir, &[]);
+    // A node of its own: the dead letters' topics have fixed names.
+    let broker = streamsight_testkit::ApacheKafka::start();
     support::dead_letters(&broker.bootstrap, 20, 5).await;
     let b = &broker.bootstrap;
     let toml = format!(
-        "[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n\
-         [[serve.dlq]]\nname = \"tansu\"\nbootstrap = {b:?}\ntopics = [\"orders.dlq\"]\nrefresh = \"1s\"\n"
+        "[[serve.clusters]]\nname = \"kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"1s\"\n\
+         [[serve.dlq]]\nname = \"kafka\"\nbootstrap = {b:?}\ntopics = [\"orders.dlq\"]\nrefresh = \"1s\"\n"
     );
     let (_serve, _intake, api) = support::serve_with("dashboard-redrive", &toml, "memory://");
     let http = reqwest::Client::new();
@@ -1033,21 +1031,21 @@ async fn dead_letters_are_selected_on_the_dlq_page_and_redriven_after_a_dry_run(
         text.contains("dead-lettered, then redriven to orders[0] @0") && text.contains("second attempt"),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_page_shows_its_membership_from_the_polls() {
-    let broker = streamsight_testkit::Tansu::start();
+    // A node of its own: its topic and group have the names the others use.
+    let broker = streamsight_testkit::ApacheKafka::start();
     let b = broker.bootstrap.clone();
     support::fill_topic(&b, "orders", 1, 10).await;
-    let toml = format!("[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"500ms\"\n");
+    let toml = format!("[[serve.clusters]]\nname = \"kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"500ms\"\n");
     let (_serve, _intake, api) = support::serve_with("dashboard-membership", &toml, "memory://");
     let http = reqwest::Client::new();
     // A real confluent-kafka member joins, reads, and leaves.
     let member = support::Member::join(&b, "orders", "billing", "billing-py-1", 10);
     member.until("read 10");
-    let url = format!("{api}/api/v1/groups/tansu/billing");
+    let url = format!("{api}/api/v1/groups/kafka/billing");
     wait_for(&http, &url, "the member seen by a poll", |v| {
         v["rebalances"]["timeline"]
             .as_array()
@@ -1055,14 +1053,13 @@ async fn a_group_page_shows_its_membership_from_the_polls() {
     })
     .await;
     member.close();
-    // tansu 0.6.0 describes members without their client id or host.
     wait_for(&http, &url, "the member's departure", |v| {
         v["rebalances"]["departures"].as_array().is_some_and(|d| d.len() == 1)
     })
     .await;
 
     let browser = Browser::start(1400, 1400).await;
-    browser.open(&format!("{api}/groups/tansu/billing")).await;
+    browser.open(&format!("{api}/groups/kafka/billing")).await;
     browser
         .wait_until(
             "the membership section",
