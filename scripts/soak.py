@@ -21,7 +21,7 @@ end, every request answered 2xx. With --check a missed goal exits 1; the hard
 requirements always do.
 
     scripts/soak.py --minutes 60 --binary target/release/streamsight
-    scripts/soak.py --minutes 5 --warmup 1 --groups 100   # the CI form
+    scripts/soak.py --minutes 3 --warmup 1                # the CI form (crates/cli/tests/soak.rs)
     scripts/soak.py --minutes 20 --hog 2                   # beside two busy processes
 
 Every alert notification is received (a webhook) and kept in soak.json. For

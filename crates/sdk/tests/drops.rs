@@ -314,3 +314,170 @@ async fn a_clean_window_and_the_metrics_by_cause() {
         "streamsight_messages_missing_total{{{labels},cause=\"unexplained\"}} 0"
     )));
 }
+
+/// Retention deleting what a group had not read, on Apache Kafka: the SDK's
+/// reports carry the broker's own cluster id, which the collector joins to
+/// the cluster it polls (named `kafka` here), and the log start the poller
+/// reads after a real DeleteRecords makes the unread records
+/// `expired_by_retention`, exactly, never skipped nor unexplained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_on_apache_kafka_is_expiry_counted_exactly() {
+    use streamsight_testkit::ApacheKafka;
+    use streamsight_testkit::apache_kafka::unique;
+    let kafka = ApacheKafka::shared();
+    let bootstrap = kafka.bootstrap.clone();
+    let (topic, group) = (unique("orders"), unique("billing"));
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    let opts = rdkafka::admin::AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let new = rdkafka::admin::NewTopic::new(&topic, 1, rdkafka::admin::TopicReplication::Fixed(1));
+    for r in admin.create_topics([&new], &opts).await.unwrap() {
+        r.unwrap();
+    }
+    let mut cluster = streamsight_poller::ClusterConfig::new("kafka", &bootstrap);
+    cluster.poll_interval = Duration::from_millis(300);
+    let config = ServeConfig {
+        intake_listen: "127.0.0.1:0".parse().unwrap(),
+        api_listen: "127.0.0.1:0".parse().unwrap(),
+        storage: "memory://".into(),
+        history_interval: Duration::from_millis(100),
+        clusters: vec![cluster],
+        ..ServeConfig::ephemeral()
+    };
+    let collector = serve(config, EngineConfig::default()).await.unwrap();
+    let api = format!("http://{}", collector.api_addr);
+    // The broker's cluster id, as the poller read it: what a tracer sends.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let cluster_id = loop {
+        let body: Value = reqwest::get(format!("{api}/api/v1/clusters"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(id) = body["clusters"]["kafka"]["poller"]["cluster_id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no cluster id polled: {body:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let sdk = |service: &str| {
+        Sdk::start(SdkConfig {
+            collector_url: format!("http://{}", collector.intake_addr),
+            flush_interval: Duration::from_secs(3600),
+            kafka_cluster_id: Some(cluster_id.clone()),
+            ..SdkConfig::new(service)
+        })
+    };
+    let (producing, consuming) = (sdk("checkout"), sdk("billing"));
+    let producer = producing
+        .future_producer(ClientConfig::new().set("bootstrap.servers", &bootstrap))
+        .unwrap();
+    let consumer = consuming
+        .base_consumer(
+            ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("group.id", &group)
+                .set("enable.auto.commit", "false")
+                .set("auto.offset.reset", "earliest"),
+        )
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, Offset::Beginning).unwrap();
+    consumer.assign(&tpl).unwrap();
+    let t = now_ms() - 120_000;
+    let timestamp = t - t.rem_euclid(60_000) + 1_000;
+    for i in 0..10 {
+        let payload = format!("order-{i}");
+        let record = FutureRecord::<(), _>::to(&topic)
+            .partition(0)
+            .payload(&payload)
+            .timestamp(timestamp);
+        producer.send(record, Duration::from_secs(5), None).await.unwrap();
+    }
+    let consume_until = |until: i64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(Instant::now() < deadline, "never read offset {until}");
+            let Some(Ok((msg, _ctx))) = consumer.poll(Duration::from_millis(100)) else {
+                continue;
+            };
+            consumer.mark(&msg, Outcome::Processed);
+            if msg.offset() == until {
+                return;
+            }
+        }
+    };
+    let commit = |next: i64| {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::Offset(next)).unwrap();
+        consumer.commit(&tpl, CommitMode::Sync).unwrap();
+    };
+    let flush = || {
+        assert!(
+            producing.telemetry().flush(),
+            "{:?}",
+            producing.telemetry().last_error()
+        );
+        assert!(
+            consuming.telemetry().flush(),
+            "{:?}",
+            consuming.telemetry().last_error()
+        );
+    };
+    consume_until(3);
+    commit(4);
+    flush();
+    // The group's commit at 4 polled, then records 4 to 7 deleted unread.
+    let lag_url = format!("{api}/api/v1/groups/kafka/{group}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v: Value = reqwest::get(&lag_url).await.unwrap().json().await.unwrap();
+        if v["partitions"][0]["lag"]["committed_offset"] == 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "commit 4 never polled: {v:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut cut = TopicPartitionList::new();
+    cut.add_partition_offset(&topic, 0, Offset::Offset(8)).unwrap();
+    admin.delete_records(&cut, &opts).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v: Value = reqwest::get(&lag_url).await.unwrap().json().await.unwrap();
+        if v["partitions"][0]["lag"]["log_start_offset"] == 8 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "log start 8 never polled: {v:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The consumer's position is gone: it resets to the new log start.
+    consumer
+        .untracked()
+        .seek(&topic, 0, Offset::Offset(8), Duration::from_secs(5))
+        .unwrap();
+    consume_until(9);
+    commit(10);
+    flush();
+    let url = format!("{api}/api/v1/deliveries?group={group}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let w = loop {
+        let body: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        if let Some(w) = body["windows"].as_array().and_then(|w| w.first())
+            && w["missing"]["expired_by_retention"] == 4
+        {
+            break w.clone();
+        }
+        assert!(Instant::now() < deadline, "no window with the expiry: {body:#}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(counts(&w), [10, 10, 6, 6, 0], "{w:#}");
+    assert_eq!(causes(&w), [0, 4, 0, 0, 0, 0], "{w:#}");
+    assert_eq!(w["expired_ranges"], serde_json::json!([[4, 7]]), "{w:#}");
+    assert_eq!(
+        w["cluster"], "kafka",
+        "the tracer's cluster id joined to the polled cluster's name: {w:#}"
+    );
+}
