@@ -231,8 +231,38 @@ pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -
             }
         })
         .collect();
+    // A share group commits nothing: its lag is share-group lag, said apart.
+    let share_lag = snap.share_lag();
+    let share: Vec<String> = snap
+        .groups
+        .iter()
+        .filter(|g| g.is_share() && groups.contains(&g.name))
+        .map(|g| {
+            let parts: Vec<String> = share_lag
+                .iter()
+                .filter(|p| p.group == g.name)
+                .map(|p| {
+                    let lag = p.lag.map_or_else(|| "unknown".to_owned(), |l| l.to_string());
+                    let bound = if p.upper_bound { "≤ " } else { "" };
+                    format!("{}[{}] {bound}{lag}", p.topic, p.partition)
+                })
+                .collect();
+            format!(
+                "{} is a share group: it commits no offsets, so it has no consumer lag; its share-group lag \
+                 (records from each partition's start offset to its end): {}",
+                g.name,
+                if parts.is_empty() {
+                    "not described".to_owned()
+                } else {
+                    parts.join(", ")
+                }
+            )
+        })
+        .collect();
     let why_none = rows.is_empty().then(|| {
-        if !groups.is_empty() {
+        if !share.is_empty() {
+            share.join("; ")
+        } else if !groups.is_empty() {
             format!(
                 "the brokers at {bootstrap} hold no committed offsets{}: no such group, or it never committed",
                 filter.words()

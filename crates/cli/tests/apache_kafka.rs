@@ -824,3 +824,89 @@ async fn an_open_transaction_is_named_by_the_verdict_the_row_and_the_alert() {
     reading.store(false, std::sync::atomic::Ordering::Relaxed);
     reader.join().unwrap();
 }
+
+/// A share group (KIP-932) from Apache Kafka's own console share consumer:
+/// streamsight reads it as a share group, with each share-partition's start
+/// offset and share-group lag equal to what Kafka's own `kafka-share-groups.sh
+/// --describe` says (an upper bound by KIP-1226 where records past the start
+/// were acknowledged: none are here), and `streamsight lag` says it is a
+/// share group rather than "no such group".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_group_from_a_real_share_consumer_reads_as_kafka_says() {
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (topic, group) = (unique("jobs"), unique("workers"));
+    support::fill_topic(&b, &topic, 1, 30).await;
+    // A new share group starts at the end unless told otherwise.
+    let (ok, out, err) = kafka_tool(
+        "org.apache.kafka.tools.ConfigCommand",
+        &[
+            "--bootstrap-server",
+            &b,
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            &group,
+            "--add-config",
+            "share.auto.offset.reset=earliest",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+        &[
+            "--bootstrap-server",
+            &b,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--max-messages",
+            "12",
+            "--timeout-ms",
+            "60000",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+        &["--bootstrap-server", &b, "--describe", "--group", &group],
+    );
+    assert!(ok, "{out}{err}");
+    // GROUP TOPIC PARTITION START-OFFSET LAG
+    let row: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with(group.as_str()))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split_whitespace()
+        .collect();
+    let (start, lag): (i64, i64) = (row[3].parse().unwrap(), row[4].parse().unwrap());
+    assert_eq!(start + lag, 30, "{out}");
+    let toml = format!("[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n");
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-share-group", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let url = format!("{api}/api/v1/groups/apache-kafka/{group}");
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 60, "the share group described", |v| {
+        v["share_partitions"][0]["start_offset"].is_i64()
+    })
+    .await;
+    let p = &detail["share_partitions"][0];
+    assert_eq!(
+        (&detail["group_type"], &p["start_offset"], &p["end_offset"], &p["lag"]),
+        (
+            &serde_json::json!("share"),
+            &serde_json::json!(start),
+            &serde_json::json!(30),
+            &serde_json::json!(lag)
+        ),
+        "{detail:#}\n{out}"
+    );
+    let (ok, _, err) = support::run(&["lag", "--bootstrap-server", &b, "--group", &group]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("{group} is a share group: it commits no offsets"))
+            && err.contains(&format!("{topic}[0] ≤ {lag}")),
+        "{err}"
+    );
+}
