@@ -909,4 +909,76 @@ async fn a_share_group_from_a_real_share_consumer_reads_as_kafka_says() {
             && err.contains(&format!("{topic}[0] ≤ {lag}")),
         "{err}"
     );
+
+    // A member reading the rest (ShareGroupDescribe): state, member and its
+    // client id as Kafka's own --describe --members says; gone, Empty.
+    let consumer = {
+        let (b, topic, group) = (b.clone(), topic.clone(), group.clone());
+        std::thread::spawn(move || {
+            kafka_tool(
+                "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+                &[
+                    "--bootstrap-server",
+                    &b,
+                    "--topic",
+                    &topic,
+                    "--group",
+                    &group,
+                    "--timeout-ms",
+                    "10000",
+                ],
+            )
+        })
+    };
+    let clusters = format!("{api}/api/v1/clusters");
+    let share_group = |v: &serde_json::Value| {
+        v["clusters"]["apache-kafka"]["last_poll"]["groups"]
+            .as_array()
+            .and_then(|gs| gs.iter().find(|g| g["group"] == group.as_str()).cloned())
+            .unwrap_or_default()
+    };
+    let seen = streamsight_testkit::http::wait_for_json(&http, &clusters, 60, "the share member described", |v| {
+        share_group(v)["members"].as_array().is_some_and(|m| m.len() == 1)
+    })
+    .await;
+    let (ok, out, err) = kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+        &["--bootstrap-server", &b, "--describe", "--group", &group, "--members"],
+    );
+    assert!(ok, "{out}{err}");
+    let header: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("GROUP"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let row: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with(group.as_str()))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let column = |name: &str| {
+        row[header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{out}"))]
+    };
+    let g = share_group(&seen);
+    assert_eq!(
+        (
+            g["state"].as_str(),
+            g["members"][0]["client_id"].as_str(),
+            g["members"][0]["member_id"].as_str()
+        ),
+        (Some("Stable"), Some(column("CLIENT-ID")), Some(column("CONSUMER-ID"))),
+        "{g:#}\n{out}"
+    );
+    let (ok, out, err) = consumer.join().unwrap();
+    assert!(ok, "{out}{err}");
+    streamsight_testkit::http::wait_for_json(&http, &clusters, 60, "the share group empty", |v| {
+        let g = share_group(v);
+        g["state"] == "Empty" && g["members"].as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
 }

@@ -27,6 +27,7 @@ impl ClusterClient {
         let classic = self.describe_consumer_groups(&by_coordinator, &mut groups, snap).await;
         self.describe_groups(&classic, &mut groups, snap).await;
         self.describe_share_offsets(&by_coordinator, &mut groups, snap).await;
+        self.describe_share_groups(&by_coordinator, &mut groups, snap).await;
         // Share groups keep no committed offsets (KIP-932): OffsetFetch has nothing for them.
         let by_coordinator: BTreeMap<String, Vec<String>> = by_coordinator
             .into_iter()

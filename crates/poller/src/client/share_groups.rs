@@ -87,3 +87,76 @@ impl ClusterClient {
         }
     }
 }
+
+impl ClusterClient {
+    /// Describes each coordinator's share groups with ShareGroupDescribe (API
+    /// 77, KIP-932): state, group epoch, members with their epochs, client
+    /// ids, hosts and assignments. A coordinator without it leaves its share
+    /// groups undescribed: their membership unknown, never "no members".
+    pub(super) async fn describe_share_groups(
+        &mut self,
+        by_coordinator: &BTreeMap<String, Vec<String>>,
+        groups: &mut BTreeMap<String, GroupSnapshot>,
+        snap: &mut Snapshot,
+    ) {
+        use kafka_protocol::messages::ShareGroupDescribeRequest;
+        let mut work = Vec::new();
+        for (addr, names) in by_coordinator {
+            let share: Vec<String> = names
+                .iter()
+                .filter(|n| groups.get(*n).is_some_and(GroupSnapshot::is_share))
+                .cloned()
+                .collect();
+            if share.is_empty() || !self.speaks::<ShareGroupDescribeRequest>(addr).await {
+                continue;
+            }
+            let requests =
+                super::groups::in_batches(&share, |ids| ShareGroupDescribeRequest::default().with_group_ids(ids));
+            work.push((addr.clone(), requests));
+        }
+        for (addr, result) in self.fan_out(work).await {
+            let answers = match result {
+                Ok(a) => a,
+                Err(e) => {
+                    let asked: Vec<String> = by_coordinator[&addr]
+                        .iter()
+                        .filter(|n| groups.get(*n).is_some_and(GroupSnapshot::is_share))
+                        .cloned()
+                        .collect();
+                    super::groups::undescribed(groups, &asked, &format!("ShareGroupDescribe failed: {e}"));
+                    snap.errors.push(e.to_string());
+                    continue;
+                }
+            };
+            for described in answers.into_iter().flat_map(|a| a.groups) {
+                let Some(g) = groups.get_mut(described.group_id.0.as_str()) else {
+                    continue;
+                };
+                if described.error_code != 0 {
+                    self.forget_coordinator_on(described.error_code, &g.name);
+                    g.error = Some(format!("ShareGroupDescribe error code {}", described.error_code));
+                    continue;
+                }
+                g.state = Some(described.group_state.to_string());
+                g.group_epoch = Some(described.group_epoch);
+                g.described = true;
+                g.members = described
+                    .members
+                    .iter()
+                    .map(|m| MemberSnapshot {
+                        member_id: m.member_id.to_string(),
+                        client_id: m.client_id.to_string(),
+                        host: m.client_host.to_string(),
+                        assignment: m
+                            .assignment
+                            .topic_partitions
+                            .iter()
+                            .map(|tp| (tp.topic_name.0.to_string(), tp.partitions.clone()))
+                            .collect(),
+                        member_epoch: Some(m.member_epoch),
+                    })
+                    .collect();
+            }
+        }
+    }
+}
