@@ -9,6 +9,10 @@
 
 mod support;
 
+use streamsight_testkit::brokers::TestBroker;
+
+streamsight_testkit::on_every_broker!(a_member_exceeding_max_poll_interval_is_a_rebalance_storm_with_its_cause);
+
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -233,16 +237,15 @@ async fn the_cli_makes_a_rule_that_fires_silences_it_and_removes_it() {
 /// seven times: librdkafka leaves the group each time and joins it again with a
 /// new member id. The polls see it empty and fill again (tansu names no client
 /// id): six rebalances in the hour, the default `rebalance_storm` rule fires,
-/// and the cause says one member is cycling.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_exceeding_max_poll_interval_is_a_rebalance_storm_with_its_cause() {
-    let broker = streamsight_testkit::Tansu::start();
+/// and the cause says one member is cycling. On Apache Kafka and tansu.
+async fn a_member_exceeding_max_poll_interval_is_a_rebalance_storm_with_its_cause(broker: TestBroker) {
     let b = broker.bootstrap.clone();
     support::fill_topic(&b, "orders", 1, 10).await;
     let toml = format!(
-        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"tansu\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n"
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"polled\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n"
     );
-    let (_serve, _intake, api) = support::serve_with("alerts-max-poll", &toml, "memory://");
+    let name = format!("alerts-max-poll-{:?}", broker.kind);
+    let (_serve, _intake, api) = support::serve_with(&name, &toml, "memory://");
     let member = support::Member::stalling(&b, "orders", "billing", "billing-slow", 7, 2_000);
     let lines = member.until("done");
     assert_eq!(
@@ -251,7 +254,7 @@ async fn a_member_exceeding_max_poll_interval_is_a_rebalance_storm_with_its_caus
         "{lines:?}"
     );
     let http = reqwest::Client::new();
-    let group = format!("{api}/api/v1/groups/tansu/billing");
+    let group = format!("{api}/api/v1/groups/polled/billing");
     let detail = streamsight_testkit::http::wait_for_json(&http, &group, 60, "six rebalances", |v| {
         v["rebalances"]["last_hour"].as_u64().is_some_and(|n| n >= 6)
     })

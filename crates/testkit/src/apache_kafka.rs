@@ -47,8 +47,14 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> (bool, String, String) {
 
 /// Settings of the nodes tests start: retention is checked every second (a
 /// topic's own small `retention.ms` then deletes within seconds, not the
-/// default five minutes); nothing else differs from `scripts/kafka start`.
-pub const TEST_CONFIG: &[(&str, &str)] = &[("log.retention.check.interval.ms", "1000")];
+/// default five minutes), and a member may ask a session of 500 ms (the
+/// default least is 6 s: a member stalling past its session, and past
+/// `max.poll.interval.ms`, which librdkafka holds at or above it, takes
+/// seconds, not minutes); nothing else differs from `scripts/kafka start`.
+pub const TEST_CONFIG: &[(&str, &str)] = &[
+    ("log.retention.check.interval.ms", "1000"),
+    ("group.min.session.timeout.ms", "500"),
+];
 
 /// An Apache Kafka node on loopback, stopped (SIGTERM, then SIGKILL after
 /// 20 s) when dropped.
