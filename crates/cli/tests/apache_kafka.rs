@@ -982,3 +982,47 @@ async fn a_share_group_from_a_real_share_consumer_reads_as_kafka_says() {
     })
     .await;
 }
+
+/// A classic group upgraded online to KIP-848's `consumer` protocol (Kafka
+/// converts it when a `consumer` member joins while a classic one is in it):
+/// streamsight follows the type from `classic` to `consumer` with the same
+/// group's commits, before and after, in one history (a group forgotten and
+/// found again would have lost the classic ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_classic_group_upgraded_online_to_the_consumer_protocol_keeps_its_history() {
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (topic, group) = (unique("upgraded"), unique("ledger"));
+    support::fill_topic(&b, &topic, 1, 30).await;
+    let toml = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-upgrade", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let url = format!("{api}/api/v1/groups/apache-kafka/{group}");
+    let classic = support::Member::join_with(&b, &topic, &group, "ledger-classic", 10, "classic");
+    classic.until("read 10");
+    streamsight_testkit::http::wait_for_json(&http, &url, 60, "the classic group at 10", |v| {
+        v["group_type"] == "classic" && v["partitions"][0]["lag"]["committed_offset"] == 10
+    })
+    .await;
+    // The upgrade: a consumer-protocol member joins, the classic one leaves.
+    let upgraded = support::Member::join_with(&b, &topic, &group, "ledger-848", 10, "consumer");
+    classic.close();
+    upgraded.until("read 10");
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 60, "the consumer group at 20", |v| {
+        v["group_type"] == "consumer" && v["partitions"][0]["lag"]["committed_offset"] == 20
+    })
+    .await;
+    let commits: Vec<i64> = detail["partitions"][0]["recent_commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["offset"].as_i64())
+        .collect();
+    assert!(
+        commits.contains(&10) && commits.last() == Some(&20),
+        "one history from the classic commits to the consumer ones: {commits:?}\n{detail:#}"
+    );
+    upgraded.close();
+}
