@@ -99,8 +99,158 @@ async fn lag_of_classic_and_kip_848_groups_equals_kafkas_own_consumer_group_comm
     )
     .await;
     assert_eq!(detail["group_type"], "consumer", "{detail:#}");
+    // State, group epoch and members (ids, hosts, client ids, member epochs,
+    // assignments) as Kafka's own `--describe --state/--members --verbose`.
+    for (group, epochs) in [(&classic, false), (&modern, true)] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let truth = membership_by_kafka(b, group, epochs);
+            let ours = membership_by_streamsight(&api, group, epochs).await;
+            if ours == truth {
+                eprintln!("apache_kafka: {group}'s membership equals Kafka's own: {ours:?}");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{group}: ours {ours:?}, Kafka's {truth:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    }
     billing.close();
     fraud.close();
+}
+
+/// A group's state, group epoch (KIP-848 groups) and members as
+/// (id, host, client id, member epoch, assignment `topic:p,p`).
+type Membership = (
+    String,
+    Option<String>,
+    Vec<(String, String, String, Option<String>, String)>,
+);
+
+/// A table Kafka's tools print: each row's values by column, read from the
+/// right (the coordinator's column holds a space).
+fn kafka_table(out: &str, group: &str) -> Vec<BTreeMap<String, String>> {
+    let Some(header) = out.lines().find(|l| l.starts_with("GROUP")) else {
+        return Vec::new();
+    };
+    let header = header.replace("COORDINATOR (ID)", "COORDINATOR");
+    let header: Vec<&str> = header.split_whitespace().collect();
+    out.lines()
+        .filter(|l| l.starts_with(group))
+        .map(|l| {
+            let values: Vec<&str> = l.split_whitespace().collect();
+            let skip = values.len().saturating_sub(header.len());
+            header
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let v = if i == 0 {
+                        values[0]
+                    } else {
+                        values.get(i + skip).copied().unwrap_or("")
+                    };
+                    ((*h).to_owned(), v.to_owned())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `kafka-consumer-groups.sh --describe --state --verbose` and `--members --verbose`.
+fn membership_by_kafka(bootstrap: &str, group: &str, epochs: bool) -> Membership {
+    let tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+    let (ok, state, err) = kafka_tool(
+        tool,
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--group",
+            group,
+            "--state",
+            "--verbose",
+        ],
+    );
+    assert!(ok, "{state}{err}");
+    let (ok, members, err) = kafka_tool(
+        tool,
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--group",
+            group,
+            "--members",
+            "--verbose",
+        ],
+    );
+    assert!(ok, "{members}{err}");
+    let state = kafka_table(&state, group).pop().unwrap_or_default();
+    let mut members: Vec<_> = kafka_table(&members, group)
+        .into_iter()
+        .map(|m| {
+            // "-": none (a classic member has no epoch).
+            let column = |name: &str| {
+                let v = m.get(name).cloned().unwrap_or_else(|| panic!("no {name} in {members}"));
+                if v == "-" { String::new() } else { v }
+            };
+            (
+                column("CONSUMER-ID"),
+                column("HOST"),
+                column("CLIENT-ID"),
+                epochs.then(|| column("CURRENT-EPOCH")),
+                column("CURRENT-ASSIGNMENT"),
+            )
+        })
+        .collect();
+    members.sort();
+    (
+        state.get("STATE").cloned().unwrap_or_default(),
+        epochs.then(|| state.get("GROUP-EPOCH").cloned().unwrap_or_default()),
+        members,
+    )
+}
+
+/// The same from the collector's last poll (`/api/v1/clusters`).
+async fn membership_by_streamsight(api: &str, group: &str, epochs: bool) -> Membership {
+    let (_, clusters) =
+        streamsight_testkit::http::get(&reqwest::Client::new(), &format!("{api}/api/v1/clusters")).await;
+    let g = clusters["clusters"]["apache-kafka"]["last_poll"]["groups"]
+        .as_array()
+        .and_then(|gs| gs.iter().find(|g| g["group"] == group).cloned())
+        .unwrap_or_default();
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let mut members: Vec<_> = g["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let assignment: Vec<String> = m["assignment"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|tp| {
+                    let parts: Vec<String> = tp[1].as_array().into_iter().flatten().map(text).collect();
+                    format!("{}:{}", text(&tp[0]), parts.join(","))
+                })
+                .collect();
+            (
+                text(&m["member_id"]),
+                text(&m["host"]),
+                text(&m["client_id"]),
+                epochs.then(|| text(&m["member_epoch"])),
+                assignment.join(";"),
+            )
+        })
+        .collect();
+    members.sort();
+    (text(&g["state"]), epochs.then(|| text(&g["group_epoch"])), members)
 }
 
 /// The broker's log start and end of `topic`'s partition 0 (ListOffsets).
