@@ -1176,3 +1176,59 @@ async fn a_classic_group_upgraded_online_to_the_consumer_protocol_keeps_its_hist
     );
     upgraded.close();
 }
+
+/// A static member (KIP-345, `group.instance.id`) restarted four times within
+/// its session: Kafka gives each start a new member id and no rebalance, and
+/// streamsight counts none, names no departure and calls no storm (a rolling
+/// restart is not a storm), while the polls saw the member ids change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_restarting_is_no_rebalance_and_no_storm() {
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (topic, group) = (unique("static"), unique("billing"));
+    support::fill_topic(&b, &topic, 1, 30).await;
+    let first = support::Member::join_static(&b, &topic, &group, "billing-static", 1, "billing-0");
+    first.until("read 1");
+    let toml = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n"
+    );
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-static", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let clusters = format!("{api}/api/v1/clusters");
+    let member_id = async || {
+        let (_, v) = streamsight_testkit::http::get(&http, &clusters).await;
+        v["clusters"]["apache-kafka"]["last_poll"]["groups"]
+            .as_array()
+            .and_then(|gs| gs.iter().find(|g| g["group"] == group.as_str()).cloned())
+            .and_then(|g| g["members"][0]["member_id"].as_str().map(str::to_owned))
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    seen.insert(streamsight_testkit::eventually(60, "the member polled", async || member_id().await).await);
+    first.close();
+    for restart in 2..=5 {
+        let member = support::Member::join_static(&b, &topic, &group, "billing-static", 1, "billing-0");
+        member.until("read 1");
+        // Each start polled under its new member id.
+        let id = streamsight_testkit::eventually(60, "the restarted member polled", async || {
+            member_id().await.filter(|id| !seen.contains(id))
+        })
+        .await;
+        seen.insert(id);
+        if restart < 5 {
+            member.close();
+        } else {
+            let detail = streamsight_testkit::http::get(&http, &format!("{api}/api/v1/groups/apache-kafka/{group}"))
+                .await
+                .1;
+            let r = &detail["rebalances"];
+            assert_eq!(
+                (&r["last_hour"], r["departures"].as_array().map(Vec::len), &r["storm"]),
+                (&serde_json::json!(0), Some(0), &serde_json::json!(false)),
+                "{} member ids seen: {seen:?}\n{r:#}",
+                seen.len()
+            );
+            member.close();
+        }
+    }
+    assert_eq!(seen.len(), 5, "{seen:?}");
+}

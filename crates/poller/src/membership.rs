@@ -114,10 +114,12 @@ impl GroupMembership {
             members: Some(g.members.len()),
             unknown_because: None,
         };
+        // By identity: a static member restarting (KIP-345) gets a new member
+        // id and no rebalance; it is the same member, not one gone and one new.
         let members: BTreeMap<String, (String, String)> = g
             .members
             .iter()
-            .map(|m| (m.member_id.clone(), (m.client_id.clone(), m.host.clone())))
+            .map(|m| (m.identity().to_owned(), (m.client_id.clone(), m.host.clone())))
             .collect();
         if let Some(last) = &self.last {
             let entered = rebalancing(point.state.as_deref()) && !rebalancing(last.state.as_deref());
@@ -251,6 +253,7 @@ mod tests {
             host: format!("/{client}"),
             assignment: Vec::new(),
             member_epoch: None,
+            instance_id: None,
         }
     }
 
@@ -353,6 +356,32 @@ mod tests {
         }
         let g = m.group("g").unwrap();
         assert!(g.rebalances.len() <= KEPT && g.departures.len() <= KEPT && g.timeline.len() <= KEPT);
+    }
+
+    #[test]
+    fn a_static_member_restarting_is_the_same_member_and_no_rebalance() {
+        // KIP-345: each restart within the session gives a new member id and
+        // no rebalance; the instance id stays.
+        let stat = |id: &str| MemberSnapshot {
+            instance_id: Some("billing-0".into()),
+            ..member(id, "billing")
+        };
+        let mut m = Membership::default();
+        poll(&mut m, 0, "Stable", vec![stat("m-0"), member("d-0", "audit")]);
+        for i in 1..=8 {
+            poll(
+                &mut m,
+                i * 10,
+                "Stable",
+                vec![stat(&format!("m-{i}")), member("d-0", "audit")],
+            );
+        }
+        let r = m.group("g").unwrap().at(Millis(90_000));
+        assert_eq!((r.last_hour, r.departures.len(), r.storm), (0, 0, false), "{r:?}");
+        // A dynamic member's new id is a rebalance and a departure.
+        poll(&mut m, 100, "Stable", vec![stat("m-8"), member("d-1", "audit")]);
+        let r = m.group("g").unwrap().at(Millis(100_000));
+        assert_eq!((r.last_hour, r.departures.len()), (1, 1), "{r:?}");
     }
 
     #[test]

@@ -145,6 +145,18 @@ pub struct MemberSnapshot {
     /// The member epoch (ConsumerGroupDescribe), for `consumer` groups.
     #[serde(default)]
     pub member_epoch: Option<i32>,
+    /// A static member's `group.instance.id` (KIP-345): who it is across
+    /// restarts, each of which gives it a new member id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+}
+
+impl MemberSnapshot {
+    /// Who the member is from poll to poll: its static instance id where it
+    /// has one (a restart keeps it), else its member id.
+    pub fn identity(&self) -> &str {
+        self.instance_id.as_deref().unwrap_or(&self.member_id)
+    }
 }
 
 /// One record batch's offsets and times, from its header.

@@ -1,11 +1,13 @@
 """A member of a consumer group, with the real confluent-kafka client.
 
-usage: group_member.py BOOTSTRAP TOPIC GROUP CLIENT_ID COUNT [PROTOCOL]
+usage: group_member.py BOOTSTRAP TOPIC GROUP CLIENT_ID COUNT [PROTOCOL [INSTANCE_ID]]
 Joins GROUP (with PROTOCOL: classic, the default, or consumer: KIP-848's
 server-side assignment, where the session is the broker's), reads COUNT records committing each, printing "first P O" for the
 first record it reads of each partition and then "read N". Then it stays a
 member, its partitions paused, until a line "close" (or end of input) arrives
-on stdin: then it leaves the group and exits.
+on stdin: then it leaves the group and exits (with INSTANCE_ID a static
+member, KIP-345: closing does not leave, and the next start with the same id
+takes its place without a rebalance).
 """
 import sys
 import threading
@@ -14,6 +16,7 @@ import confluent_kafka
 
 bootstrap, topic, group, client_id, count = sys.argv[1:6]
 protocol = sys.argv[6] if len(sys.argv) > 6 else "classic"
+instance = sys.argv[7] if len(sys.argv) > 7 else None
 count = int(count)
 config = {
     "bootstrap.servers": bootstrap,
@@ -25,6 +28,8 @@ config = {
 }
 if protocol == "classic":
     config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+if instance:
+    config["group.instance.id"] = instance
 consumer = confluent_kafka.Consumer(config)
 consumer.subscribe([topic])
 seen = 0

@@ -351,6 +351,30 @@ impl Member {
         )
     }
 
+    /// A static member (KIP-345, classic): `group.instance.id` = `instance`.
+    /// Closed, it does not leave; the next with the same id takes its place.
+    pub fn join_static(
+        bootstrap: &str,
+        topic: &str,
+        group: &str,
+        client_id: &str,
+        count: usize,
+        instance: &str,
+    ) -> Member {
+        Self::spawn(
+            "group_member.py",
+            &[
+                bootstrap,
+                topic,
+                group,
+                client_id,
+                &count.to_string(),
+                "classic",
+                instance,
+            ],
+        )
+    }
+
     /// A member whose handler outlasts `max.poll.interval.ms` (`tests/python/slow_member.py`):
     /// `stalls` times it reads a record and then stops polling for `stall_ms`,
     /// so librdkafka leaves the group and joins it again; "done" after the last.

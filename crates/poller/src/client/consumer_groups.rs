@@ -80,6 +80,7 @@ impl ClusterClient {
                             .map(|tp| (tp.topic_name.0.to_string(), tp.partitions.clone()))
                             .collect(),
                         member_epoch: Some(m.member_epoch),
+                        instance_id: m.instance_id.as_ref().map(ToString::to_string),
                     })
                     .collect();
             }

@@ -217,6 +217,7 @@ impl ClusterClient {
                         host: m.client_host.to_string(),
                         assignment: decode_assignment(&m.member_assignment),
                         member_epoch: None,
+                        instance_id: m.group_instance_id.as_ref().map(ToString::to_string),
                     })
                     .collect();
             }
