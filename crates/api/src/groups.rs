@@ -436,6 +436,18 @@ pub(crate) async fn group(
         .map(|s| s.share_lag().into_iter().filter(|l| l.group == group).collect())
         .unwrap_or_default();
     let is_share = group_type.as_deref() == Some("share");
+    // The group as the last poll saw it: a group with members that has never
+    // committed (a consumer crash-looping before its first commit) has no
+    // lag rows, and is shown, never "no such group".
+    let seen = polled.as_ref().and_then(|s| s.group(&group)).map(|g| {
+        json!({
+            "state": g.state,
+            "described": g.described,
+            // Unknown (the describe failed) is never "no members".
+            "members": g.described.then_some(g.members.len()),
+            "error": g.error,
+        })
+    });
     // A query with `shards=` is answered here, never passed on: as it came.
     fanout::answer(shared, &path, range.shards, query, &headers, local, |rows, coverage| {
         let mut fold = GroupFold::default();
@@ -468,7 +480,11 @@ pub(crate) async fn group(
                 },
             }
         }
-        if partitions.is_empty() && !is_share && coverage.as_ref().is_none_or(|c| c.missing.is_empty()) {
+        if partitions.is_empty()
+            && !is_share
+            && seen.is_none()
+            && coverage.as_ref().is_none_or(|c| c.missing.is_empty())
+        {
             return ApiError::new(
                 ErrorKind::UnknownGroup,
                 format!("no group {group:?} in cluster {cluster:?}"),
@@ -498,6 +514,10 @@ pub(crate) async fn group(
             // Share-group lag (KIP-932): from each share-partition's start
             // offset to the end, an upper bound of KIP-1226's; never consumer lag.
             "share_partitions": is_share.then_some(&share_lag),
+            "polled": seen,
+            // No row: lag unknown, because the group committed nothing yet.
+            "lag_unknown_because": (partitions.is_empty() && !is_share)
+                .then_some("no commit yet: the group has committed no offset on any partition"),
         });
         with_coverage(body, coverage)
     })

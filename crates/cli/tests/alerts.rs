@@ -422,3 +422,79 @@ async fn a_node_paused_past_its_session_neither_notifies_twice_nor_resolves_what
         assert_eq!(told(&got, topic, "resolved"), 0, "{topic} never resolved: {all:#?}");
     }
 }
+
+streamsight_testkit::on_every_broker!(a_churning_group_that_never_committed_is_shown_never_absent);
+
+/// Two confluent-kafka members join group `churn` and leave, three times,
+/// and never commit (consumers crash-looping before their first commit);
+/// while the third pair is in it, the group is shown with its type, its state
+/// and members as the last poll saw them, its rebalances, and lag unknown
+/// (rows of unknown lag where the broker names assignments; with none, as on
+/// tansu, "no commit yet"): never "no such group", never healthy, and listed
+/// in `/api/v1/clusters`. tansu 0.6.0 lists only groups that committed
+/// (measured): there the group is named in the configuration (`groups`),
+/// as a user of such a broker would; Apache Kafka lists it.
+async fn a_churning_group_that_never_committed_is_shown_never_absent(broker: TestBroker) {
+    let b = broker.bootstrap.clone();
+    let (topic, group) = (format!("churned-{:?}", broker.kind).to_lowercase(), "churn".to_owned());
+    support::fill_topic(&b, &topic, 2, 10).await;
+    let named = if broker.kind == streamsight_testkit::BrokerKind::Tansu {
+        "groups = [\"churn\"]\n"
+    } else {
+        ""
+    };
+    let toml = format!(
+        "[serve]\nhistory_interval = \"200ms\"\n\n[[serve.clusters]]\nname = \"v\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n{named}"
+    );
+    let (_serve, _intake, api) = support::serve_with(&format!("churn-{:?}", broker.kind), &toml, "memory://");
+    let http = reqwest::Client::new();
+    let mut live = Vec::new();
+    for round in 0..3 {
+        for member in live.drain(..) {
+            support::Member::close(member);
+        }
+        let a = support::Member::join(&b, &topic, &group, &format!("churn-a-{round}"), 0);
+        let c = support::Member::join(&b, &topic, &group, &format!("churn-b-{round}"), 0);
+        a.until("read 0");
+        c.until("read 0");
+        live = vec![a, c];
+    }
+    let url = format!("{api}/api/v1/groups/v/{group}");
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 60, "the churned group shown", |v| {
+        v["polled"]["members"] == 2 && v["rebalances"]["last_hour"].as_u64().is_some_and(|n| n >= 1)
+    })
+    .await;
+    assert_eq!(detail["status"], "stale", "never healthy: {detail:#}");
+    let rows = detail["partitions"].as_array().unwrap();
+    assert!(
+        rows.iter().all(|p| p["lag"]["lag_messages"].is_null())
+            && (!rows.is_empty()
+                || detail["lag_unknown_because"]
+                    .as_str()
+                    .is_some_and(|w| w.starts_with("no commit yet"))),
+        "{detail:#}"
+    );
+    // The type is ListGroups' word: unknown (null) where the broker did not list it.
+    let listed_type = if named.is_empty() {
+        serde_json::json!("classic")
+    } else {
+        serde_json::Value::Null
+    };
+    assert_eq!(detail["group_type"], listed_type, "{detail:#}");
+    let (_, clusters) = streamsight_testkit::http::get(&http, &format!("{api}/api/v1/clusters")).await;
+    let listed = clusters["clusters"]["v"]["last_poll"]["groups"]
+        .as_array()
+        .is_some_and(|gs| gs.iter().any(|g| g["group"] == group.as_str()));
+    assert!(listed, "{clusters:#}");
+    eprintln!(
+        "churn on {:?}: {} rebalances, state {}, {} members, {} rows of unknown lag",
+        broker.kind,
+        detail["rebalances"]["last_hour"],
+        detail["polled"]["state"],
+        detail["polled"]["members"],
+        rows.len()
+    );
+    for member in live {
+        member.close();
+    }
+}

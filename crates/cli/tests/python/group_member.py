@@ -2,7 +2,7 @@
 
 usage: group_member.py BOOTSTRAP TOPIC GROUP CLIENT_ID COUNT [PROTOCOL [INSTANCE_ID]]
 Joins GROUP (with PROTOCOL: classic, the default, or consumer: KIP-848's
-server-side assignment, where the session is the broker's), reads COUNT records committing each, printing "first P O" for the
+server-side assignment, where the session is the broker's), reads COUNT records committing each (with 0: none, once assigned), printing "first P O" for the
 first record it reads of each partition and then "read N". Then it stays a
 member, its partitions paused, until a line "close" (or end of input) arrives
 on stdin: then it leaves the group and exits (with INSTANCE_ID a static
@@ -34,6 +34,10 @@ consumer = confluent_kafka.Consumer(config)
 consumer.subscribe([topic])
 seen = 0
 first = set()
+# COUNT 0: a member that joins and commits nothing (one crash-looping before
+# its first commit): it polls until it is assigned partitions.
+while count == 0 and not consumer.assignment():
+    consumer.poll(0.2)
 while seen < count:
     msg = consumer.poll(0.5)
     if msg is None or msg.error():
