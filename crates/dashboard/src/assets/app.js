@@ -406,7 +406,9 @@ const group = {
       h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ` › ${d.cluster}`),
       h('h1', {}, d.group, ' ', badge(d.status)),
       h('p', {}, h('button', { type: 'button', id: 'reset-open', class: 'secondary', onclick: () => resetDialog(d.cluster, d.group) }, 'Reset offsets…')),
-      worst ? h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Why: '), `${worst.topic}[${worst.partition}]: ${worst.reason}`) : h('p', {}, 'No partitions known.'),
+      worst ? h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Why: '), `${worst.topic}[${worst.partition}]: ${worst.reason}`)
+        : h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Lag unknown: '), d.lag_unknown_because || 'no partitions known',
+          d.polled ? ` (the last poll: ${d.polled.state || 'state unknown'}, ${d.polled.members == null ? 'members unknown' : `${d.polled.members} member(s)`})` : ''),
       failing.length ? h('div', { class: 'banner bad', role: 'alert', id: 'producer-failing' },
         h('strong', {}, 'Producers are failing'), ` on ${failing.join(', ')}: failed sends do not move the end offset, so lag reads lower than the truth until they recover. `,
         failing.map((t) => h('a', { href: topicHref(d.cluster, t) }, `Failures on ${t}`))) : null,
