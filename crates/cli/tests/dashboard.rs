@@ -1172,3 +1172,44 @@ async fn a_group_nobody_could_describe_reads_unknown_never_empty() {
     member.close();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A group whose member never committed, on Apache Kafka (which names the
+/// member's assignment: a row of unknown lag): the page says why its lag is
+/// unknown, stale, never healthy. (Where a broker names no assignment, the
+/// page says "Lag unknown: no commit yet" with what the last poll saw.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_that_never_committed_says_why_its_lag_is_unknown() {
+    let broker = streamsight_testkit::ApacheKafka::shared();
+    let b = broker.bootstrap.clone();
+    let (topic, group) = (
+        streamsight_testkit::apache_kafka::unique("crashloop"),
+        streamsight_testkit::apache_kafka::unique("never"),
+    );
+    support::fill_topic(&b, &topic, 1, 10).await;
+    let member = support::Member::join(&b, &topic, &group, "never-1", 0);
+    member.until("read 0");
+    let toml = format!("[[serve.clusters]]\nname = \"kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n");
+    let (_serve, _intake, api) = support::serve_with("dashboard-never", &toml, "memory://");
+    let http = reqwest::Client::new();
+    wait_for(
+        &http,
+        &format!("{api}/api/v1/groups/kafka/{group}"),
+        "the group polled",
+        |v| v["polled"]["members"] == 1,
+    )
+    .await;
+    let browser = Browser::start(1400, 900).await;
+    browser.open(&format!("{api}/groups/kafka/{group}")).await;
+    browser
+        .wait_until("the reason", "return !!document.getElementById('why')")
+        .await;
+    browser.check_page("group-never-committed").await;
+    let text = browser.text("#why").await;
+    assert!(
+        text.contains("no committed offset") || text.contains("Lag unknown: no commit yet"),
+        "{text}"
+    );
+    let status = browser.text("h1").await;
+    assert!(!status.contains("OK"), "{status}");
+    member.close();
+}
