@@ -47,7 +47,9 @@ pub enum ServeError {
          Create a key (`streamsight keys create`), bind to loopback, or pass --insecure-no-auth"
     )]
     Unauthenticated { addr: SocketAddr },
-    #[error("tenants: {0}")]
+    /// A tenant's configuration, or a probe's or DLQ monitor's cluster; the
+    /// message names which.
+    #[error("{0}")]
     Tenants(String),
     #[error("{0}")]
     Alerts(String),

@@ -346,8 +346,14 @@ impl ServeConfig {
             };
             out.push((t.name.clone(), config));
         }
-        for (_, config) in &mut out {
-            config.reach_clusters()?;
+        for (name, config) in &mut out {
+            config.reach_clusters().map_err(|e| {
+                if name == DEFAULT_TENANT {
+                    e
+                } else {
+                    format!("tenant {name:?}: {e}")
+                }
+            })?;
         }
         Ok(out)
     }
