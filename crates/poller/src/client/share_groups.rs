@@ -7,6 +7,15 @@ use super::*;
 use kafka_protocol::messages::DescribeShareGroupOffsetsRequest;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 
+/// Which of a coordinator's `names` are share groups.
+fn share_groups(names: &[String], groups: &BTreeMap<String, GroupSnapshot>) -> Vec<String> {
+    names
+        .iter()
+        .filter(|n| groups.get(*n).is_some_and(GroupSnapshot::is_share))
+        .cloned()
+        .collect()
+}
+
 impl ClusterClient {
     /// The start offsets of every share group's partitions (all topics it
     /// reads), per coordinator; a coordinator without API 90 leaves its groups
@@ -19,11 +28,7 @@ impl ClusterClient {
     ) {
         let mut work = Vec::new();
         for (addr, names) in by_coordinator {
-            let share: Vec<String> = names
-                .iter()
-                .filter(|n| groups.get(*n).is_some_and(GroupSnapshot::is_share))
-                .cloned()
-                .collect();
+            let share = share_groups(names, groups);
             if share.is_empty() {
                 continue;
             }
@@ -102,11 +107,7 @@ impl ClusterClient {
         use kafka_protocol::messages::ShareGroupDescribeRequest;
         let mut work = Vec::new();
         for (addr, names) in by_coordinator {
-            let share: Vec<String> = names
-                .iter()
-                .filter(|n| groups.get(*n).is_some_and(GroupSnapshot::is_share))
-                .cloned()
-                .collect();
+            let share = share_groups(names, groups);
             if share.is_empty() || !self.speaks::<ShareGroupDescribeRequest>(addr).await {
                 continue;
             }
@@ -118,11 +119,7 @@ impl ClusterClient {
             let answers = match result {
                 Ok(a) => a,
                 Err(e) => {
-                    let asked: Vec<String> = by_coordinator[&addr]
-                        .iter()
-                        .filter(|n| groups.get(*n).is_some_and(GroupSnapshot::is_share))
-                        .cloned()
-                        .collect();
+                    let asked = share_groups(&by_coordinator[&addr], groups);
                     super::groups::undescribed(groups, &asked, &format!("ShareGroupDescribe failed: {e}"));
                     snap.errors.push(e.to_string());
                     continue;
