@@ -10,7 +10,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use streamsight_testkit::ApacheKafka;
-use streamsight_testkit::apache_kafka::{kafka_tool, unique};
+use streamsight_testkit::apache_kafka::{kafka_tool, tool_table, unique};
 
 /// A row of a group's partition: current offset, log end, lag, member, client.
 type Row = (String, String, String, String, String);
@@ -129,35 +129,6 @@ type Membership = (
     Vec<(String, String, String, Option<String>, String)>,
 );
 
-/// A table Kafka's tools print: each row's values by column, read from the
-/// right (the coordinator's column holds a space).
-fn kafka_table(out: &str, group: &str) -> Vec<BTreeMap<String, String>> {
-    let Some(header) = out.lines().find(|l| l.starts_with("GROUP")) else {
-        return Vec::new();
-    };
-    let header = header.replace("COORDINATOR (ID)", "COORDINATOR");
-    let header: Vec<&str> = header.split_whitespace().collect();
-    out.lines()
-        .filter(|l| l.starts_with(group))
-        .map(|l| {
-            let values: Vec<&str> = l.split_whitespace().collect();
-            let skip = values.len().saturating_sub(header.len());
-            header
-                .iter()
-                .enumerate()
-                .map(|(i, h)| {
-                    let v = if i == 0 {
-                        values[0]
-                    } else {
-                        values.get(i + skip).copied().unwrap_or("")
-                    };
-                    ((*h).to_owned(), v.to_owned())
-                })
-                .collect()
-        })
-        .collect()
-}
-
 /// `kafka-consumer-groups.sh --describe --state --verbose` and `--members --verbose`.
 fn membership_by_kafka(bootstrap: &str, group: &str, epochs: bool) -> Membership {
     let tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
@@ -187,8 +158,8 @@ fn membership_by_kafka(bootstrap: &str, group: &str, epochs: bool) -> Membership
         ],
     );
     assert!(ok, "{members}{err}");
-    let state = kafka_table(&state, group).pop().unwrap_or_default();
-    let mut members: Vec<_> = kafka_table(&members, group)
+    let state = tool_table(&state, "GROUP").pop().unwrap_or_default();
+    let mut members: Vec<_> = tool_table(&members, "GROUP")
         .into_iter()
         .map(|m| {
             // "-": none (a classic member has no epoch).
@@ -852,9 +823,10 @@ async fn an_open_transaction_is_named_by_the_verdict_the_row_and_the_alert() {
         &["--bootstrap-server", &b, "describe", "--transactional-id", &id],
     );
     assert!(ok, "{out}{err}");
-    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
-    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
-    let column = |name: &str| -> i64 { row[header.iter().position(|h| *h == name).unwrap()].parse().unwrap() };
+    let row = tool_table(&out, "CoordinatorId")
+        .pop()
+        .unwrap_or_else(|| panic!("{out}"));
+    let column = |name: &str| -> i64 { row[name].parse().unwrap() };
     let lag = &detail["partitions"][0]["lag"];
     let held = &lag["open_transaction"];
     assert_eq!(
@@ -1022,14 +994,8 @@ async fn a_share_group_from_a_real_share_consumer_reads_as_kafka_says() {
         &["--bootstrap-server", &b, "--describe", "--group", &group],
     );
     assert!(ok, "{out}{err}");
-    // GROUP TOPIC PARTITION START-OFFSET LAG
-    let row: Vec<&str> = out
-        .lines()
-        .find(|l| l.starts_with(group.as_str()))
-        .unwrap_or_else(|| panic!("{out}"))
-        .split_whitespace()
-        .collect();
-    let (start, lag): (i64, i64) = (row[3].parse().unwrap(), row[4].parse().unwrap());
+    let row = tool_table(&out, "GROUP").pop().unwrap_or_else(|| panic!("{out}"));
+    let (start, lag): (i64, i64) = (row["START-OFFSET"].parse().unwrap(), row["LAG"].parse().unwrap());
     assert_eq!(start + lag, 30, "{out}");
     let toml = format!("[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n");
     let (_serve, _intake, api) = support::serve_with("apache-kafka-share-group", &toml, "memory://");
@@ -1094,24 +1060,8 @@ async fn a_share_group_from_a_real_share_consumer_reads_as_kafka_says() {
         &["--bootstrap-server", &b, "--describe", "--group", &group, "--members"],
     );
     assert!(ok, "{out}{err}");
-    let header: Vec<&str> = out
-        .lines()
-        .find(|l| l.starts_with("GROUP"))
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let row: Vec<&str> = out
-        .lines()
-        .find(|l| l.starts_with(group.as_str()))
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let column = |name: &str| {
-        row[header
-            .iter()
-            .position(|h| *h == name)
-            .unwrap_or_else(|| panic!("{out}"))]
-    };
+    let row = tool_table(&out, "GROUP").pop().unwrap_or_else(|| panic!("{out}"));
+    let column = |name: &str| row.get(name).map(String::as_str).unwrap_or_else(|| panic!("{out}"));
     let g = share_group(&seen);
     assert_eq!(
         (

@@ -246,14 +246,10 @@ async fn an_open_transaction_on_apache_kafka_blocks_a_read_committed_group() {
         &["--bootstrap-server", b, "describe", "--transactional-id", &open_id],
     );
     assert!(ok, "{out}{err}");
-    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
-    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
-    let column = |name: &str| {
-        row[header
-            .iter()
-            .position(|h| *h == name)
-            .unwrap_or_else(|| panic!("{out}"))]
-    };
+    let row = streamsight_testkit::apache_kafka::tool_table(&out, "CoordinatorId")
+        .pop()
+        .unwrap_or_else(|| panic!("{out}"));
+    let column = |name: &str| row.get(name).map(String::as_str).unwrap_or_else(|| panic!("{out}"));
     let held = r.open_transaction.clone().expect("the holder is named");
     assert_eq!(
         (

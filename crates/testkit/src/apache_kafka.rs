@@ -45,6 +45,39 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// A table one of Kafka's tools printed (see [`kafka_tool`]): the rows after
+/// the line that starts with `header` (its first column's name) up to a blank
+/// line, each as its values by column name. Values are read from the right:
+/// the one column whose values hold a space (`COORDINATOR (ID)`) is the
+/// only one that may take more than a word.
+pub fn tool_table(out: &str, header: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut lines = out.lines().skip_while(|l| !l.starts_with(header));
+    let Some(names) = lines.next() else {
+        return Vec::new();
+    };
+    let names = names.replace("COORDINATOR (ID)", "COORDINATOR");
+    let names: Vec<&str> = names.split_whitespace().collect();
+    lines
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| {
+            let values: Vec<&str> = l.split_whitespace().collect();
+            let skip = values.len().saturating_sub(names.len());
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let v = if i == 0 {
+                        values[0]
+                    } else {
+                        values.get(i + skip).copied().unwrap_or("")
+                    };
+                    ((*name).to_owned(), v.to_owned())
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Settings of the nodes tests start: retention is checked every second (a
 /// topic's own small `retention.ms` then deletes within seconds, not the
 /// default five minutes), and a member may ask a session of 500 ms (the
