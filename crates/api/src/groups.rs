@@ -439,6 +439,28 @@ pub(crate) async fn group(
     // The group as the last poll saw it: a group with members that has never
     // committed (a consumer crash-looping before its first commit) has no
     // lag rows, and is shown, never "no such group".
+    // A streams group (KIP-1071): its topology, epochs and each member's tasks.
+    let streams = polled
+        .as_ref()
+        .and_then(|s| s.group(&group))
+        .and_then(|g| Some((g, g.streams.as_ref()?)))
+        .map(|(g, t)| {
+            json!({
+                "assignment_epoch": t.assignment_epoch,
+                "topology_epoch": t.topology_epoch,
+                "subtopologies": t.subtopologies,
+                "members": g.members.iter().map(|m| json!({
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "tasks": m.tasks,
+                })).collect::<Vec<_>>(),
+            })
+        });
+    let roles = polled
+        .as_ref()
+        .and_then(|s| s.group(&group))
+        .and_then(|g| g.streams.clone());
     let seen = polled.as_ref().and_then(|s| s.group(&group)).map(|g| {
         json!({
             "state": g.state,
@@ -467,6 +489,8 @@ pub(crate) async fn group(
                     partitions.push(json!({
                         "topic": topic,
                         "partition": partition,
+                        // A streams group's input: `source` or `repartition`.
+                        "topic_role": roles.as_ref().and_then(|r| r.role_of(&topic)),
                         "reason": reason,
                         "lag": lag,
                         "consumer": consumer,
@@ -511,9 +535,11 @@ pub(crate) async fn group(
             })),
             "rebalances": rebalances,
             "group_type": group_type,
-            // Share-group lag (KIP-932): from each share-partition's start
-            // offset to the end, an upper bound of KIP-1226's; never consumer lag.
+            // Share-group lag (KIP-932): the broker's KIP-1226 figure where it
+            // answers DescribeShareGroupOffsets v1, else start offset to end,
+            // an upper bound (`upper_bound`); never consumer lag.
             "share_partitions": is_share.then_some(&share_lag),
+            "streams": streams,
             "polled": seen,
             // No row: lag unknown, because the group committed nothing yet.
             "lag_unknown_because": (partitions.is_empty() && !is_share)

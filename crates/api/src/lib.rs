@@ -221,21 +221,23 @@ fn cluster_rows(shared: &Shared) -> Vec<(String, serde_json::Value)> {
         .iter()
         .map(|(name, v)| {
             let last = v.last.as_ref().map(|s| {
-                // Share groups' lag, summed per group: share-group lag, an upper bound.
-                let mut share: std::collections::HashMap<String, (usize, Option<i64>)> = Default::default();
+                // Share groups' lag, summed per group: share-group lag, an upper
+                // bound if any partition's is (no DescribeShareGroupOffsets v1).
+                let mut share: std::collections::HashMap<String, (usize, Option<i64>, bool)> = Default::default();
                 for l in s.share_lag() {
-                    let e = share.entry(l.group).or_insert((0, Some(0)));
+                    let e = share.entry(l.group).or_insert((0, Some(0), false));
                     e.0 += 1;
                     e.1 = e.1.zip(l.lag).map(|(a, b)| a + b);
+                    e.2 |= l.upper_bound;
                 }
                 let groups: Vec<_> = s
                     .groups
                     .iter()
                     .map(|g| {
-                        let (share_partitions, share_lag) = share
+                        let (share_partitions, share_lag, upper_bound) = share
                             .get(&g.name)
                             .copied()
-                            .map_or((None, None), |(n, lag)| (Some(n), lag));
+                            .map_or((None, None, None), |(n, lag, bound)| (Some(n), lag, Some(bound)));
                         json!({
                             "group": g.name,
                             "state": g.state,
@@ -247,7 +249,8 @@ fn cluster_rows(shared: &Shared) -> Vec<(String, serde_json::Value)> {
                             "committed_partitions": g.offsets.len(),
                             "share_partitions": share_partitions,
                             "share_lag": share_lag,
-                            "share_lag_upper_bound": g.is_share(),
+                            "share_lag_upper_bound": upper_bound,
+                            "streams": g.streams,
                             "error": g.error,
                         })
                     })

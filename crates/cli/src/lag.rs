@@ -249,7 +249,8 @@ pub async fn from_cluster(bootstrap: &str, groups: &[String], filter: &Filter) -
                 .collect();
             format!(
                 "{} is a share group: it commits no offsets, so it has no consumer lag; its share-group lag \
-                 (records from each partition's start offset to its end): {}",
+                 (records past each partition's start offset not yet acknowledged, as the broker counts them; \
+                 ≤ where the broker cannot, start offset to end): {}",
                 g.name,
                 if parts.is_empty() {
                     "not described".to_owned()

@@ -593,6 +593,14 @@ async fn three_nodes_sharding_a_kafka_log_killed_at_random_keep_every_acknowledg
         p.await.unwrap();
     }
 
+    // A node that ended on its own (a task's panic or error ends `serve`,
+    // which logs how) is a finding, named here rather than as a node that
+    // never got ready.
+    for (n, node) in nodes.iter_mut().enumerate() {
+        if let Some(status) = node.guard.as_mut().and_then(|g| g.0.try_wait().ok().flatten()) {
+            panic!("node {n} ended by itself ({status}) during faults {faults:?}: its log above says how");
+        }
+    }
     check_sharded("three nodes, sharded kafka:// log", &client, &live, &told, &faults).await;
     drop(nodes);
     drop(broker);

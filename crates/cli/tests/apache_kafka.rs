@@ -948,9 +948,8 @@ async fn an_open_transaction_is_named_by_the_verdict_the_row_and_the_alert() {
 /// A share group (KIP-932) from Apache Kafka's own console share consumer:
 /// streamsight reads it as a share group, with each share-partition's start
 /// offset and share-group lag equal to what Kafka's own `kafka-share-groups.sh
-/// --describe` says (an upper bound by KIP-1226 where records past the start
-/// were acknowledged: none are here), and `streamsight lag` says it is a
-/// share group rather than "no such group".
+/// --describe` says, and `streamsight lag` says it is a share group rather
+/// than "no such group".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_share_group_from_a_real_share_consumer_reads_as_kafka_says() {
     let kafka = ApacheKafka::shared();
@@ -1020,7 +1019,7 @@ async fn a_share_group_from_a_real_share_consumer_reads_as_kafka_says() {
     assert!(!ok);
     assert!(
         err.contains(&format!("{group} is a share group: it commits no offsets"))
-            && err.contains(&format!("{topic}[0] ≤ {lag}")),
+            && err.contains(&format!("{topic}[0] {lag}")),
         "{err}"
     );
 
@@ -1190,4 +1189,347 @@ async fn a_static_member_restarting_is_no_rebalance_and_no_storm() {
         }
     }
     assert_eq!(seen.len(), 5, "{seen:?}");
+}
+
+/// `share.auto.offset.reset=earliest` for `group`: a new share group starts
+/// at the end unless told otherwise.
+fn share_group_from_earliest(bootstrap: &str, group: &str) {
+    let (ok, out, err) = kafka_tool(
+        "org.apache.kafka.tools.ConfigCommand",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            group,
+            "--add-config",
+            "share.auto.offset.reset=earliest",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+}
+
+/// Exact share-group lag (KIP-1226) from a real `KafkaShareConsumer` that
+/// acknowledges out of order: of 10 records, offset 0 released (available
+/// again), 1 rejected (archived), 2 and 3 held acquired, 4-9 accepted from
+/// the highest down. The start offset stays 0, so start-to-end would say 10;
+/// the broker's DescribeShareGroupOffsets v1 says 3 (0, 2, 3 not yet
+/// acknowledged), as Kafka's own `kafka-share-groups.sh --describe` does, and
+/// so does streamsight everywhere it shows share-group lag: the group API,
+/// `/api/v1/clusters`, `/metrics` (no `upper_bound` label) and `streamsight lag`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_group_lag_is_exact_with_records_released_rejected_and_held() {
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (topic, group) = (unique("tasks"), unique("pickers"));
+    support::fill_topic(&b, &topic, 1, 10).await;
+    share_group_from_earliest(&b, &group);
+    let member = support::Member::java_share(&b, &topic, &group, 10, [&[0], &[1], &[2, 3]]);
+    let acked = member.until("acked");
+    assert_eq!(acked.last().map(String::as_str), Some("acked 6 1 1 2"), "{acked:?}");
+    let tool = "org.apache.kafka.tools.consumer.group.ShareGroupCommand";
+    let kafka_says = || {
+        let (ok, out, err) = kafka_tool(tool, &["--bootstrap-server", &b, "--describe", "--group", &group]);
+        assert!(ok, "{out}{err}");
+        let row = tool_table(&out, "GROUP").pop().unwrap_or_else(|| panic!("{out}"));
+        let figure = |c: &str| row[c].parse::<i64>().unwrap_or_else(|_| panic!("{c} in {out}"));
+        (figure("START-OFFSET"), figure("LAG"))
+    };
+    let (start, lag) = kafka_says();
+    assert_eq!((start, lag), (0, 3), "Kafka's own figure");
+
+    let toml = format!("[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n");
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-share-exact", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let url = format!("{api}/api/v1/groups/apache-kafka/{group}");
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 60, "the share group's exact lag", |v| {
+        v["share_partitions"][0]["lag"].is_i64()
+    })
+    .await;
+    assert_eq!(
+        detail["share_partitions"],
+        serde_json::json!([{"group": group, "topic": topic, "partition": 0, "start_offset": start,
+                            "end_offset": 10, "lag": lag, "upper_bound": false}]),
+        "{detail:#}"
+    );
+    let clusters = streamsight_testkit::http::get_json(&http, &format!("{api}/api/v1/clusters")).await;
+    let listed = clusters["clusters"]["apache-kafka"]["last_poll"]["groups"]
+        .as_array()
+        .and_then(|gs| gs.iter().find(|g| g["group"] == group.as_str()).cloned())
+        .unwrap_or_default();
+    assert_eq!(
+        (&listed["share_lag"], &listed["share_lag_upper_bound"]),
+        (&serde_json::json!(lag), &serde_json::json!(false)),
+        "{listed:#}"
+    );
+    let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
+    let series = format!(
+        "streamsight_share_group_lag{{cluster_name=\"apache-kafka\",group=\"{group}\",topic=\"{topic}\",partition=\"0\"}}"
+    );
+    assert_eq!(
+        streamsight_testkit::http::sample(&metrics, &series),
+        Some(lag as f64),
+        "{series}"
+    );
+    let (ok, out, err) = support::run(&["lag", "--bootstrap-server", &b, "--group", &group]);
+    assert!(
+        !ok && err.contains(&format!("{topic}[0] {lag}")) && !err.contains(&format!("{topic}[0] ≤")),
+        "{out}{err}"
+    );
+    // The broker's figure did not move while streamsight read it.
+    assert_eq!(kafka_says(), (start, lag));
+    member.close();
+}
+
+/// A streams group (KIP-1071) from a real Kafka Streams application
+/// (`group.protocol=streams`; `StreamsApp` counts a topic by value through a
+/// repartition topic and a state store): streamsight describes it with
+/// StreamsGroupDescribe as Kafka's own `kafka-streams-groups.sh --describe`
+/// does (state, epochs, the member, its process, client and tasks), labels
+/// its topics (source, repartition; the changelog named in its topology and
+/// never a lag row), and, with the application stopped and 7 records more,
+/// reads the lag of each source and repartition partition as the tool's
+/// OFFSET-LAG, in the API, Burrow's API and `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_group_from_a_real_kafka_streams_app_reads_as_kafka_says() {
+    let kafka = ApacheKafka::shared();
+    let b = kafka.bootstrap.clone();
+    let (app, input, output) = (unique("counter"), unique("words"), unique("counts"));
+    support::fill_topic(&b, &input, 2, 5).await;
+    support::fill_topic(&b, &output, 1, 0).await;
+    let running = support::Member::streams_app(&b, &app, &input, &output);
+    running.until("running");
+    let toml = format!("[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n");
+    let (_serve, _intake, api) = support::serve_with("apache-kafka-streams-group", &toml, "memory://");
+    let http = reqwest::Client::new();
+    let url = format!("{api}/api/v1/groups/apache-kafka/{app}");
+    let repartition = format!("{app}-by-value-repartition");
+    // Caught up: every input partition, source and repartition, committed.
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 90, "the streams group caught up", |v| {
+        let rows = v["partitions"].as_array().cloned().unwrap_or_default();
+        v["streams"]["members"].as_array().is_some_and(|m| m.len() == 1)
+            && rows.len() == 4
+            && rows.iter().all(|r| r["lag"]["lag_messages"] == 0)
+    })
+    .await;
+    assert_eq!(
+        (&detail["group_type"], &detail["polled"]["state"]),
+        (&serde_json::json!("streams"), &serde_json::json!("Stable")),
+        "{detail:#}"
+    );
+    let roles: BTreeMap<String, String> = detail["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["topic"].as_str().unwrap().to_owned(),
+                r["topic_role"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        BTreeMap::from([
+            (input.clone(), "source".to_owned()),
+            (repartition.clone(), "repartition".to_owned())
+        ]),
+        "{detail:#}"
+    );
+    let streams = &detail["streams"];
+    let changelogs: Vec<&str> = streams["subtopologies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["changelog_topics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t.as_str())
+        })
+        .collect();
+    assert!(
+        changelogs.len() == 1 && changelogs[0].starts_with(&app) && changelogs[0].ends_with("-changelog"),
+        "{streams:#}"
+    );
+
+    // The lag as Kafka's own tool says it while the application runs.
+    let tool = "org.apache.kafka.tools.streams.StreamsGroupCommand";
+    let (ok, out, err) = kafka_tool(
+        tool,
+        &["--bootstrap-server", &b, "--describe", "--group", &app, "--offsets"],
+    );
+    assert!(ok, "{out}{err}");
+    let by_kafka: BTreeMap<(String, i64), i64> = tool_table(&out, "GROUP")
+        .into_iter()
+        .map(|r| {
+            (
+                (r["TOPIC"].clone(), r["PARTITION"].parse().unwrap()),
+                r["OFFSET-LAG"].parse().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by_kafka, lag_by_the_broker(&b, &app, &[&input, &repartition]), "{out}");
+    assert_eq!(by_kafka.len(), 4, "{out}");
+
+    // The member as Kafka's own tool says it.
+    let (ok, out, err) = kafka_tool(
+        tool,
+        &[
+            "--bootstrap-server",
+            &b,
+            "--describe",
+            "--group",
+            &app,
+            "--members",
+            "--verbose",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    // The last column (ASSIGNMENTS) holds spaces: the first eight are read by
+    // name, the rest is the assignment.
+    let mut lines = out.lines().skip_while(|l| !l.starts_with("GROUP"));
+    let names: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    let values: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert!(names.len() == 9 && values.len() > 8, "{out}");
+    let row: BTreeMap<String, String> = names[..8]
+        .iter()
+        .zip(&values)
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    let m = &streams["members"][0];
+    let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    assert_eq!(
+        (
+            text(&streams["assignment_epoch"]),
+            text(&streams["topology_epoch"]),
+            text(&m["member_id"]),
+            text(&m["tasks"]["member_epoch"]),
+            text(&m["tasks"]["process_id"]),
+            text(&m["client_id"]),
+        ),
+        (
+            row["TARGET-ASSIGNMENT-EPOCH"].clone(),
+            row["TOPOLOGY-EPOCH"].clone(),
+            row["MEMBER"].clone(),
+            row["MEMBER-EPOCH"].clone(),
+            row["PROCESS"].clone(),
+            row["CLIENT-ID"].clone(),
+        ),
+        "{out}"
+    );
+    let active: Vec<String> = m["tasks"]["active"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let parts: Vec<String> = t[1].as_array().unwrap().iter().map(|p| p.to_string()).collect();
+            format!("{}:[{}]", text(&t[0]), parts.join(","))
+        })
+        .collect();
+    let assignments = values[8..].join(" ");
+    assert!(
+        assignments.starts_with(&format!("ACTIVE: {};", active.join("; "))),
+        "{active:?} in {out}"
+    );
+
+    // Stopped, and 7 records more: the lag per partition as the tool's.
+    running.close();
+    let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .create()
+        .unwrap();
+    for i in 0..7 {
+        let record = rdkafka::producer::FutureRecord::<str, str>::to(&input)
+            .partition(i % 2)
+            .payload("late");
+        producer.send(record, std::time::Duration::from_secs(10)).await.unwrap();
+    }
+    let detail = streamsight_testkit::http::wait_for_json(&http, &url, 60, "7 records of lag", |v| {
+        let rows = v["partitions"].as_array().cloned().unwrap_or_default();
+        rows.iter()
+            .filter_map(|r| r["lag"]["lag_messages"].as_i64())
+            .sum::<i64>()
+            == 7
+    })
+    .await;
+    // Kafka's own tool says nothing of a stopped application's lag ("Streams
+    // group '…' has no active members"; kafka-consumer-groups.sh: "not a
+    // consumer group"): the truth is the broker's commits (OffsetFetch) and
+    // log ends (ListOffsets), read with librdkafka.
+    let (ok, out, _) = kafka_tool(
+        tool,
+        &["--bootstrap-server", &b, "--describe", "--group", &app, "--offsets"],
+    );
+    assert!(
+        ok && tool_table(&out, "GROUP").is_empty(),
+        "Kafka's tool now shows it: {out}"
+    );
+    let by_kafka = lag_by_the_broker(&b, &app, &[&input, &repartition]);
+    let by_streamsight: BTreeMap<(String, i64), i64> = detail["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                (
+                    r["topic"].as_str().unwrap().to_owned(),
+                    r["partition"].as_i64().unwrap(),
+                ),
+                r["lag"]["lag_messages"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by_streamsight, by_kafka, "{out}");
+    assert_eq!(detail["polled"]["state"], "Empty", "{detail:#}");
+    let burrow =
+        streamsight_testkit::http::get_json(&http, &format!("{api}/v3/kafka/apache-kafka/consumer/{app}/status")).await;
+    assert_eq!(
+        (
+            &burrow["status"]["streamsight"]["group_type"],
+            &burrow["status"]["totallag"]
+        ),
+        (&serde_json::json!("streams"), &serde_json::json!(7)),
+        "{burrow:#}"
+    );
+    let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
+    let info = format!(
+        "streamsight_group_info{{cluster_name=\"apache-kafka\",group=\"{app}\",group_type=\"streams\",state=\"Empty\"}}"
+    );
+    assert_eq!(streamsight_testkit::http::sample(&metrics, &info), Some(1.0), "{info}");
+}
+
+/// The lag of `group` on every partition of `topics` as the broker holds it:
+/// log end (ListOffsets) minus committed offset (OffsetFetch), by (topic,
+/// partition), for partitions with a commit.
+fn lag_by_the_broker(bootstrap: &str, group: &str, topics: &[&str]) -> BTreeMap<(String, i64), i64> {
+    use rdkafka::consumer::Consumer;
+    let c: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let timeout = std::time::Duration::from_secs(10);
+    let mut asked = rdkafka::TopicPartitionList::new();
+    for t in topics {
+        let metadata = c.fetch_metadata(Some(t), timeout).unwrap();
+        for p in metadata.topics()[0].partitions() {
+            asked.add_partition(t, p.id());
+        }
+    }
+    let committed = c.committed_offsets(asked, timeout).unwrap();
+    committed
+        .elements()
+        .iter()
+        .filter_map(|e| {
+            let rdkafka::Offset::Offset(at) = e.offset() else {
+                return None;
+            };
+            let (_, end) = c.fetch_watermarks(e.topic(), e.partition(), timeout).unwrap();
+            Some(((e.topic().to_owned(), i64::from(e.partition())), end - at))
+        })
+        .collect()
 }

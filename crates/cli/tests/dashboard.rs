@@ -664,6 +664,17 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
                 },
             ),
             (
+                // A group type newer than this collector: shown as the broker
+                // names it, membership unknown, never dropped.
+                "next-gen".to_owned(),
+                WireGroup {
+                    state: "Stable".into(),
+                    group_type: "future".into(),
+                    offsets: offsets(&[(1, 60)]),
+                    ..WireGroup::default()
+                },
+            ),
+            (
                 "work-queue".to_owned(),
                 WireGroup {
                     state: "Stable".into(),
@@ -706,7 +717,12 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
     let burrow = get(&http, &format!("{api}/v3/kafka/k4/consumer/ledger/status")).await;
     assert_eq!(burrow["status"]["streamsight"]["group_type"], "consumer", "{burrow:#}");
     let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
-    for (group, kind) in [("ledger", "consumer"), ("legacy", "classic"), ("work-queue", "share")] {
+    for (group, kind) in [
+        ("ledger", "consumer"),
+        ("legacy", "classic"),
+        ("work-queue", "share"),
+        ("next-gen", "future"),
+    ] {
         let series = format!(
             "streamsight_group_info{{cluster_name=\"k4\",group=\"{group}\",group_type=\"{kind}\",state=\"Stable\"}}"
         );
@@ -716,6 +732,31 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
             "{series}"
         );
     }
+
+    // The unknown type: its lag as any group's, its type raw everywhere, its
+    // membership unknown (never "no members").
+    let next = get(&http, &format!("{api}/api/v1/groups/k4/next-gen")).await;
+    assert_eq!(
+        (
+            &next["group_type"],
+            &next["polled"]["members"],
+            &next["partitions"][0]["lag"]["lag_messages"]
+        ),
+        (
+            &serde_json::json!("future"),
+            &serde_json::Value::Null,
+            &serde_json::json!(20)
+        ),
+        "{next:#}"
+    );
+    assert!(
+        next["polled"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("of type \"future\", which this collector cannot describe")),
+        "{next:#}"
+    );
+    let burrow = get(&http, &format!("{api}/v3/kafka/k4/consumer/next-gen/status")).await;
+    assert_eq!(burrow["status"]["streamsight"]["group_type"], "future", "{burrow:#}");
 
     // One partition whose catch-up cannot be told (no second commit) makes the
     // group's unknown, never the other partition's 0 s.
@@ -756,7 +797,7 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
     assert_eq!(
         streamsight_testkit::http::sample(
             &metrics,
-            "streamsight_share_group_lag{cluster_name=\"k4\",group=\"work-queue\",topic=\"payments\",partition=\"0\"}"
+            "streamsight_share_group_lag{cluster_name=\"k4\",group=\"work-queue\",topic=\"payments\",partition=\"0\",upper_bound=\"true\"}"
         ),
         Some(30.0),
         "{metrics}"
@@ -800,6 +841,7 @@ async fn kafka_4_groups_and_an_open_transaction_read_right() {
         [
             ("ledger", "consumer", "Stable"),
             ("legacy", "classic", "Stable"),
+            ("next-gen", "future", "Stable"),
             ("work-queue", "share", "Stable")
         ],
         "{rows:?}"

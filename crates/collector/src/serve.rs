@@ -86,10 +86,22 @@ pub struct Running {
 
 impl Running {
     /// Waits until a task ends (none does, unless it fails or the collector is
-    /// shut down).
-    pub async fn wait(&mut self) {
-        if self.tasks.join_next().await.is_none() {
-            std::future::pending::<()>().await;
+    /// shut down), and says how it ended: a panic's message, or that it
+    /// returned.
+    pub async fn wait(&mut self) -> String {
+        match self.tasks.join_next().await {
+            None => std::future::pending().await,
+            Some(Ok(())) => "a task returned".to_owned(),
+            Some(Err(e)) if e.is_panic() => {
+                let payload = e.into_panic();
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".to_owned());
+                format!("a task panicked: {message}")
+            }
+            Some(Err(e)) => format!("a task was cancelled: {e}"),
         }
     }
 

@@ -254,6 +254,7 @@ mod tests {
             assignment: Vec::new(),
             member_epoch: None,
             instance_id: None,
+            tasks: None,
         }
     }
 
@@ -364,6 +365,7 @@ mod tests {
         // no rebalance; the instance id stays.
         let stat = |id: &str| MemberSnapshot {
             instance_id: Some("billing-0".into()),
+            tasks: None,
             ..member(id, "billing")
         };
         let mut m = Membership::default();

@@ -117,7 +117,81 @@ pub struct GroupSnapshot {
     /// committed offsets: a share group commits none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub share_starts: Vec<CommittedOffset>,
+    /// The broker's own share-group lag per share-partition (KIP-1226,
+    /// DescribeShareGroupOffsets v1), in `offset`: records past the start
+    /// offset not yet acknowledged. Empty where the broker speaks only v0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub share_lags: Vec<CommittedOffset>,
+    /// A streams group's topology and epochs (StreamsGroupDescribe, KIP-1071).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamsSnapshot>,
     pub error: Option<String>,
+}
+
+/// A streams group's topology as its coordinator holds it (KIP-1071).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamsSnapshot {
+    /// The epoch of the target assignment the members work towards.
+    pub assignment_epoch: i32,
+    /// `None` until the group's topology is initialised.
+    pub topology_epoch: Option<i32>,
+    pub subtopologies: Vec<Subtopology>,
+}
+
+/// One sub-topology: a task `(id, p)` reads partition `p` of each input.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subtopology {
+    pub id: String,
+    /// Topics it reads that the application does not make.
+    pub source_topics: Vec<String>,
+    /// Internal topics it reads: repartition topics another sub-topology writes.
+    pub repartition_source_topics: Vec<String>,
+    /// Internal topics it writes for another sub-topology to read.
+    pub repartition_sink_topics: Vec<String>,
+    /// Its state stores' changelogs: written, read only to restore state.
+    pub changelog_topics: Vec<String>,
+}
+
+impl StreamsSnapshot {
+    /// What a topic is to the application: `source`, `repartition` or
+    /// `changelog`; `None` for a topic it does not name.
+    pub fn role_of(&self, topic: &str) -> Option<&'static str> {
+        let named = |topics: &[String]| topics.iter().any(|t| t == topic);
+        if self.subtopologies.iter().any(|s| named(&s.changelog_topics)) {
+            Some("changelog")
+        } else if self
+            .subtopologies
+            .iter()
+            .any(|s| named(&s.repartition_source_topics) || named(&s.repartition_sink_topics))
+        {
+            Some("repartition")
+        } else if self.subtopologies.iter().any(|s| named(&s.source_topics)) {
+            Some("source")
+        } else {
+            None
+        }
+    }
+
+    /// The topics a task of sub-topology `id` reads.
+    pub fn inputs_of(&self, id: &str) -> Vec<&str> {
+        self.subtopologies
+            .iter()
+            .filter(|s| s.id == id)
+            .flat_map(|s| s.source_topics.iter().chain(&s.repartition_source_topics))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// A streams member's tasks by kind: (sub-topology id, partitions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamsTasks {
+    /// The Kafka Streams instance the member is a thread of.
+    pub process_id: String,
+    pub member_epoch: i32,
+    pub active: Vec<(String, Vec<i32>)>,
+    pub standby: Vec<(String, Vec<i32>)>,
+    pub warmup: Vec<(String, Vec<i32>)>,
 }
 
 /// A share group's lag on one share-partition: share-group lag (KIP-1226), not
@@ -130,9 +204,12 @@ pub struct ShareLag {
     /// The share-partition start offset; `None` before the group read any.
     pub start_offset: Option<i64>,
     pub end_offset: Option<i64>,
-    /// Records from the start offset to the end; `None` when either is unknown.
+    /// Records past the start offset not yet acknowledged (KIP-1226), as the
+    /// broker counts them; where it cannot (DescribeShareGroupOffsets v0),
+    /// records from the start offset to the end. `None` when unknown.
     pub lag: Option<i64>,
-    /// Records acknowledged past the start offset are counted too.
+    /// The lag is start to end: records acknowledged past the start offset
+    /// are counted too (a broker without DescribeShareGroupOffsets v1).
     pub upper_bound: bool,
 }
 
@@ -149,6 +226,9 @@ pub struct MemberSnapshot {
     /// restarts, each of which gives it a new member id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
+    /// A streams member's tasks (its `assignment` is their input partitions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<StreamsTasks>,
 }
 
 impl MemberSnapshot {
@@ -197,11 +277,11 @@ impl Snapshot {
         }
     }
 
-    /// Every share group's lag per share-partition, by this poll: the records
-    /// from its start offset to the end offset. KIP-1226 subtracts the records
-    /// already acknowledged past the start offset, which only its
-    /// DescribeShareGroupOffsets v1 tells (kafka-protocol 0.18 speaks v0): so
-    /// this is an upper bound, said so by [`ShareLag::upper_bound`].
+    /// Every share group's lag per share-partition, by this poll: the
+    /// broker's own KIP-1226 figure where it gave one (DescribeShareGroupOffsets
+    /// v1: records past the start offset not yet acknowledged), else the
+    /// records from the start offset to the end offset, an upper bound said
+    /// so by [`ShareLag::upper_bound`].
     pub fn share_lag(&self) -> Vec<ShareLag> {
         let ends: std::collections::HashMap<(&str, i32), i64> = self
             .topics
@@ -218,14 +298,19 @@ impl Snapshot {
                 let end = ends.get(&(s.topic.as_str(), s.partition)).copied();
                 // -1: the share-partition is not initialised yet (nothing read).
                 let start = (s.offset >= 0).then_some(s.offset);
+                let exact = g
+                    .share_lags
+                    .iter()
+                    .find(|l| l.topic == s.topic && l.partition == s.partition)
+                    .map(|l| l.offset);
                 out.push(ShareLag {
                     group: g.name.clone(),
                     topic: s.topic.clone(),
                     partition: s.partition,
                     start_offset: start,
                     end_offset: end,
-                    lag: start.zip(end).map(|(s, e)| (e - s).max(0)),
-                    upper_bound: true,
+                    lag: exact.or_else(|| start.zip(end).map(|(s, e)| (e - s).max(0))),
+                    upper_bound: exact.is_none(),
                 });
             }
         }
@@ -281,6 +366,8 @@ impl GroupSnapshot {
             members: Vec::new(),
             offsets: Vec::new(),
             share_starts: Vec::new(),
+            share_lags: Vec::new(),
+            streams: None,
             error: None,
         }
     }
@@ -307,7 +394,7 @@ impl GroupSnapshot {
     pub fn not_known_empty(&self) -> Option<String> {
         if !self.described {
             let why = self.error.clone().unwrap_or_else(|| match self.group_type.as_deref() {
-                Some(t @ ("share" | "streams")) => format!("a {t} group, which this collector does not describe"),
+                Some(t @ ("share" | "streams")) => format!("a {t} group its coordinator did not describe"),
                 _ => "the coordinator did not describe the group".into(),
             });
             return Some(match &self.state {

@@ -444,8 +444,10 @@ impl Tracker {
                 ));
             }
             // A member's partition with no commit: a row of unknown lag,
-            // stored once (the commits' own rows need no such word).
-            if g.described {
+            // stored once (the commits' own rows need no such word). Not a
+            // share group's: it commits nothing by design and has no
+            // consumer lag, only share-group lag (Snapshot::share_lag).
+            if g.described && !g.is_share() {
                 for m in &g.members {
                     for (topic, partitions) in &m.assignment {
                         for &p in partitions {

@@ -6,5 +6,6 @@
 pub mod budget;
 pub mod dlq;
 pub mod dsm;
+pub mod kafka_admin;
 pub mod pathway;
 pub mod traces;

@@ -540,15 +540,18 @@ fn render_poller(
     let mut share_lag = Family::new(
         "streamsight_share_group_lag",
         "gauge",
-        "Share-group lag (KIP-932 share groups, not consumer lag): records from the share-partition start offset to the end offset, an upper bound of KIP-1226's lag.",
+        "Share-group lag (KIP-932 share groups, not consumer lag): records past the share-partition start offset not yet acknowledged, the broker's own KIP-1226 figure (DescribeShareGroupOffsets v1); where a broker cannot give it, start offset to end offset, an upper bound, marked upper_bound=\"true\".",
     );
     for (name, v) in clusters {
         let labels = format!("cluster_name=\"{}\"", esc(name));
         for l in v.last.iter().flat_map(|s| s.share_lag()) {
             if let Some(lag) = l.lag {
+                // The bound label only where it is one: an exact series keeps
+                // the labels it always had.
+                let bound = if l.upper_bound { ",upper_bound=\"true\"" } else { "" };
                 share_lag.sample(
                     &format!(
-                        "{labels},group=\"{}\",topic=\"{}\",partition=\"{}\"",
+                        "{labels},group=\"{}\",topic=\"{}\",partition=\"{}\"{bound}",
                         esc(&l.group),
                         esc(&l.topic),
                         l.partition

@@ -85,7 +85,7 @@ pub fn run(config: Config, args: Args) -> anyhow::Result<()> {
         );
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
-            () = running.wait() => tracing::error!("a collector task ended; shutting down"),
+            ended = running.wait() => tracing::error!(how = %ended, "a collector task ended; shutting down"),
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
             _ = terminate.recv() => tracing::info!("terminated; shutting down"),
         }

@@ -396,6 +396,54 @@ impl Member {
     /// (`harness/java-clients`, `GroupMember`: the same lines as
     /// `group_member.py`), `protocol` `classic` or `consumer` (KIP-848).
     pub fn java(bootstrap: &str, topic: &str, group: &str, client_id: &str, count: usize, protocol: &str) -> Member {
+        Self::java_main(
+            "GroupMember",
+            &[bootstrap, topic, group, client_id, &count.to_string(), protocol],
+        )
+    }
+
+    /// A share-group member with Kafka's own `KafkaShareConsumer`
+    /// (`ShareMember`): holds `count` records, then acknowledges them from the
+    /// highest offset down, releasing `release`, rejecting `reject`, keeping
+    /// `hold` acquired and accepting the rest; prints "acked …".
+    pub fn java_share(
+        bootstrap: &str,
+        topic: &str,
+        group: &str,
+        count: usize,
+        [release, reject, hold]: [&[i64]; 3],
+    ) -> Member {
+        let list = |offsets: &[i64]| {
+            if offsets.is_empty() {
+                "-".to_owned()
+            } else {
+                offsets.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+            }
+        };
+        Self::java_main(
+            "ShareMember",
+            &[
+                bootstrap,
+                topic,
+                group,
+                &format!("{group}-member"),
+                &count.to_string(),
+                &list(release),
+                &list(reject),
+                &list(hold),
+            ],
+        )
+    }
+
+    /// A Kafka Streams application in a streams group (`StreamsApp`,
+    /// `group.protocol=streams`): counts `input` by value into `output`
+    /// through a repartition topic and a state store; prints "running".
+    pub fn streams_app(bootstrap: &str, application_id: &str, input: &str, output: &str) -> Member {
+        Self::java_main("StreamsApp", &[bootstrap, application_id, input, output])
+    }
+
+    /// `harness/java-clients`' class `main` run with `args`.
+    fn java_main(main: &str, args: &[&str]) -> Member {
         let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/java-clients/target");
         let jar = harness.join("java-clients-harness-1.jar");
         assert!(
@@ -406,8 +454,8 @@ impl Member {
         let classpath = format!("{}:{}/deps/*", jar.display(), harness.display());
         let mut command = std::process::Command::new("java");
         command
-            .args(["-cp", &classpath, "dev.streamsight.harness.GroupMember"])
-            .args([bootstrap, topic, group, client_id, &count.to_string(), protocol]);
+            .args(["-cp", &classpath, &format!("dev.streamsight.harness.{main}")])
+            .args(args);
         Self::spawn_command(command)
     }
 

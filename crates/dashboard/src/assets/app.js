@@ -361,19 +361,23 @@ function membership(r) {
 }
 
 // A share group (KIP-932) has no consumer lag: many members read a partition
-// at once, out of order, and commit nothing. Its lag is share-group lag, from
-// each share-partition's start offset to the end, an upper bound of KIP-1226's.
+// at once, out of order, and commit nothing. Its lag is share-group lag: the
+// broker's own KIP-1226 figure (records past the start offset not yet
+// acknowledged) where it gives one, else start offset to end, an upper bound.
 function shareGroup(d) {
   const parts = d.share_partitions || [];
   const total = parts.some((p) => p.lag === null) ? null : parts.reduce((a, p) => a + p.lag, 0);
+  const bounded = parts.some((p) => p.upper_bound);
+  const shareLag = (p) => (p.lag === null ? unknown() : p.upper_bound ? `\u2264 ${num(p.lag)}` : num(p.lag));
   return [
     h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ` › ${d.cluster}`),
     h('h1', {}, d.group, ' ', badge('share_group')),
     h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Share group: '),
       'its members read each partition together and out of order, and commit no offsets, so it has no consumer lag. ',
-      'Share-group lag counts the records from each share-partition\u2019s start offset to the end offset; records already acknowledged past the start are counted too, so the true figure (KIP-1226) is at most this.'),
+      'Share-group lag counts the records past each share-partition\u2019s start offset not yet acknowledged (KIP-1226), as the broker counts them. ',
+      bounded ? 'Where the broker cannot say (it has no DescribeShareGroupOffsets v1), the records from the start offset to the end are shown, marked \u2264: records acknowledged past the start are counted too, so the true figure is at most that.' : ''),
     h('dl', { class: 'facts' },
-      h('dt', {}, 'Share-group lag (all partitions)'), h('dd', {}, total === null ? unknown() : `at most ${num(total)} messages`)),
+      h('dt', {}, 'Share-group lag (all partitions)'), h('dd', { id: 'share-lag-total' }, total === null ? unknown() : `${bounded ? 'at most ' : ''}${num(total)} messages`)),
     table(`Share-partitions (${parts.length})`,
       [['Topic'], ['Partition', 'num'], ['Start offset', 'num'], ['End offset', 'num'], ['Share-group lag (messages)', 'num']],
       parts.map((p) => [
@@ -381,10 +385,33 @@ function shareGroup(d) {
         p.partition,
         p.start_offset === null ? h('span', { class: 'muted' }, 'not read yet') : num(p.start_offset),
         p.end_offset === null ? unknown() : num(p.end_offset),
-        p.lag === null ? unknown() : `\u2264 ${num(p.lag)}`,
+        shareLag(p),
       ]), 'No share-partition described yet.'),
     membership(d.rebalances),
   ];
+}
+
+// A streams group (KIP-1071): a Kafka Streams application whose assignment
+// the broker computes. Its topology says what each topic is to it; each
+// member (a stream thread) holds tasks, a task reading one partition of each
+// input of its sub-topology. Changelogs are written, never lag.
+function streamsApp(d) {
+  const s = d.streams;
+  if (!s) return null;
+  const list = (xs) => (xs.length ? xs.join(', ') : h('span', { class: 'muted' }, 'none'));
+  const tasks = (ts) => (ts && ts.length ? ts.map(([sub, ps]) => `${sub}:[${ps.join(',')}]`).join('; ') : h('span', { class: 'muted' }, 'none'));
+  return h('section', { id: 'streams', 'aria-label': 'Streams application' },
+    h('h2', {}, 'Streams application'),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Topology epoch'), h('dd', {}, s.topology_epoch === null ? h('span', { class: 'muted' }, 'not initialised') : num(s.topology_epoch)),
+      h('dt', {}, 'Target assignment epoch'), h('dd', {}, num(s.assignment_epoch))),
+    table(`Sub-topologies (${s.subtopologies.length})`, [['Id'], ['Reads (source)'], ['Reads (repartition)'], ['Writes (repartition)'], ['State changelogs']],
+      s.subtopologies.map((t) => [t.id, list(t.source_topics), list(t.repartition_source_topics), list(t.repartition_sink_topics), list(t.changelog_topics)]),
+      'No topology initialised yet.'),
+    table(`Members (${s.members.length})`, [['Member'], ['Client'], ['Process'], ['Epoch', 'num'], ['Active tasks'], ['Standby tasks'], ['Warm-up tasks']],
+      s.members.map((m) => [h('code', {}, m.member_id), `${m.client_id}${m.host ? ` @ ${m.host}` : ''}`, m.tasks ? h('code', {}, m.tasks.process_id) : unknown(),
+        m.tasks ? num(m.tasks.member_epoch) : unknown(), m.tasks ? tasks(m.tasks.active) : unknown(), m.tasks ? tasks(m.tasks.standby) : unknown(), m.tasks ? tasks(m.tasks.warmup) : unknown()]),
+      'No member.'));
 }
 
 const group = {
@@ -404,7 +431,7 @@ const group = {
     const failingAt = hist.map((s) => s.producer_failing);
     return [
       h('p', { class: 'muted' }, h('a', { href: '/' }, 'Overview'), ` › ${d.cluster}`),
-      h('h1', {}, d.group, ' ', badge(d.status)),
+      h('h1', {}, d.group, ' ', badge(d.status), d.group_type && d.group_type !== 'classic' ? [' ', h('span', { class: 'muted', id: 'group-type' }, `${d.group_type} group`)] : null),
       h('p', {}, h('button', { type: 'button', id: 'reset-open', class: 'secondary', onclick: () => resetDialog(d.cluster, d.group) }, 'Reset offsets…')),
       worst ? h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Why: '), `${worst.topic}[${worst.partition}]: ${worst.reason}`)
         : h('p', { class: 'reason', id: 'why' }, h('strong', {}, 'Lag unknown: '), d.lag_unknown_because || 'no partitions known',
@@ -421,7 +448,7 @@ const group = {
       table(`Partitions (${parts.length})`,
         [['Topic'], ['Partition', 'num'], ['Status'], ['Why'], ['Committed', 'num'], ['End offset', 'num'], ['Lag (messages)', 'num'], ['Lag (time)', 'num'], ['Owner'], ['Last commit']],
         parts.map((p) => [
-          h('a', { href: topicHref(d.cluster, p.topic) }, p.topic),
+          [h('a', { href: topicHref(d.cluster, p.topic) }, p.topic), p.topic_role && p.topic_role !== 'source' ? h('span', { class: 'muted' }, ` (${p.topic_role})`) : ''],
           p.partition,
           badge(p.lag.status),
           p.reason,
@@ -432,6 +459,7 @@ const group = {
           p.consumer ? [p.consumer.client_id || p.consumer.member_id || '', p.consumer.host ? ` @ ${p.consumer.host}` : '', p.consumer.group_type && p.consumer.group_type !== 'classic' ? h('span', { class: 'muted' }, ` (${p.consumer.group_type} group)`) : ''] : h('span', { class: 'muted' }, 'not described'),
           ago(p.lag.last_commit_at_ms, d.now_ms),
         ])),
+      streamsApp(d),
       membership(d.rebalances),
     ];
   },
@@ -649,7 +677,7 @@ const clusters = {
           s ? table('Brokers', [['Id', 'num'], ['Address'], ['Reachable']], s.brokers.map((b) => [b.id, h('code', {}, b.addr), b.reachable ? 'yes' : badge('down')])) : null,
           s ? table('Groups as the brokers describe them', [['Group'], ['Type'], ['State'], ['Members', 'num'], ['Committed partitions', 'num'], ['Share-group lag', 'num'], ['Error']],
             s.groups.map((g) => [h('a', { href: groupHref(name, g.group) }, g.group), g.group_type || h('span', { class: 'muted' }, 'not said'), g.state || '', g.members === null ? h('span', { class: 'muted', title: g.error || '' }, 'unknown') : num(g.members.length), num(g.committed_partitions),
-              g.group_type !== 'share' ? h('span', { class: 'muted' }, 'not a share group') : g.share_lag === null ? unknown() : `\u2264 ${num(g.share_lag)}`,
+              g.group_type !== 'share' ? h('span', { class: 'muted' }, 'not a share group') : g.share_lag === null ? unknown() : `${g.share_lag_upper_bound ? '\u2264 ' : ''}${num(g.share_lag)}`,
               g.error || '']), 'No group listed.') : h('p', { class: 'muted' }, 'Not polled yet.'));
       }) : h('p', { class: 'muted' }, 'No cluster is polled (configure [[serve.clusters]] or --cluster).')];
   },

@@ -355,6 +355,9 @@ impl Connection {
 }
 
 pub(crate) fn api_name(key: i16) -> &'static str {
+    if key == streamsight_wire::kafka_admin::STREAMS_GROUP_DESCRIBE {
+        return "StreamsGroupDescribe";
+    }
     match ApiKey::try_from(key) {
         Ok(k) => match k {
             ApiKey::Metadata => "Metadata",
@@ -371,6 +374,9 @@ pub(crate) fn api_name(key: i16) -> &'static str {
             ApiKey::DescribeProducers => "DescribeProducers",
             ApiKey::ListTransactions => "ListTransactions",
             ApiKey::DescribeTransactions => "DescribeTransactions",
+            ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
+            ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
+            ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
             _ => "request",
         },
         Err(()) => "request",

@@ -9,8 +9,9 @@ impl ClusterClient {
     /// Describes each coordinator's `consumer` groups with ConsumerGroupDescribe
     /// (state, group epoch, members with their epochs and assignments); returns
     /// the groups left for classic DescribeGroups: classic ones, those of no known
-    /// type, and those whose coordinator has no API 69. Share groups are in
-    /// neither: their state is what ListGroups said.
+    /// type, and those whose coordinator has no API 69. Share groups and
+    /// streams groups whose coordinator has StreamsGroupDescribe are in
+    /// neither: they have their own describes.
     pub(super) async fn describe_consumer_groups(
         &mut self,
         by_coordinator: &BTreeMap<String, Vec<String>>,
@@ -23,11 +24,14 @@ impl ClusterClient {
         let mut work = Vec::new();
         for (addr, names) in by_coordinator {
             let supported = self.speaks::<ConsumerGroupDescribeRequest>(addr).await;
+            let streams = self.speaks::<super::unencoded::StreamsGroupDescribeV0>(addr).await;
             let mut new_protocol = Vec::new();
             let mut old = Vec::new();
             for n in names {
                 match type_of(groups, n).as_deref() {
                     Some("consumer") if supported => new_protocol.push(n.clone()),
+                    // Described by `describe_streams_groups`.
+                    Some("streams") if streams => {}
                     Some("share") => {}
                     _ => old.push(n.clone()),
                 }
@@ -81,6 +85,7 @@ impl ClusterClient {
                             .collect(),
                         member_epoch: Some(m.member_epoch),
                         instance_id: m.instance_id.as_ref().map(ToString::to_string),
+                        tasks: None,
                     })
                     .collect();
             }

@@ -28,6 +28,7 @@ impl ClusterClient {
         self.describe_groups(&classic, &mut groups, snap).await;
         self.describe_share_offsets(&by_coordinator, &mut groups, snap).await;
         self.describe_share_groups(&by_coordinator, &mut groups, snap).await;
+        self.describe_streams_groups(&by_coordinator, &mut groups, snap).await;
         // Share groups keep no committed offsets (KIP-932): OffsetFetch has nothing for them.
         let by_coordinator: BTreeMap<String, Vec<String>> = by_coordinator
             .into_iter()
@@ -194,10 +195,22 @@ impl ClusterClient {
                 let unknown_to_classic = described.error_code == code::GROUP_ID_NOT_FOUND
                     || (described.error_code == 0 && described.group_state.as_str() == "Dead");
                 if unknown_to_classic && g.listed && g.group_type.as_deref() != Some("classic") {
-                    g.error = Some(format!(
-                        "DescribeGroups does not know this group (a {} group) and its coordinator has no ConsumerGroupDescribe",
-                        g.group_type.as_deref().unwrap_or("non-classic")
-                    ));
+                    g.error = Some(match g.group_type.as_deref() {
+                        Some(t @ ("consumer" | "streams")) => format!(
+                            "DescribeGroups does not know this group (a {t} group) and its coordinator has no {}",
+                            if t == "consumer" {
+                                "ConsumerGroupDescribe"
+                            } else {
+                                "StreamsGroupDescribe"
+                            }
+                        ),
+                        // A type newer than this collector: shown as the broker
+                        // names it, its membership unknown.
+                        Some(t) => {
+                            format!("a group of type {t:?}, which this collector cannot describe: membership unknown")
+                        }
+                        None => "DescribeGroups does not know this group and ListGroups gave no type".to_owned(),
+                    });
                     continue;
                 }
                 if described.error_code != 0 {
@@ -218,6 +231,7 @@ impl ClusterClient {
                         assignment: decode_assignment(&m.member_assignment),
                         member_epoch: None,
                         instance_id: m.group_instance_id.as_ref().map(ToString::to_string),
+                        tasks: None,
                     })
                     .collect();
             }

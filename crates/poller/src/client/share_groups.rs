@@ -1,8 +1,11 @@
 //! Share groups (KIP-932): DescribeShareGroupOffsets (API 90) gives each
-//! share-partition's start offset, from which the snapshot reads share-group
-//! lag ([`Snapshot::share_lag`]). v0 is what kafka-protocol 0.18 encodes; the
-//! lag KIP-1226 adds in v1 is not asked for.
+//! share-partition's start offset and, from v1 (KIP-1226, Kafka 4.2+), the
+//! broker's own share-group lag: records past the start offset not yet
+//! acknowledged. v1 is encoded in `streamsight_wire::kafka_admin` (kafka-protocol
+//! 0.18 speaks v0 only); a broker without it gets v0, and the snapshot's lag is
+//! then an upper bound ([`Snapshot::share_lag`]).
 
+use super::unencoded::ShareGroupOffsetsV1;
 use super::*;
 use kafka_protocol::messages::DescribeShareGroupOffsetsRequest;
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
@@ -26,7 +29,7 @@ impl ClusterClient {
         groups: &mut BTreeMap<String, GroupSnapshot>,
         snap: &mut Snapshot,
     ) {
-        let mut work = Vec::new();
+        let (mut work, mut exact) = (Vec::new(), Vec::new());
         for (addr, names) in by_coordinator {
             let share = share_groups(names, groups);
             if share.is_empty() {
@@ -40,6 +43,16 @@ impl ClusterClient {
                         ));
                     }
                 }
+                continue;
+            }
+            if self.speaks::<ShareGroupOffsetsV1>(addr).await {
+                exact.push((
+                    addr.clone(),
+                    share
+                        .chunks(GROUPS_PER_REQUEST)
+                        .map(|chunk| ShareGroupOffsetsV1(chunk.to_vec()))
+                        .collect(),
+                ));
                 continue;
             }
             let requests = share
@@ -86,6 +99,49 @@ impl ClusterClient {
                             partition: p.partition_index,
                             offset: p.start_offset,
                         });
+                    }
+                }
+            }
+        }
+        for (_, result) in self.fan_out(exact).await {
+            let answers = match result {
+                Ok(a) => a,
+                Err(e) => {
+                    snap.errors.push(e.to_string());
+                    continue;
+                }
+            };
+            for described in answers.into_iter().flat_map(|a| a.0.groups) {
+                let Some(g) = groups.get_mut(described.group_id.as_str()) else {
+                    continue;
+                };
+                if described.error_code != 0 {
+                    self.forget_coordinator_on(described.error_code, &g.name);
+                    g.error = Some(format!(
+                        "DescribeShareGroupOffsets error code {}{}",
+                        described.error_code,
+                        described.error_message.map(|m| format!(": {m}")).unwrap_or_default()
+                    ));
+                    continue;
+                }
+                for t in &described.topics {
+                    if !self.config.keeps_topic(&t.topic_name) {
+                        continue;
+                    }
+                    for p in t.partitions.iter().filter(|p| p.error_code == 0) {
+                        g.share_starts.push(CommittedOffset {
+                            topic: t.topic_name.clone(),
+                            partition: p.partition_index,
+                            offset: p.start_offset,
+                        });
+                        // -1: the broker cannot say (nothing read yet).
+                        if p.lag >= 0 {
+                            g.share_lags.push(CommittedOffset {
+                                topic: t.topic_name.clone(),
+                                partition: p.partition_index,
+                                offset: p.lag,
+                            });
+                        }
                     }
                 }
             }
@@ -152,6 +208,7 @@ impl ClusterClient {
                             .collect(),
                         member_epoch: Some(m.member_epoch),
                         instance_id: None,
+                        tasks: None,
                     })
                     .collect();
             }
