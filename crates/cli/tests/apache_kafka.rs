@@ -1254,6 +1254,22 @@ async fn share_group_lag_is_exact_with_records_released_rejected_and_held() {
                             "end_offset": 10, "lag": lag, "upper_bound": false}]),
         "{detail:#}"
     );
+    // A member holding records is no consumer: no consumer-lag row.
+    assert_eq!(detail["partitions"], serde_json::json!([]), "{detail:#}");
+    let browser = support::browser::Browser::start(1400, 1000).await;
+    browser.open(&format!("{api}/groups/apache-kafka/{group}")).await;
+    browser
+        .wait_until(
+            "the share group's page",
+            "return document.body.innerText.includes('Share-partitions (1)')",
+        )
+        .await;
+    browser.check_page("kafka-share-group-exact").await;
+    let page = browser.text("main").await;
+    assert!(
+        browser.text("#share-lag-total").await == format!("{lag} messages") && !page.contains('≤'),
+        "{page}"
+    );
     let clusters = streamsight_testkit::http::get_json(&http, &format!("{api}/api/v1/clusters")).await;
     let listed = clusters["clusters"]["apache-kafka"]["last_poll"]["groups"]
         .as_array()
@@ -1301,7 +1317,12 @@ async fn a_streams_group_from_a_real_kafka_streams_app_reads_as_kafka_says() {
     support::fill_topic(&b, &output, 1, 0).await;
     let running = support::Member::streams_app(&b, &app, &input, &output);
     running.until("running");
-    let toml = format!("[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n");
+    // A rule scoped to the application: its lag alerts as any group's.
+    let toml = format!(
+        "[[serve.clusters]]\nname = \"apache-kafka\"\nbootstrap = [{b:?}]\npoll_interval = \"300ms\"\n\n\
+         [[serve.alerts.rules]]\nname = \"streams_behind\"\nsignal = \"group_lag_messages\"\nabove = 5\n\
+         for = \"0s\"\nscope = {{ group = \"{app}\" }}\nsummary = \"{{group}} is {{value}} messages behind\"\n"
+    );
     let (_serve, _intake, api) = support::serve_with("apache-kafka-streams-group", &toml, "memory://");
     let http = reqwest::Client::new();
     let url = format!("{api}/api/v1/groups/apache-kafka/{app}");
@@ -1436,6 +1457,31 @@ async fn a_streams_group_from_a_real_kafka_streams_app_reads_as_kafka_says() {
         "{active:?} in {out}"
     );
 
+    // The group's page: its type, topic roles, topology and tasks.
+    let browser = support::browser::Browser::start(1400, 1100).await;
+    browser.open(&format!("{api}/groups/apache-kafka/{app}")).await;
+    browser
+        .wait_until(
+            "the streams application",
+            "return document.body.innerText.includes('Sub-topologies (2)')",
+        )
+        .await;
+    browser.check_page("kafka-streams-group").await;
+    browser
+        .eval("document.getElementById('streams').scrollIntoView(); return true")
+        .await;
+    browser.screenshot("kafka-streams-group-topology").await;
+    let page = browser.text("main").await;
+    for expected in [
+        "streams group",
+        "(repartition)",
+        changelogs[0],
+        &active.join("; "),
+        &text(&m["tasks"]["process_id"]),
+    ] {
+        assert!(page.contains(expected), "{expected:?} not on the page: {page}");
+    }
+
     // Stopped, and 7 records more: the lag per partition as the tool's.
     running.close();
     let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
@@ -1494,6 +1540,20 @@ async fn a_streams_group_from_a_real_kafka_streams_app_reads_as_kafka_says() {
         ),
         (&serde_json::json!("streams"), &serde_json::json!(7)),
         "{burrow:#}"
+    );
+    let alert = streamsight_testkit::eventually(60, "streams_behind firing", async || {
+        let all = streamsight_testkit::http::get_json(&http, &format!("{api}/api/v1/alerts")).await;
+        all["alerts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["rule"] == "streams_behind" && a["state"] == "firing")
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        (&alert["labels"]["group"], &alert["value"]),
+        (&serde_json::json!(app), &serde_json::json!(7.0)),
+        "{alert:#}"
     );
     let metrics = streamsight_testkit::http::get_text(&http, &format!("{api}/metrics")).await;
     let info = format!(
