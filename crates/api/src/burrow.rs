@@ -220,6 +220,9 @@ struct Described {
     members: Option<usize>,
     /// Why the membership is unknown.
     membership_error: Option<String>,
+    /// A share group's share-group lag summed over its share-partitions
+    /// (`None` while any is unknown), and whether it is an upper bound.
+    share_lag: Option<(Option<i64>, bool)>,
 }
 
 fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<Described> {
@@ -230,6 +233,11 @@ fn group_state(shared: &Shared, cluster: &str, group: &str) -> Option<Described>
         group_type: g.group_type.clone(),
         members: g.described.then_some(g.members.len()),
         membership_error: if g.described { None } else { g.error.clone() },
+        share_lag: g.is_share().then(|| {
+            let parts: Vec<_> = snap.share_lag().into_iter().filter(|l| l.group == group).collect();
+            let sum = parts.iter().try_fold(0i64, |a, l| Some(a.saturating_add(l.lag?)));
+            (sum, parts.iter().any(|l| l.upper_bound))
+        }),
     })
 }
 
@@ -314,12 +322,17 @@ fn status_of(partition: &Value) -> Status {
 fn group_status_json(shared: &Shared, cluster: &str, group: &str, all: bool, partitions: Vec<Value>) -> Option<Value> {
     let state = group_state(shared, cluster, group);
     if partitions.is_empty() {
-        // A group the brokers list but with nothing committed: known, lag unknown.
+        // A group the brokers list but with nothing committed: known, lag
+        // unknown. A share group commits nothing by design: its totallag is
+        // its share-group lag (the backlog a Burrow reader alerts on), said
+        // so under `streamsight`.
         let d = state?;
+        let (share_lag, upper_bound) = d.share_lag.map_or((None, None), |(sum, bound)| (sum, Some(bound)));
         return Some(json!({
             "cluster": cluster, "group": group, "status": "WARN", "complete": 0.0,
-            "partitions": [], "partition_count": 0, "maxlag": null, "totallag": 0,
-            "streamsight": { "status": Status::Stale, "state": d.state, "group_type": d.group_type, "members": d.members, "membership_error": d.membership_error },
+            "partitions": [], "partition_count": 0, "maxlag": null, "totallag": share_lag.unwrap_or(0),
+            "streamsight": { "status": Status::Stale, "state": d.state, "group_type": d.group_type, "members": d.members,
+                             "membership_error": d.membership_error, "share_lag": share_lag, "share_lag_upper_bound": upper_bound },
         }));
     }
     let count = partitions.len();

@@ -1256,6 +1256,25 @@ async fn share_group_lag_is_exact_with_records_released_rejected_and_held() {
     );
     // A member holding records is no consumer: no consumer-lag row.
     assert_eq!(detail["partitions"], serde_json::json!([]), "{detail:#}");
+    let burrow =
+        streamsight_testkit::http::get_json(&http, &format!("{api}/v3/kafka/apache-kafka/consumer/{group}/status"))
+            .await;
+    let status = &burrow["status"];
+    assert_eq!(
+        (
+            &status["totallag"],
+            &status["streamsight"]["group_type"],
+            &status["streamsight"]["share_lag"],
+            &status["streamsight"]["share_lag_upper_bound"]
+        ),
+        (
+            &serde_json::json!(lag),
+            &serde_json::json!("share"),
+            &serde_json::json!(lag),
+            &serde_json::json!(false)
+        ),
+        "{burrow:#}"
+    );
     let browser = support::browser::Browser::start(1400, 1000).await;
     browser.open(&format!("{api}/groups/apache-kafka/{group}")).await;
     browser
