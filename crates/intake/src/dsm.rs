@@ -532,7 +532,7 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
     out
 }
 
-fn is_default_cluster(cluster: &str, default_cluster: &str) -> bool {
+pub(crate) fn is_default_cluster(cluster: &str, default_cluster: &str) -> bool {
     cluster
         .strip_prefix(default_cluster)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))

@@ -5,6 +5,7 @@
 //! OTLP traces and logs, Fluent Bit's `json_lines`).
 
 pub mod dsm;
+pub mod failed_spans;
 pub mod spans;
 
 pub use dsm::{Clusters, Dates, ENDPOINTS, Translated, router, translate};

@@ -131,16 +131,42 @@ async fn take_uncounted(
     let decoded = decoded.map_err(|e| refused(&e))?;
     let at = clock::now();
     let mut decoded = decoded;
-    let records: Vec<Record> = std::mem::take(&mut decoded.spans)
+    // Failed sends the tracers traced (and no longer report to Data Streams).
+    let failed = {
+        let by_id = shared.clusters.names_by_id();
+        let engine = shared.lag.engine();
+        let default = shared.config.default_cluster.as_str();
+        let by_topic = |topic: &str| {
+            let mut named = engine
+                .clusters_of(topic)
+                .filter(|c| !crate::dsm::is_default_cluster(c, default));
+            match (named.next(), named.next()) {
+                (Some(only), None) => Some(only.to_owned()),
+                _ => None,
+            }
+        };
+        let clusters = crate::failed_spans::Clusters {
+            by_id: &by_id,
+            by_topic: &by_topic,
+            default,
+        };
+        crate::failed_spans::failed_sends(&mut decoded.spans, &clusters, at)
+    };
+    let failures = failed.len();
+    let records: Vec<Record> = failed
         .into_iter()
-        .map(|s| Record::Span { at, span: Box::new(s) })
+        .chain(
+            std::mem::take(&mut decoded.spans)
+                .into_iter()
+                .map(|s| Record::Span { at, span: Box::new(s) }),
+        )
         .chain(
             std::mem::take(&mut decoded.logs)
                 .into_iter()
                 .map(|l| Record::Log { at, line: Box::new(l) }),
         )
         .collect();
-    decoded.accepted = records.len();
+    decoded.accepted = records.len() - failures;
     if let Err(retry_after) = lock(rate).take(records.len(), std::time::Instant::now()) {
         return Err(ApiError::new(
             ErrorKind::Intake(IntakeError::RateLimited),

@@ -328,6 +328,21 @@ pub struct Member {
     lines: mpsc::Receiver<String>,
 }
 
+/// A Datadog tracer's environment: Data Streams Monitoring on, reporting as
+/// `service` to the agent-compatible intake at `intake`, nothing else.
+fn with_datadog_env(mut command: std::process::Command, service: &str, intake: &str) -> std::process::Command {
+    command
+        .env("DD_SERVICE", service)
+        .env("DD_ENV", "test")
+        .env("DD_TRACE_AGENT_URL", intake)
+        .env("DD_DATA_STREAMS_ENABLED", "true")
+        .env("DD_REMOTE_CONFIGURATION_ENABLED", "false")
+        .env("DD_INSTRUMENTATION_TELEMETRY_ENABLED", "false")
+        .env("DD_PROFILING_ENABLED", "false")
+        .env("DD_TRACE_STARTUP_LOGS", "false");
+    command
+}
+
 impl Member {
     pub fn join(bootstrap: &str, topic: &str, group: &str, client_id: &str, count: usize) -> Member {
         Self::spawn(
@@ -442,8 +457,60 @@ impl Member {
         Self::java_main("StreamsApp", &[bootstrap, application_id, input, output])
     }
 
+    /// The seed's incident as a Java service (`SeedService`) under the real
+    /// dd-java-agent `version` (`harness/java-clients/target/dd-java-agent/`),
+    /// Data Streams Monitoring on, reporting as `service` to the intake at
+    /// `intake`. Prints "produced 1000", "stuck 500", then takes "fail",
+    /// "recover" and "close" on stdin.
+    pub fn seed_service(version: &str, service: &str, intake: &str, args: [&str; 5]) -> Member {
+        let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/java-clients/target");
+        let agent = harness.join(format!("dd-java-agent/dd-java-agent-{version}.jar"));
+        assert!(
+            agent.exists(),
+            "dd-java-agent {version} is not at {}: run scripts/test (it fetches it)",
+            agent.display()
+        );
+        let agent = format!("-javaagent:{}", agent.display());
+        let command = Self::java_command(&[&agent], "SeedService", &args);
+        Self::spawn_command(with_datadog_env(command, service, intake))
+    }
+
+    /// The seed's incident as a Go service on confluent-kafka-go under the real
+    /// dd-trace-go (`harness/go-tracers/target/seed`), the same lines as
+    /// `seed_service` (`args`: bootstrap, orders topic, group).
+    pub fn go_seed(service: &str, intake: &str, args: [&str; 3]) -> Member {
+        let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/go-tracers/target/seed");
+        assert!(
+            bin.exists(),
+            "the Go tracer harness is not built at {}: run scripts/test (it builds it)",
+            bin.display()
+        );
+        let mut command = std::process::Command::new(bin);
+        command.args(args);
+        Self::spawn_command(with_datadog_env(command, service, intake))
+    }
+
+    /// The same on kafkajs under the real dd-trace for Node.js
+    /// (`harness/js-tracers/seed.js`).
+    pub fn js_seed(service: &str, intake: &str, args: [&str; 3]) -> Member {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/js-tracers");
+        assert!(
+            dir.join("node_modules/dd-trace").exists(),
+            "the Node.js tracer harness is not installed in {}: run scripts/test (it installs it)",
+            dir.display()
+        );
+        let mut command = std::process::Command::new("node");
+        command.arg(dir.join("seed.js")).args(args);
+        Self::spawn_command(with_datadog_env(command, service, intake))
+    }
+
     /// `harness/java-clients`' class `main` run with `args`.
     fn java_main(main: &str, args: &[&str]) -> Member {
+        Self::spawn_command(Self::java_command(&[], main, args))
+    }
+
+    /// `java JVM_ARGS -cp HARNESS dev.streamsight.harness.MAIN ARGS`.
+    fn java_command(jvm: &[&str], main: &str, args: &[&str]) -> std::process::Command {
         let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/java-clients/target");
         let jar = harness.join("java-clients-harness-1.jar");
         assert!(
@@ -454,9 +521,10 @@ impl Member {
         let classpath = format!("{}:{}/deps/*", jar.display(), harness.display());
         let mut command = std::process::Command::new("java");
         command
+            .args(jvm)
             .args(["-cp", &classpath, &format!("dev.streamsight.harness.{main}")])
             .args(args);
-        Self::spawn_command(command)
+        command
     }
 
     fn spawn(name: &str, args: &[&str]) -> Member {
@@ -502,6 +570,13 @@ impl Member {
                 Err(e) => panic!("the member printed no {prefix:?} line ({e}); it printed {seen:?}"),
             }
         }
+    }
+
+    /// Writes `line` to the member's stdin (a command to the harness).
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("the member's stdin is open");
+        std::io::Write::write_all(stdin, format!("{line}\n").as_bytes()).unwrap();
+        std::io::Write::flush(stdin).unwrap();
     }
 
     /// Leaves the group cleanly and waits for the process.

@@ -83,9 +83,16 @@ fn convert(s: V04Span) -> Option<Span> {
             .or_else(|| meta(k).and_then(|v| v.parse().ok()))
     };
     let topic = meta("kafka.topic").or(meta("messaging.destination.name"));
+    // Tags as the tracers send them (recorded in tests/fixtures/tracers):
+    // dd-java-agent `messaging.kafka.cluster.id`, dd-trace-js `kafka.cluster_id`,
+    // dd-trace-go the partition as the metric `messaging.kafka.partition`.
+    let cluster = meta("messaging.kafka.cluster.id").or(meta("kafka.cluster_id"));
     let messaging = topic.map(|topic| Messaging {
+        cluster: cluster.map(|c| cut(c, MAX_TEXT)).unwrap_or_default(),
         topic: cut(topic, MAX_TEXT),
-        partition: number("kafka.partition").and_then(|p| i32::try_from(p).ok()),
+        partition: number("kafka.partition")
+            .or_else(|| number("messaging.kafka.partition"))
+            .and_then(|p| i32::try_from(p).ok()),
         offset: number("kafka.message_offset"),
         group: meta("kafka.group_id").map(|g| cut(g, MAX_TEXT)),
         // A consume span lasts while the application handles the message.
@@ -94,7 +101,6 @@ fn convert(s: V04Span) -> Option<Span> {
             ("kafka.consume", _) | (_, Some("consumer")) => Some(Operation::Process),
             _ => None,
         },
-        ..Messaging::default()
     });
     let error = (s.error != 0).then(|| {
         meta("error.type")
