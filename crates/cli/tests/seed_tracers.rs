@@ -6,7 +6,7 @@
 //!   under the real dd-java-agent with Data Streams Monitoring on: 1.67.1, the
 //!   last with the bug (a failed send reported as produce offset -1, partition
 //!   -1 where none was assigned), 1.68.0, the first without it, and 1.68.1, the
-//!   newest served;
+//!   newest served; and 1.67.1 once more on kafka-clients 3.9.2;
 //! - a Go service on confluent-kafka-go under dd-trace-go v2
 //!   (`harness/go-tracers`), whose consumers report high watermarks;
 //! - a Node.js service on kafkajs under dd-trace 5 (`harness/js-tracers`).
@@ -40,6 +40,8 @@ const AGENTS: [&str; 3] = ["1.67.1", "1.68.0", "1.68.1"];
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Tracer {
     Java(&'static str),
+    /// The buggy agent on kafka-clients 3.9 rather than 4.4.
+    JavaOnClients3(&'static str),
     Go,
     Js,
 }
@@ -48,6 +50,7 @@ impl Tracer {
     fn label(self) -> String {
         match self {
             Tracer::Java(v) => format!("dd-java-agent {v}"),
+            Tracer::JavaOnClients3(v) => format!("dd-java-agent {v} on kafka-clients 3.9.2"),
             Tracer::Go => "dd-trace-go v2.7.1".to_owned(),
             Tracer::Js => "dd-trace (Node.js) 5.132.0".to_owned(),
         }
@@ -142,12 +145,17 @@ struct Seen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_incident_under_each_real_tracer_reads_true() {
     let b = kafka().bootstrap.clone();
-    let tracers = AGENTS.iter().map(|v| Tracer::Java(v)).chain([Tracer::Go, Tracer::Js]);
+    let tracers =
+        AGENTS
+            .iter()
+            .map(|v| Tracer::Java(v))
+            .chain([Tracer::JavaOnClients3(AGENTS[0]), Tracer::Go, Tracer::Js]);
     let services: Vec<Service> = tracers
         .map(|tracer| Service {
             tracer,
             name: match tracer {
                 Tracer::Java(v) => format!("seed-java-{}", v.replace('.', "-")),
+                Tracer::JavaOnClients3(v) => format!("seed-java-{}-clients-3", v.replace('.', "-")),
                 Tracer::Go => "seed-go".to_owned(),
                 Tracer::Js => "seed-js".to_owned(),
             },
@@ -169,9 +177,20 @@ async fn the_seed_incident_under_each_real_tracer_reads_true() {
     let mut members: Vec<support::Member> = services
         .iter()
         .map(|s| match s.tracer {
-            Tracer::Java(v) => {
-                support::Member::seed_service(v, &s.name, &intake, [&b, &s.orders, &s.gone, &s.nowhere, &s.group])
-            }
+            Tracer::Java(v) => support::Member::seed_service(
+                v,
+                None,
+                &s.name,
+                &intake,
+                [&b, &s.orders, &s.gone, &s.nowhere, &s.group],
+            ),
+            Tracer::JavaOnClients3(v) => support::Member::seed_service(
+                v,
+                Some("3"),
+                &s.name,
+                &intake,
+                [&b, &s.orders, &s.gone, &s.nowhere, &s.group],
+            ),
             Tracer::Go => support::Member::go_seed(&s.name, &intake, [&b, &s.orders, &s.group]),
             Tracer::Js => support::Member::js_seed(&s.name, &intake, [&b, &s.orders, &s.group]),
         })

@@ -127,3 +127,51 @@ fn each_tracers_data_streams_backlogs_read_as_what_they_mean() {
         ["committed jbilling jorders[0] 500", "produced jorders[0] 900"]
     );
 }
+
+/// dd-java-agent 1.67.1's Data Streams payloads from the same incident: before
+/// the failure its producer's last offset (999) and its consumer's commit
+/// (500); during it, the seed's bug in the flesh: each failed send a produce
+/// backlog of offset -1, on the partition the record was assigned (0, the
+/// record too large) or on partition -1 (the deleted and never-made topics'
+/// metadata timeouts). Every placeholder reads as what it is, a failure,
+/// never progress.
+#[test]
+fn the_buggy_java_agents_failed_sends_are_placeholders_never_progress() {
+    use streamsight_core::model::Observation;
+    use streamsight_wire::dsm::{backlog, payload};
+    let backlogs = |name: &str| -> Vec<(String, i32, i64, bool)> {
+        let path = format!(
+            "{}/tests/fixtures/tracers/{name}.msgpack.gz",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let body = std::fs::read(&path).unwrap();
+        let p = payload::decode(&body, true, payload::Limits::default()).unwrap();
+        let mut seen: Vec<_> = p
+            .stats
+            .iter()
+            .flat_map(|b| &b.backlogs)
+            .filter_map(|b| match backlog::parse(&b.tags, b.value, "c").unwrap() {
+                o @ Observation::Produced { partition, offset } => Some((
+                    partition.topic.to_owned(),
+                    partition.partition,
+                    offset,
+                    o.check().is_err_and(|r| r.is_failure_placeholder()),
+                )),
+                _ => None,
+            })
+            .collect();
+        seen.sort();
+        seen.dedup();
+        seen
+    };
+    let healthy = backlogs("dd-java-agent-1.67.1.pipeline-stats");
+    assert!(healthy.contains(&("orders".to_owned(), 0, 999, false)), "{healthy:?}");
+    assert_eq!(
+        backlogs("dd-java-agent-1.67.1.failing.pipeline-stats"),
+        [
+            ("gone".to_owned(), -1, -1, true),
+            ("nowhere".to_owned(), -1, -1, true),
+            ("orders".to_owned(), 0, -1, true)
+        ]
+    );
+}

@@ -462,7 +462,8 @@ impl Member {
     /// Data Streams Monitoring on, reporting as `service` to the intake at
     /// `intake`. Prints "produced 1000", "stuck 500", then takes "fail",
     /// "recover" and "close" on stdin.
-    pub fn seed_service(version: &str, service: &str, intake: &str, args: [&str; 5]) -> Member {
+    /// `clients`: `None` for kafka-clients 4.4, `Some("3")` for 3.9.
+    pub fn seed_service(version: &str, clients: Option<&str>, service: &str, intake: &str, args: [&str; 5]) -> Member {
         let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/java-clients/target");
         let agent = harness.join(format!("dd-java-agent/dd-java-agent-{version}.jar"));
         assert!(
@@ -471,7 +472,36 @@ impl Member {
             agent.display()
         );
         let agent = format!("-javaagent:{}", agent.display());
-        let command = Self::java_command(&[&agent], "SeedService", &args);
+        let mut command = Self::java_command(&[&agent], "SeedService", &args);
+        if let Some(major) = clients {
+            // The older client in place of 4.4's: the classpath spelled out.
+            let older = std::fs::read_dir(harness.join(format!("kafka-clients-{major}")))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect::<Vec<_>>();
+            assert!(
+                !older.is_empty(),
+                "no kafka-clients {major} in the harness: run scripts/test"
+            );
+            let mut classpath = vec![harness.join("java-clients-harness-1.jar")];
+            classpath.extend(older);
+            for dep in std::fs::read_dir(harness.join("deps")).unwrap() {
+                let dep = dep.unwrap().path();
+                let name = dep.file_name().unwrap().to_string_lossy().into_owned();
+                if !name.starts_with("kafka-clients-") && !name.starts_with("kafka-streams-") {
+                    classpath.push(dep);
+                }
+            }
+            let classpath = std::env::join_paths(classpath).unwrap();
+            let mut with_older = std::process::Command::new("java");
+            with_older
+                .arg(&agent)
+                .arg("-cp")
+                .arg(classpath)
+                .arg("dev.streamsight.harness.SeedService")
+                .args(args);
+            command = with_older;
+        }
         Self::spawn_command(with_datadog_env(command, service, intake))
     }
 
