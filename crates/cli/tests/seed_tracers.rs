@@ -9,6 +9,9 @@
 //!   newest served; and 1.67.1 once more on kafka-clients 3.9.2;
 //! - a Go service on confluent-kafka-go under dd-trace-go v2
 //!   (`harness/go-tracers`), whose consumers report high watermarks;
+//! - a Kafka Streams application (`StreamsRelay`) under dd-java-agent 1.67.1
+//!   and 1.68.1, relaying a topic whose sends then fail (records too large),
+//!   with a consumer of its output stuck at 500 and committing;
 //! - a Node.js service on kafkajs under dd-trace 5 (`harness/js-tracers`).
 //!
 //! Each service's consumer is stuck at offset 500 of 1000 and keeps committing;
@@ -42,6 +45,9 @@ enum Tracer {
     Java(&'static str),
     /// The buggy agent on kafka-clients 3.9 rather than 4.4.
     JavaOnClients3(&'static str),
+    /// A Kafka Streams application under the agent (`StreamsRelay`): its
+    /// sends to the output fail; the stuck consumer is the test's.
+    Streams(&'static str),
     Go,
     Js,
 }
@@ -51,6 +57,7 @@ impl Tracer {
         match self {
             Tracer::Java(v) => format!("dd-java-agent {v}"),
             Tracer::JavaOnClients3(v) => format!("dd-java-agent {v} on kafka-clients 3.9.2"),
+            Tracer::Streams(v) => format!("dd-java-agent {v}, Kafka Streams 4.4.0"),
             Tracer::Go => "dd-trace-go v2.7.1".to_owned(),
             Tracer::Js => "dd-trace (Node.js) 5.132.0".to_owned(),
         }
@@ -129,6 +136,8 @@ struct Service {
     orders: String,
     gone: String,
     nowhere: String,
+    /// A Kafka Streams service's input.
+    input: String,
     group: String,
 }
 
@@ -145,28 +154,43 @@ struct Seen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_incident_under_each_real_tracer_reads_true() {
     let b = kafka().bootstrap.clone();
-    let tracers =
-        AGENTS
-            .iter()
-            .map(|v| Tracer::Java(v))
-            .chain([Tracer::JavaOnClients3(AGENTS[0]), Tracer::Go, Tracer::Js]);
+    let tracers = AGENTS.iter().map(|v| Tracer::Java(v)).chain([
+        Tracer::JavaOnClients3(AGENTS[0]),
+        Tracer::Streams(AGENTS[0]),
+        Tracer::Streams(AGENTS[2]),
+        Tracer::Go,
+        Tracer::Js,
+    ]);
     let services: Vec<Service> = tracers
         .map(|tracer| Service {
             tracer,
             name: match tracer {
                 Tracer::Java(v) => format!("seed-java-{}", v.replace('.', "-")),
                 Tracer::JavaOnClients3(v) => format!("seed-java-{}-clients-3", v.replace('.', "-")),
+                Tracer::Streams(v) => format!("seed-streams-{}", v.replace('.', "-")),
                 Tracer::Go => "seed-go".to_owned(),
                 Tracer::Js => "seed-js".to_owned(),
             },
             orders: unique("orders"),
             gone: unique("gone"),
             nowhere: unique("nowhere"),
+            input: unique("words"),
             group: unique("billing"),
         })
         .collect();
     for s in &services {
-        create(&b, &s.orders, &[("max.message.bytes", "65536")]).await;
+        if matches!(s.tracer, Tracer::Streams(_)) {
+            // Kafka Streams stamps its output with its input's time: the
+            // broker's append time is when the relayed record was written.
+            let output = [
+                ("max.message.bytes", "65536"),
+                ("message.timestamp.type", "LogAppendTime"),
+            ];
+            create(&b, &s.orders, &output).await;
+            create(&b, &s.input, &[]).await;
+        } else {
+            create(&b, &s.orders, &[("max.message.bytes", "65536")]).await;
+        }
         create(&b, &s.gone, &[]).await;
     }
     let toml = format!(
@@ -191,13 +215,44 @@ async fn the_seed_incident_under_each_real_tracer_reads_true() {
                 &intake,
                 [&b, &s.orders, &s.gone, &s.nowhere, &s.group],
             ),
+            Tracer::Streams(v) => {
+                support::Member::streams_relay(v, &s.name, &intake, [&b, &unique("relay"), &s.input, &s.orders])
+            }
             Tracer::Go => support::Member::go_seed(&s.name, &intake, [&b, &s.orders, &s.group]),
             Tracer::Js => support::Member::js_seed(&s.name, &intake, [&b, &s.orders, &s.group]),
         })
         .collect();
-    for m in &members {
-        m.until("stuck 500");
+    // The Kafka Streams services: the test writes their input and is their
+    // output's stuck consumer (500, committed again every second).
+    let relays: Vec<&Service> = services
+        .iter()
+        .filter(|s| matches!(s.tracer, Tracer::Streams(_)))
+        .collect();
+    for (s, m) in services.iter().zip(&members) {
+        if matches!(s.tracer, Tracer::Streams(_)) {
+            m.until("running");
+        }
     }
+    let mode = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(STEADY));
+    let writers: Vec<_> = relays
+        .iter()
+        .map(|s| relay_writer(&b, &s.input, &s.orders, &s.group, mode.clone()))
+        .collect();
+    for (s, m) in services.iter().zip(&members) {
+        if !matches!(s.tracer, Tracer::Streams(_)) {
+            m.until("stuck 500");
+        }
+    }
+    for s in &relays {
+        streamsight_testkit::eventually(
+            60,
+            &format!("{} relayed 1000 and its consumer stuck", s.name),
+            async || (truth_end(&b, &s.orders) >= 1000).then_some(()),
+        )
+        .await;
+        support::seed_commits(&b, &s.orders, &s.group, &[500]);
+    }
+    mode.store(STUCK, std::sync::atomic::Ordering::Relaxed);
     let t500: Vec<i64> = services.iter().map(|s| truth(&b, &s.orders, 500).1).collect();
     // Every service's lag read, from its commits and the tracer's acks.
     for s in &services {
@@ -218,6 +273,7 @@ async fn the_seed_incident_under_each_real_tracer_reads_true() {
     for m in &mut members {
         m.send("fail");
     }
+    mode.store(FAIL, std::sync::atomic::Ordering::Relaxed);
     for m in &members {
         m.until("failing");
     }
@@ -282,8 +338,17 @@ async fn the_seed_incident_under_each_real_tracer_reads_true() {
     for m in &mut members {
         m.send("recover");
     }
-    for m in &members {
-        m.until("recovered");
+    mode.store(RECOVER, std::sync::atomic::Ordering::Relaxed);
+    for (s, m) in services.iter().zip(&members) {
+        if matches!(s.tracer, Tracer::Streams(_)) {
+            let before = truth_end(&b, &s.orders);
+            streamsight_testkit::eventually(60, &format!("{} relaying again", s.name), async || {
+                (truth_end(&b, &s.orders) > before).then_some(())
+            })
+            .await;
+        } else {
+            m.until("recovered");
+        }
     }
     let recovered_at = Instant::now();
     let mut cleared_after = BTreeMap::new();
@@ -353,7 +418,80 @@ async fn the_seed_incident_under_each_real_tracer_reads_true() {
             s.orders
         );
     }
+    mode.store(DONE, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
     for m in members {
         m.close();
     }
+}
+
+const STEADY: u8 = 0;
+const STUCK: u8 = 1;
+const FAIL: u8 = 2;
+const RECOVER: u8 = 3;
+const DONE: u8 = 4;
+
+/// The end offset of `topic`'s partition 0.
+fn truth_end(bootstrap: &str, topic: &str) -> i64 {
+    let c: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    c.fetch_watermarks(topic, 0, Duration::from_secs(10)).unwrap().1
+}
+
+/// A Kafka Streams service's world: 1000 small records to its `input` at
+/// once; then, while stuck, `group` commits 500 on `output` every second;
+/// "big" records to `input` every 200 ms while failing (the relay's sends of
+/// them fail), small ones while recovering.
+fn relay_writer(
+    bootstrap: &str,
+    input: &str,
+    output: &str,
+    group: &str,
+    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+) -> std::thread::JoinHandle<()> {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let (bootstrap, input, output, group) = (
+        bootstrap.to_owned(),
+        input.to_owned(),
+        output.to_owned(),
+        group.to_owned(),
+    );
+    std::thread::spawn(move || {
+        let producer: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("linger.ms", "0")
+            .create()
+            .unwrap();
+        for i in 0..1000 {
+            let value = format!("word {i}");
+            producer
+                .send(BaseRecord::<(), _>::to(&input).partition(0).payload(&value))
+                .unwrap();
+        }
+        producer.flush(Duration::from_secs(20)).unwrap();
+        let mut last_commit = Instant::now();
+        loop {
+            let now = mode.load(std::sync::atomic::Ordering::Relaxed);
+            if now == DONE {
+                return;
+            }
+            if now >= STUCK && last_commit.elapsed() >= Duration::from_secs(1) {
+                support::seed_commits(&bootstrap, &output, &group, &[500]);
+                last_commit = Instant::now();
+            }
+            let value = match now {
+                FAIL => Some("big"),
+                RECOVER => Some("small"),
+                _ => None,
+            };
+            if let Some(value) = value {
+                let _ = producer.send(BaseRecord::<(), _>::to(&input).partition(0).payload(value));
+            }
+            producer.poll(Duration::from_millis(200));
+        }
+    })
 }

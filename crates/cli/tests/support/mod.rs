@@ -505,6 +505,23 @@ impl Member {
         Self::spawn_command(with_datadog_env(command, service, intake))
     }
 
+    /// A Kafka Streams application relaying `input` to `output` under the real
+    /// dd-java-agent `version` (`StreamsRelay`: a record "big" becomes one
+    /// the broker refuses, skipped by its production exception handler);
+    /// prints "running", then "failing" at the first refused send.
+    pub fn streams_relay(version: &str, service: &str, intake: &str, args: [&str; 4]) -> Member {
+        let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness/java-clients/target");
+        let agent = harness.join(format!("dd-java-agent/dd-java-agent-{version}.jar"));
+        assert!(
+            agent.exists(),
+            "dd-java-agent {version} is not at {}: run scripts/test",
+            agent.display()
+        );
+        let agent = format!("-javaagent:{}", agent.display());
+        let command = Self::java_command(&[&agent], "StreamsRelay", &args);
+        Self::spawn_command(with_datadog_env(command, service, intake))
+    }
+
     /// The seed's incident as a Go service on confluent-kafka-go under the real
     /// dd-trace-go (`harness/go-tracers/target/seed`), the same lines as
     /// `seed_service` (`args`: bootstrap, orders topic, group).
