@@ -330,6 +330,39 @@ async fn the_seed_incident_under_each_real_tracer_reads_true() {
         }
     }
 
+    // The dashboard's topic page of the buggy agent's topic: its partition 0
+    // failing, no partition -1 row.
+    let browser = support::browser::Browser::start(1400, 1000).await;
+    browser
+        .open(&format!("{api}/topics/apache-kafka/{}", services[0].orders))
+        .await;
+    browser
+        .wait_until(
+            "the topic's partitions",
+            "return [...document.querySelectorAll('table')].some(t => t.innerText.includes('End confirmed'))",
+        )
+        .await;
+    browser.check_page("seed-tracers-failing-topic").await;
+    let rows: Vec<Vec<String>> = serde_json::from_value(
+        browser
+            .eval(
+                "return [...document.querySelectorAll('table')].find(t => t.innerText.includes('End confirmed'))
+                   .querySelectorAll('tbody tr').values().map(r => [...r.cells].map(c => c.innerText)).toArray()",
+            )
+            .await,
+    )
+    .unwrap();
+    assert!(
+        rows.len() == 1 && rows[0][0] == "0" && rows[0][5].to_lowercase().contains("failing"),
+        "{rows:?}"
+    );
+    // Failing with no counts by error is said so, never "no failed sends".
+    let page = browser.text("main").await;
+    assert!(
+        page.contains("Sends are failing") && !page.contains("No failed sends reported"),
+        "{page}"
+    );
+
     // Recovery: the deleted and never-made topics made, sends succeed again.
     for s in &services {
         create(&b, &s.gone, &[]).await;

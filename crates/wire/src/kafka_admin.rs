@@ -122,8 +122,8 @@ impl<'a> Reader<'a> {
         Err(self.error("unsigned varint longer than 5 bytes"))
     }
 
-    /// A compact length: `None` for null, else at most the bytes left times
-    /// `per_item`'s inverse (each item takes at least `min_item` bytes).
+    /// A compact length: `None` for null; a count whose items (each at least
+    /// `min_item` bytes) could not fit in the bytes left is refused.
     fn compact_len(&mut self, min_item: usize) -> Result<Option<usize>, DecodeError> {
         let n = self.uvarint()? as usize;
         let Some(len) = n.checked_sub(1) else {

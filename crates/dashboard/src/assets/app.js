@@ -483,6 +483,10 @@ const topic = {
         h('p', {}, `First ${agoText(f.first_at_ms, d.now_ms)}, last ${agoText(f.last_at_ms, d.now_ms)}`, f.partitions.length ? `, partitions ${f.partitions.join(', ')}` : ''),
         table('Failed sends by error', [['Error'], ['Sends', 'num']], Object.entries(f.by_error).sort((a, b) => b[1] - a[1]).map(([e, n]) => [h('code', {}, e), num(n)])),
         f.trace_ids.length ? h('p', {}, 'Traces of failed records: ', f.trace_ids.map((t) => [h('a', { href: `/journeys/${enc(t)}` }, t), ' '])) : null)
+        // Failing, with no counts: a tracer said so (its failed-send
+        // placeholder or an error span), which carries no count by error.
+        : anyFailing ? h('p', { class: 'banner bad', id: 'failing-uncounted' }, h('strong', {}, 'Sends are failing: '),
+          'a tracer reported failed sends to this topic (a failed-send placeholder, or a produce span with an error). Counts by error come from streamsight\u2019s SDK, which reports none here.')
         : h('p', { class: 'banner ok' }, 'No failed sends reported for this topic.'),
       table('Partitions', [['Partition', 'num'], ['End offset', 'num'], ['Last acked', 'num'], ['Log start', 'num'], ['Produce rate', 'num'], ['Producers'], ['End confirmed']],
         d.partitions.map((p) => [

@@ -14,7 +14,7 @@ const REQUEST_HEADER: i16 = 2;
 const RESPONSE_HEADER: i16 = 1;
 
 fn one_way(what: &str) -> anyhow::Error {
-    anyhow::anyhow!("{what} is only {}", "sent by the poller, never read by it")
+    anyhow::anyhow!("{what} is only sent by the poller, never read by it")
 }
 
 /// Whole body bytes, read to the end of the frame.
