@@ -218,7 +218,9 @@ fn decode_and_translate(shared: &Shared, body: &[u8], gzipped: bool) -> Result<T
     // Only a cluster a tracer or the poller named counts: never a default
     // one, whichever env.
     let by_topic = |topic: &str| {
-        let mut named = engine.clusters_of(topic).filter(|c| !is_default_cluster(c, default));
+        let mut named = engine
+            .clusters_of(topic)
+            .filter(|c| !crate::clusters::is_default_cluster(c, default));
         match (named.next(), named.next()) {
             (Some(only), None) => Some(only.to_owned()),
             _ => None,
@@ -530,12 +532,6 @@ pub fn translate<S: AsRef<str>>(p: &Payload<S>, dates: Dates, clusters: &Cluster
     }
     out.records.extend(facts.records);
     out
-}
-
-pub(crate) fn is_default_cluster(cluster: &str, default_cluster: &str) -> bool {
-    cluster
-        .strip_prefix(default_cluster)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 async fn drop_body(intake: &Intake, endpoint: DroppedEndpoint, body: Body) -> Response {

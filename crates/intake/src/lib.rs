@@ -4,6 +4,7 @@
 //! payloads, `/v0.4` and `/v0.5` traces) and the OTLP listener ([`spans`]:
 //! OTLP traces and logs, Fluent Bit's `json_lines`).
 
+pub mod clusters;
 pub mod dsm;
 pub mod failed_spans;
 pub mod spans;

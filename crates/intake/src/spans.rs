@@ -139,7 +139,7 @@ async fn take_uncounted(
         let by_topic = |topic: &str| {
             let mut named = engine
                 .clusters_of(topic)
-                .filter(|c| !crate::dsm::is_default_cluster(c, default));
+                .filter(|c| !crate::clusters::is_default_cluster(c, default));
             match (named.next(), named.next()) {
                 (Some(only), None) => Some(only.to_owned()),
                 _ => None,
