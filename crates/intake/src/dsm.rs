@@ -215,17 +215,7 @@ fn decode_and_translate(shared: &Shared, body: &[u8], gzipped: bool) -> Result<T
     let by_id = shared.clusters.names_by_id();
     let engine = shared.lag.engine();
     let default = shared.config.default_cluster.as_str();
-    // Only a cluster a tracer or the poller named counts: never a default
-    // one, whichever env.
-    let by_topic = |topic: &str| {
-        let mut named = engine
-            .clusters_of(topic)
-            .filter(|c| !crate::clusters::is_default_cluster(c, default));
-        match (named.next(), named.next()) {
-            (Some(only), None) => Some(only.to_owned()),
-            _ => None,
-        }
-    };
+    let by_topic = |topic: &str| crate::clusters::the_one_named(engine.clusters_of(topic), default);
     let held_in = |topic: &str, cluster: &str| engine.clusters_of(topic).any(|c| c == cluster);
     let clusters = Clusters {
         default,

@@ -136,15 +136,7 @@ async fn take_uncounted(
         let by_id = shared.clusters.names_by_id();
         let engine = shared.lag.engine();
         let default = shared.config.default_cluster.as_str();
-        let by_topic = |topic: &str| {
-            let mut named = engine
-                .clusters_of(topic)
-                .filter(|c| !crate::clusters::is_default_cluster(c, default));
-            match (named.next(), named.next()) {
-                (Some(only), None) => Some(only.to_owned()),
-                _ => None,
-            }
-        };
+        let by_topic = |topic: &str| crate::clusters::the_one_named(engine.clusters_of(topic), default);
         let clusters = crate::failed_spans::Clusters {
             by_id: &by_id,
             by_topic: &by_topic,

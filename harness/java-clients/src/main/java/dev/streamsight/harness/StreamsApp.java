@@ -1,14 +1,8 @@
 package dev.streamsight.harness;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.time.Duration;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.common.serialization.Serdes;
-import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Grouped;
@@ -41,28 +35,6 @@ public final class StreamsApp {
         .count()
         .toStream()
         .to(output, Produced.with(Serdes.String(), Serdes.Long()));
-    CountDownLatch running = new CountDownLatch(1);
-    try (KafkaStreams streams = new KafkaStreams(builder.build(), p)) {
-      streams.setStateListener(
-          (now, before) -> {
-            if (now == KafkaStreams.State.RUNNING) {
-              running.countDown();
-            }
-          });
-      streams.start();
-      running.await();
-      System.out.println("running");
-      System.out.flush();
-      try (BufferedReader in =
-          new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-        String line;
-        while ((line = in.readLine()) != null && !line.trim().equals("close")) {
-          // Running until told to close.
-        }
-      }
-      streams.close(Duration.ofSeconds(20));
-    }
-    System.out.println("closed");
-    System.out.flush();
+    StreamsRun.untilClosed(builder.build(), p);
   }
 }

@@ -1,17 +1,11 @@
 package dev.streamsight.harness;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.Serdes;
-import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.ErrorHandlerContext;
@@ -62,28 +56,6 @@ public final class StreamsRelay {
     String big = "x".repeat(256 * 1024);
     StreamsBuilder builder = new StreamsBuilder();
     builder.<String, String>stream(input).mapValues(v -> "big".equals(v) ? big : v).to(output);
-    CountDownLatch running = new CountDownLatch(1);
-    try (KafkaStreams streams = new KafkaStreams(builder.build(), p)) {
-      streams.setStateListener(
-          (now, before) -> {
-            if (now == KafkaStreams.State.RUNNING) {
-              running.countDown();
-            }
-          });
-      streams.start();
-      running.await();
-      System.out.println("running");
-      System.out.flush();
-      try (BufferedReader in =
-          new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-        String line;
-        while ((line = in.readLine()) != null && !line.trim().equals("close")) {
-          // Running until told to close.
-        }
-      }
-      streams.close(Duration.ofSeconds(20));
-    }
-    System.out.println("closed");
-    System.out.flush();
+    StreamsRun.untilClosed(builder.build(), p);
   }
 }
