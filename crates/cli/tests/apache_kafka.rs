@@ -1099,8 +1099,12 @@ async fn a_classic_group_upgraded_online_to_the_consumer_protocol_keeps_its_hist
     let url = format!("{api}/api/v1/groups/apache-kafka/{group}");
     let classic = support::Member::join_with(&b, &topic, &group, "ledger-classic", 10, "classic");
     classic.until("read 10");
-    streamsight_testkit::http::wait_for_json(&http, &url, 60, "the classic group at 10", |v| {
-        v["group_type"] == "classic" && v["partitions"][0]["lag"]["committed_offset"] == 10
+    // Seen, and sampled into its history (a sample is taken each
+    // history_interval: the group shown is not yet a group sampled).
+    streamsight_testkit::http::wait_for_json(&http, &url, 60, "the classic group at 10, sampled", |v| {
+        v["group_type"] == "classic"
+            && v["partitions"][0]["lag"]["committed_offset"] == 10
+            && v["history"].as_array().is_some_and(|h| !h.is_empty())
     })
     .await;
     // The upgrade: a consumer-protocol member joins, the classic one leaves.
