@@ -24,133 +24,102 @@ fn body<B: ByteBuf>(buf: &mut B) -> Vec<u8> {
     out
 }
 
-/// DescribeShareGroupOffsets v1 for these groups, every topic each reads.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(super) struct ShareGroupOffsetsV1(pub Vec<String>);
+/// A request over group ids whose body `encode` writes, and its answer, which
+/// `decode` reads, at `version` only: kafka-protocol's traits for both.
+macro_rules! unencoded_request {
+    (
+        $(#[$doc:meta])* $request:ident, $(#[$answer_doc:meta])* $answer:ident($decoded:ty),
+        key: $key:expr, version: $version:expr, name: $name:literal,
+        encode: $encode:path, decode: $decode:path $(,)?
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Default)]
+        pub(super) struct $request(pub Vec<String>);
 
-/// Its answer.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct ShareGroupOffsetsV1Answer(pub kafka_admin::ShareGroupOffsets);
+        $(#[$answer_doc])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub(super) struct $answer(pub $decoded);
 
-impl Message for ShareGroupOffsetsV1 {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+        impl Message for $request {
+            const VERSIONS: VersionRange = VersionRange { min: $version, max: $version };
+            const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+        }
+
+        impl Encodable for $request {
+            fn encode<B: ByteBufMut>(&self, buf: &mut B, _version: i16) -> anyhow::Result<()> {
+                buf.put_slice(&$encode(&self.0));
+                Ok(())
+            }
+            fn compute_size(&self, _version: i16) -> anyhow::Result<usize> {
+                Ok($encode(&self.0).len())
+            }
+        }
+
+        impl Decodable for $request {
+            fn decode<B: ByteBuf>(_buf: &mut B, _version: i16) -> anyhow::Result<Self> {
+                Err(one_way(concat!($name, "'s request")))
+            }
+        }
+
+        impl HeaderVersion for $request {
+            fn header_version(_version: i16) -> i16 {
+                REQUEST_HEADER
+            }
+        }
+
+        impl Request for $request {
+            const KEY: i16 = $key;
+            type Response = $answer;
+        }
+
+        impl Message for $answer {
+            const VERSIONS: VersionRange = VersionRange { min: $version, max: $version };
+            const DEPRECATED_VERSIONS: Option<VersionRange> = None;
+        }
+
+        impl Encodable for $answer {
+            fn encode<B: ByteBufMut>(&self, _buf: &mut B, _version: i16) -> anyhow::Result<()> {
+                Err(one_way(concat!($name, "'s answer")))
+            }
+            fn compute_size(&self, _version: i16) -> anyhow::Result<usize> {
+                Err(one_way(concat!($name, "'s answer")))
+            }
+        }
+
+        impl Decodable for $answer {
+            fn decode<B: ByteBuf>(buf: &mut B, _version: i16) -> anyhow::Result<Self> {
+                Ok(Self($decode(&body(buf))?))
+            }
+        }
+
+        impl HeaderVersion for $answer {
+            fn header_version(_version: i16) -> i16 {
+                RESPONSE_HEADER
+            }
+        }
+    };
 }
 
-impl Encodable for ShareGroupOffsetsV1 {
-    fn encode<B: ByteBufMut>(&self, buf: &mut B, _version: i16) -> anyhow::Result<()> {
-        buf.put_slice(&kafka_admin::describe_share_group_offsets_v1(&self.0));
-        Ok(())
-    }
-    fn compute_size(&self, _version: i16) -> anyhow::Result<usize> {
-        Ok(kafka_admin::describe_share_group_offsets_v1(&self.0).len())
-    }
-}
+unencoded_request!(
+    /// DescribeShareGroupOffsets v1 for these groups, every topic each reads.
+    ShareGroupOffsetsV1,
+    /// Its answer.
+    ShareGroupOffsetsV1Answer(kafka_admin::ShareGroupOffsets),
+    key: kafka_admin::DESCRIBE_SHARE_GROUP_OFFSETS,
+    version: 1,
+    name: "DescribeShareGroupOffsets v1",
+    encode: kafka_admin::describe_share_group_offsets_v1,
+    decode: kafka_admin::decode_share_group_offsets_v1,
+);
 
-impl Decodable for ShareGroupOffsetsV1 {
-    fn decode<B: ByteBuf>(_buf: &mut B, _version: i16) -> anyhow::Result<Self> {
-        Err(one_way("DescribeShareGroupOffsets v1's request"))
-    }
-}
-
-impl HeaderVersion for ShareGroupOffsetsV1 {
-    fn header_version(_version: i16) -> i16 {
-        REQUEST_HEADER
-    }
-}
-
-impl Request for ShareGroupOffsetsV1 {
-    const KEY: i16 = kafka_admin::DESCRIBE_SHARE_GROUP_OFFSETS;
-    type Response = ShareGroupOffsetsV1Answer;
-}
-
-impl Message for ShareGroupOffsetsV1Answer {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
-}
-
-impl Encodable for ShareGroupOffsetsV1Answer {
-    fn encode<B: ByteBufMut>(&self, _buf: &mut B, _version: i16) -> anyhow::Result<()> {
-        Err(one_way("DescribeShareGroupOffsets v1's answer"))
-    }
-    fn compute_size(&self, _version: i16) -> anyhow::Result<usize> {
-        Err(one_way("DescribeShareGroupOffsets v1's answer"))
-    }
-}
-
-impl Decodable for ShareGroupOffsetsV1Answer {
-    fn decode<B: ByteBuf>(buf: &mut B, _version: i16) -> anyhow::Result<Self> {
-        Ok(Self(kafka_admin::decode_share_group_offsets_v1(&body(buf))?))
-    }
-}
-
-impl HeaderVersion for ShareGroupOffsetsV1Answer {
-    fn header_version(_version: i16) -> i16 {
-        RESPONSE_HEADER
-    }
-}
-
-/// StreamsGroupDescribe v0 for these groups.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(super) struct StreamsGroupDescribeV0(pub Vec<String>);
-
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct StreamsGroupDescribeV0Answer(pub kafka_admin::StreamsGroups);
-
-impl Message for StreamsGroupDescribeV0 {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
-}
-
-impl Encodable for StreamsGroupDescribeV0 {
-    fn encode<B: ByteBufMut>(&self, buf: &mut B, _version: i16) -> anyhow::Result<()> {
-        buf.put_slice(&kafka_admin::streams_group_describe_v0(&self.0));
-        Ok(())
-    }
-    fn compute_size(&self, _version: i16) -> anyhow::Result<usize> {
-        Ok(kafka_admin::streams_group_describe_v0(&self.0).len())
-    }
-}
-
-impl Decodable for StreamsGroupDescribeV0 {
-    fn decode<B: ByteBuf>(_buf: &mut B, _version: i16) -> anyhow::Result<Self> {
-        Err(one_way("StreamsGroupDescribe's request"))
-    }
-}
-
-impl HeaderVersion for StreamsGroupDescribeV0 {
-    fn header_version(_version: i16) -> i16 {
-        REQUEST_HEADER
-    }
-}
-
-impl Request for StreamsGroupDescribeV0 {
-    const KEY: i16 = kafka_admin::STREAMS_GROUP_DESCRIBE;
-    type Response = StreamsGroupDescribeV0Answer;
-}
-
-impl Message for StreamsGroupDescribeV0Answer {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
-    const DEPRECATED_VERSIONS: Option<VersionRange> = None;
-}
-
-impl Encodable for StreamsGroupDescribeV0Answer {
-    fn encode<B: ByteBufMut>(&self, _buf: &mut B, _version: i16) -> anyhow::Result<()> {
-        Err(one_way("StreamsGroupDescribe's answer"))
-    }
-    fn compute_size(&self, _version: i16) -> anyhow::Result<usize> {
-        Err(one_way("StreamsGroupDescribe's answer"))
-    }
-}
-
-impl Decodable for StreamsGroupDescribeV0Answer {
-    fn decode<B: ByteBuf>(buf: &mut B, _version: i16) -> anyhow::Result<Self> {
-        Ok(Self(kafka_admin::decode_streams_group_describe_v0(&body(buf))?))
-    }
-}
-
-impl HeaderVersion for StreamsGroupDescribeV0Answer {
-    fn header_version(_version: i16) -> i16 {
-        RESPONSE_HEADER
-    }
-}
+unencoded_request!(
+    /// StreamsGroupDescribe v0 for these groups.
+    StreamsGroupDescribeV0,
+    /// Its answer.
+    StreamsGroupDescribeV0Answer(kafka_admin::StreamsGroups),
+    key: kafka_admin::STREAMS_GROUP_DESCRIBE,
+    version: 0,
+    name: "StreamsGroupDescribe",
+    encode: kafka_admin::streams_group_describe_v0,
+    decode: kafka_admin::decode_streams_group_describe_v0,
+);
